@@ -1,0 +1,23 @@
+#pragma once
+// The fair scheduler a site master uses between periods to hand free containers to the
+// sub-jobs running there (HOUTU §4.4): each free container goes to the sub-job holding the
+// smallest (weighted) share whose desire is still unmet.
+
+#include <string>
+#include <vector>
+
+namespace tellus::sched {
+
+struct SubJobShare {
+  std::string id;
+  int desire = 0;     // containers wanted (Af request)
+  int allocated = 0;  // containers held now
+  double weight = 1;  // share = allocated / weight; > 0
+};
+
+// Returns grants[i] >= 0 with sum(grants) <= freeContainers, granting one container at a
+// time to the sub-job with the smallest (allocated + granted) / weight among those with
+// allocated + granted < desire (ties: smaller index). Stops when no desire is unmet.
+std::vector<int> fairShare(const std::vector<SubJobShare>& subJobs, int freeContainers);
+
+}  // namespace tellus::sched

@@ -1,0 +1,67 @@
+#pragma once
+// Job order across sites (paper 001, Hung et al.): every site serves its queue of sub-jobs
+// in an order computed from the same snapshot — FCFS, Global-SRPT, Independent-SRPT,
+// Reordering (Alg. 1/2, an add-on to any order) and SWAG (Alg. 3/4). Each has the
+// capacity-normalized form of §5: queue lengths divided by the site's slots.
+// All functions are deterministic: ties go to the earlier arrival, then the smaller index.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace tellus::sched {
+
+struct QueuedJob {
+  std::string id;
+  double arrivalS = 0;
+  std::vector<double> remainingTasks;  // |v_{j,d}| per site: tasks not yet launched
+};
+
+struct OrderingInput {
+  std::vector<QueuedJob> jobs;
+  // c_d per site; empty = homogeneous (the unnormalized algorithms). Normalized forms divide
+  // queue lengths by c_d.
+  std::vector<double> slots;
+  // Work already ahead of these jobs at each site (tasks), e.g. running tasks; empty = none.
+  // SWAG starts its queue lengths from it (third principle, Figure 3).
+  std::vector<double> existingLoad;
+};
+
+enum class OrderPolicy {
+  kFcfs,
+  kGlobalSrpt,
+  kIndependentSrpt,
+  kGlobalSrptReordering,
+  kIndependentSrptReordering,
+  kSwag,
+};
+
+// One job order for all sites, or (Independent-SRPT) one per site; indices into jobs.
+struct SiteOrders {
+  std::vector<std::vector<std::size_t>> perSite;
+};
+
+std::vector<std::size_t> fcfsOrder(const OrderingInput& input);
+// Smallest total remaining size first (normalized: sum_d v_jd / c_d).
+std::vector<std::size_t> globalSrptOrder(const OrderingInput& input);
+// Each site orders its own sub-jobs by size (normalization does not change a site's order).
+SiteOrders independentSrptOrders(const OrderingInput& input);
+// Reordering (Alg. 1/2) applied to per-site orders: repeatedly take the site with the longest
+// (normalized) queue, move its last job to the back of the final order, remove that job's
+// sub-jobs from every queue. Returns the resulting single order.
+std::vector<std::size_t> reorder(const OrderingInput& input, const SiteOrders& base);
+// SWAG (Alg. 3/4): repeatedly pick the job with the smallest estimated makespan
+// max_d (q_d + v_jd) [/ c_d] given the queues so far (ties: smaller total size).
+std::vector<std::size_t> swagOrder(const OrderingInput& input);
+
+SiteOrders sameOrderEverywhere(const std::vector<std::size_t>& order, std::size_t siteCount);
+SiteOrders computeOrders(const OrderingInput& input, OrderPolicy policy);
+
+// Finish instants (paper 001 §2.2): at each site the queue is served in the site's order; a
+// sub-job ends at existingLoad_d + cumulative size [/ c_d]; a job finishes at the max over
+// the sites where it has tasks (0 if none). Exact finish times under the paper's
+// homogeneous assumptions.
+std::vector<double> finishInstants(const OrderingInput& input, const SiteOrders& orders);
+double averageFinishInstant(const OrderingInput& input, const SiteOrders& orders);
+
+}  // namespace tellus::sched

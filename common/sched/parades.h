@@ -1,0 +1,58 @@
+#pragma once
+// Parades: parameterized delay scheduling with work stealing (HOUTU Alg. 2, §4.3).
+// Called by a job manager on every container update (a container reporting free capacity)
+// and on a steal request from a sibling JM. Pure: waiting times are computed by the caller
+// from its clock (wait = now - enqueue time) and passed in.
+
+#include <string>
+#include <vector>
+
+namespace tellus::sched {
+
+struct ParadesParams {
+  double tau = 0.5;    // τ: a task may go rack-local after τ·p waiting, anywhere after 2τ·p
+  double delta = 0.8;  // δ: a non-local launch needs an almost idle container (free >= 1-δ)
+};
+
+struct WaitingTask {
+  std::string id;
+  std::vector<std::string> preferredNodes;  // hosts holding its input (node-local)
+  // Next locality level. In Tellus a JM schedules within one site, so racks are racks; a
+  // caller that has no rack information may pass site names (then "rack-local" = site-local).
+  std::vector<std::string> preferredRacks;
+  double waitS = 0;        // how long it has been waiting (t.wait)
+  double processingS = 0;  // estimated processing time (t.p), e.g. stage mean of finished tasks
+  double resource = 0;     // fraction of one container it needs (t.r), in (0,1]
+};
+
+// A container that reported its free capacity.
+struct ContainerUpdate {
+  std::string containerId;
+  std::string node;
+  std::string rack;
+  double free = 0;  // free fraction of the container, [0,1]
+};
+
+enum class Locality { kNodeLocal, kRackLocal, kAny };
+
+struct TaskLaunch {
+  std::string taskId;
+  Locality locality = Locality::kNodeLocal;
+};
+
+struct ParadesDecision {
+  std::vector<TaskLaunch> launches;  // in launch order, all on update.containerId
+  double freeAfter = 0;              // container free fraction after the launches
+  // No task was waiting: the JM should ask its siblings to steal work for this container
+  // (each sibling answers by running paradesOnUpdate on its own queue with this container).
+  bool steal = false;
+};
+
+// Packs tasks onto the container while it has free capacity: first node-local tasks, then
+// rack-local tasks that waited >= τ·p, then any task that waited >= 2τ·p if the container is
+// at least (1-δ) free. Every launched task fits (resource <= free). Among tasks of one level
+// the longest-waiting goes first (ties: input order). Deterministic.
+ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const ContainerUpdate& update,
+                                const ParadesParams& params);
+
+}  // namespace tellus::sched

@@ -1,0 +1,149 @@
+#pragma once
+// Per-stage task placement across sites (Tetrium, paper 000 §3-4; HOUTU §4.3; Iridium).
+//
+// Cost model (Tetrium §2.2/§3). Units: data in GB, bandwidth in GB/s (gigaBYTES), time in s.
+//  Map stage: n tasks of t seconds read the stage input; I_x GB of it sits at site x, so
+//  n·I_x/I tasks read from x and each moves I_x/(tasks reading from x) GB when run remotely.
+//    T_aggr = max_x max(upload_x / up_x, download_x / down_x)    (no overlap with compute)
+//    T_map  = max_x t · waves_x,  waves_x = M_x / S_x (LP, fractional) or ceil(M_x / S_x)
+//  Reduce stage: n tasks of t seconds; I_x GB of shuffle input at x; a fraction r_x of the
+//  tasks at x downloads r_x·(I - I_x) and x uploads I_x·(1 - r_x).
+//    T_shuf = max_x max(I_x(1-r_x)/up_x, r_x(I-I_x)/down_x),  T_red = max_x t·waves_x.
+// The LPs minimize T_aggr + T_map (resp. T_shuf + T_red) with fractional waves; integer
+// placements are evaluated with ceil waves, which is how the paper's examples count.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace tellus::sched {
+
+struct SiteResources {
+  std::string name;
+  int slots = 0;        // compute slots available to this stage/job (S_x)
+  double upGBps = 0;    // uplink bandwidth, gigabytes per second
+  double downGBps = 0;  // downlink bandwidth, gigabytes per second
+};
+
+struct MapStage {
+  std::vector<double> inputGB;  // per site (same order as the sites), I_x
+  int tasks = 0;                // n_map
+  double taskS = 0;             // t_map, seconds per task
+};
+
+struct ReduceStage {
+  std::vector<double> shuffleGB;  // per site, intermediate data I_x^shuf
+  int tasks = 0;                  // n_red
+  double taskS = 0;               // t_red
+};
+
+struct StageTimes {
+  double transferS = 0;  // T_aggr (map) or T_shuf (reduce)
+  double computeS = 0;   // T_map or T_red
+  double totalS() const { return transferS + computeS; }
+};
+
+struct MapPlacement {
+  // fraction[x][y]: fraction of all map tasks that read data at x and run at y (sum = 1,
+  // row x sums to I_x / I).
+  std::vector<std::vector<double>> fraction;
+  // tasks[x][y]: integer counts; row x sums to the proportional-to-data count of x, all
+  // cells sum to n exactly, column sums are within 1 of n·sum_x fraction[x][y].
+  std::vector<std::vector<int>> tasks;
+  std::vector<int> tasksAtSite;  // column sums M_y
+  StageTimes lpTimes;            // the fractional model (LP objective for Tetrium)
+  StageTimes times;              // evaluation of `tasks` with ceil waves
+  double wanGB = 0;              // data moved across sites by `tasks`
+};
+
+struct ReducePlacement {
+  std::vector<double> fraction;  // r_x, sums to 1
+  std::vector<int> tasks;        // R_x, sums to n exactly
+  StageTimes lpTimes;
+  StageTimes times;  // evaluation of `tasks` with ceil waves
+  double wanGB = 0;  // shuffle data crossing sites
+};
+
+struct TetriumOptions {
+  // WAN budget knob ρ in [0,1] (§4.3): W = W_min + ρ(W_max - W_min); 1 = no limit.
+  double wanBudgetRho = 1.0;
+};
+
+// ---- building blocks ---------------------------------------------------------------------
+
+// Largest-remainder apportionment: integer counts proportional to weights[i] (>= 0) summing
+// exactly to `total` (>= 0); ties in the remainder go to the smaller index. All-zero weights
+// split evenly. This is HOUTU's initial assignment (proportional to data).
+std::vector<int> proportionalToData(const std::vector<double>& weights, int total);
+
+// Rounds a non-negative matrix whose row sums are integers (up to 1e-6) to integers with the
+// same row sums and each column sum equal to floor or ceil of the fractional column sum
+// (controlled rounding); cells are floor or ceil of the fractional cell.
+std::vector<std::vector<int>> roundMatrixKeepingSums(const std::vector<std::vector<double>>& cells);
+
+// Checks sites/stage are consistent (sizes match, non-negative, finite, tasks >= 0, some slot
+// somewhere when tasks > 0). Errors name the offending site and field.
+Status validateMap(const std::vector<SiteResources>& sites, const MapStage& stage);
+Status validateReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage);
+
+// Cost of an integer map placement (tasks[x][y]) with ceil waves (fractional = false) or
+// fractional waves. Sites with 0 slots and tasks get infinite compute time.
+StageTimes evaluateMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                       const std::vector<std::vector<int>>& tasks, bool fractionalWaves = false);
+StageTimes evaluateMapFractions(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                const std::vector<std::vector<double>>& fraction);
+StageTimes evaluateReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                          const std::vector<int>& tasks, bool fractionalWaves = false);
+StageTimes evaluateReduceFractions(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                   const std::vector<double>& fraction);
+
+// ---- policies ----------------------------------------------------------------------------
+// All return a complete placement (fractions, integer tasks, times) or kInvalidArgument.
+
+// Every map task runs where its data is.
+Result<MapPlacement> inPlaceMap(const std::vector<SiteResources>& sites, const MapStage& stage);
+// Reduce tasks proportional to shuffle data (HOUTU's default for later stages).
+Result<ReducePlacement> proportionalReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage);
+// Everything at the strongest site: most slots, then most download bandwidth, then index.
+Result<MapPlacement> centralizedMap(const std::vector<SiteResources>& sites, const MapStage& stage);
+Result<ReducePlacement> centralizedReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage);
+// Iridium: reduce fractions minimizing T_shuf only (network), ignoring slots. Among shuffle-
+// optimal fractions it picks the one with the least compute time (a tie-break, not Iridium's
+// goal, so that results are deterministic).
+Result<ReducePlacement> iridiumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage);
+// Tetrium map LP (§3.1) with the WAN budget (§4.3), solved with Clp.
+Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                const TetriumOptions& options = {});
+// Tetrium reduce LP (§3.2) with the WAN budget (§4.3), solved with Clp.
+Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                      const TetriumOptions& options = {});
+
+// ---- task ordering (§3.3) ----------------------------------------------------------------
+
+// Launch order of the map tasks placed at each site y: result[y] lists the source site of
+// each of its tasks, remote tasks first — sources with the smallest upload bandwidth first,
+// but interleaved round-robin across sources so one slow uplink is not hit all at once —
+// then local tasks.
+std::vector<std::vector<int>> orderMapTasks(const std::vector<SiteResources>& sites,
+                                            const std::vector<std::vector<int>>& tasks);
+// Reduce launch order: task indices by input size, largest first (ties: smaller index).
+std::vector<std::size_t> orderReduceTasks(const std::vector<double>& taskInputGB);
+
+// ---- resource drops (§4.2) ---------------------------------------------------------------
+
+// Moves tasks of a stage between at most k sites so that the new counts f' are as close as
+// possible (Euclidean) to the ideal f* recomputed after a resource drop, keeping the total of
+// `current`: the sites not chosen keep their counts. Exact (all site subsets) when
+// C(n, k) <= 20000, otherwise the k sites with the largest |f - f*| are chosen. Within the
+// chosen sites the split is the integer least-squares optimum (f' >= 0).
+struct Reassignment {
+  std::vector<int> tasks;           // f'
+  std::vector<std::size_t> changed;  // sites whose count changed, ascending
+  double distance = 0;              // Q = ||f' - f*||
+  bool exhaustive = false;          // the subset search was exhaustive (optimal Q)
+};
+Result<Reassignment> reassignKSites(const std::vector<int>& current, const std::vector<int>& ideal, int k);
+
+}  // namespace tellus::sched
