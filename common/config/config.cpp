@@ -1,0 +1,243 @@
+#include "config/config.h"
+
+#include <map>
+#include <string_view>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/values.h"
+#include "config/yaml_reader.h"
+
+namespace tellus::config {
+
+namespace {
+
+constexpr Bounds<uint32_t> kPositive = atLeast<uint32_t>(1);
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// A required [a-z0-9][a-z0-9-]* id (site or worker).
+std::string readSiteId(YamlMap& m, const std::string& key, const char* what) {
+  std::string value = m.required<std::string>(key);
+  if (m.ok() && !isSiteId(value)) {
+    m.fail(key, std::string("expected ") + what + " (" + kSiteIdForm + "), got " + quoted(value));
+  }
+  return value;
+}
+
+// A required non-empty string (directories, paths).
+std::string readNonEmpty(YamlMap& m, const std::string& key, const char* what) {
+  std::string value = m.required<std::string>(key);
+  if (m.ok() && value.empty()) m.fail(key, std::string("expected ") + what + ", got an empty string");
+  return value;
+}
+
+enum class PortRule { kListen, kConnect };
+
+// Checks a host:port value already read from `key`; listen addresses may use port 0 (any free).
+void checkEndpoint(YamlMap& m, const std::string& key, const std::string& value, PortRule rule) {
+  if (!m.ok()) return;
+  const auto hostPort = parseHostPort(value);
+  const bool valid = hostPort && (rule == PortRule::kListen || hostPort->port != 0);
+  if (!valid) {
+    m.fail(key, std::string("expected host:port with a port in [") + (rule == PortRule::kListen ? "0" : "1") +
+                    ", 65535], got " + quoted(value));
+  }
+}
+
+std::string readEndpoint(YamlMap& m, const std::string& key, PortRule rule) {
+  std::string value = m.required<std::string>(key);
+  checkEndpoint(m, key, value, rule);
+  return value;
+}
+
+std::string readLogLevel(YamlMap& m) {
+  std::string value = m.optional<std::string>("log_level", "info");
+  if (m.ok() && !isLogLevel(value)) m.fail("log_level", std::string("expected one of ") + kLogLevelForm + ", got " + quoted(value));
+  return value;
+}
+
+ZooKeeperConfig readZooKeeper(YamlMap& root) {
+  ZooKeeperConfig zk;
+  YamlMap m = root.map("zookeeper");
+  zk.connect = m.required<std::string>("connect");
+  if (m.ok()) {
+    // The C client takes "host:port,host:port[/chroot]"; the chroot has its own field so that it
+    // is validated (and defaulted) in one place.
+    bool valid = !zk.connect.empty();
+    std::string_view rest = zk.connect;
+    while (valid) {
+      const std::size_t comma = rest.find(',');
+      const auto hostPort = parseHostPort(rest.substr(0, comma));
+      valid = hostPort && hostPort->port != 0;
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (!valid) {
+      m.fail("connect", "expected host:port[,host:port...] with ports in [1, 65535] (the chroot is a separate "
+                        "field), got " + quoted(zk.connect));
+    }
+  }
+  zk.chroot = m.optional<std::string>("chroot", zk.chroot);
+  if (m.ok() && !isZkChroot(zk.chroot)) {
+    m.fail("chroot", "expected an absolute ZooKeeper path ('/' or '/a/b', no trailing '/'), got " + quoted(zk.chroot));
+  }
+  zk.session_timeout_ms = m.optional<uint32_t>("session_timeout_ms", zk.session_timeout_ms, kPositive);
+  return zk;
+}
+
+std::vector<DatasetConfig> readDatasets(YamlMap& root) {
+  std::vector<DatasetConfig> datasets;
+  YamlSeq seq = root.optionalSequence("datasets");
+  std::map<std::string, int> lineOfName;
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    YamlMap m = seq.map(i);
+    DatasetConfig d;
+    d.name = m.required<std::string>("name");
+    if (m.ok() && !isName(d.name)) {
+      m.fail("name", std::string("expected a dataset name (") + kNameForm + "), got " + quoted(d.name));
+    }
+    if (m.ok()) {
+      if (auto [it, inserted] = lineOfName.emplace(d.name, m.line("name")); !inserted) {
+        m.fail("name", "duplicate dataset name " + quoted(d.name) + " (first at line " + std::to_string(it->second) + ")");
+      }
+    }
+    d.dir = readNonEmpty(m, "dir", "a directory");
+    d.worker = readSiteId(m, "worker", "a worker id");
+    const std::string residency = m.optional<std::string>("residency", "any");
+    if (m.ok() && residency != "local" && residency != "any") {
+      m.fail("residency", "expected local or any, got " + quoted(residency));
+    }
+    d.residency_local = residency == "local";
+    datasets.push_back(std::move(d));
+  }
+  return datasets;
+}
+
+std::vector<WanLink> readWan(YamlMap& root, const std::string& ownSite) {
+  std::vector<WanLink> links;
+  YamlSeq seq = root.optionalSequence("wan");
+  std::map<std::string, int> lineOfSite;
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    YamlMap m = seq.map(i);
+    WanLink link;
+    link.to_site = readSiteId(m, "to_site", "a site id");
+    if (m.ok() && link.to_site == ownSite) {
+      m.fail("to_site", "expected another site than this worker's own site " + quoted(ownSite));
+    }
+    if (m.ok()) {
+      if (auto [it, inserted] = lineOfSite.emplace(link.to_site, m.line("to_site")); !inserted) {
+        m.fail("to_site", "duplicate link to site " + quoted(link.to_site) + " (first at line " +
+                              std::to_string(it->second) + ")");
+      }
+    }
+    link.bandwidth_mbps = m.optional<double>("bandwidth_mbps", 0.0, atLeast(0.0));
+    link.latency_ms = m.optional<uint32_t>("latency_ms", 0);
+    links.push_back(std::move(link));
+  }
+  return links;
+}
+
+template <class Config, class ReadFields>
+Result<Config> parseWith(const std::string& yaml, const std::string& file, ReadFields readFields) {
+  auto root = parseYamlDocument(yaml, file);
+  if (!root.isOk()) return root.error();
+  Config config = readFields(*root);
+  TELLUS_RETURN_IF_ERROR(root->finish());
+  return config;
+}
+
+template <class Config>
+Result<Config> loadWith(const std::string& path, Result<Config> (*parse)(const std::string&, const std::string&)) {
+  auto text = readTextFile(path);
+  if (!text.isOk()) return text.error();
+  return parse(*text, path);
+}
+
+}  // namespace
+
+Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::string& file) {
+  return parseWith<MasterConfig>(yaml, file, [](YamlMap& m) {
+    MasterConfig c;
+    c.site = readSiteId(m, "site", "a site id");
+    c.listen = readEndpoint(m, "listen", PortRule::kListen);
+    c.http_listen = m.optional<std::string>("http_listen", "");
+    if (!c.http_listen.empty()) checkEndpoint(m, "http_listen", c.http_listen, PortRule::kListen);
+    c.zookeeper = readZooKeeper(m);
+    c.datasets = readDatasets(m);
+    c.data_dir = readNonEmpty(m, "data_dir", "a directory");
+    c.schedule_period_ms = m.optional<uint32_t>("schedule_period_ms", c.schedule_period_ms, kPositive);
+    c.worker_timeout_ms = m.optional<uint32_t>("worker_timeout_ms", c.worker_timeout_ms, kPositive);
+    c.log_level = readLogLevel(m);
+    return c;
+  });
+}
+
+Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::string& file) {
+  return parseWith<WorkerConfig>(yaml, file, [](YamlMap& m) {
+    WorkerConfig c;
+    c.id = readSiteId(m, "id", "a worker id");
+    c.site = readSiteId(m, "site", "a site id");
+    c.listen = readEndpoint(m, "listen", PortRule::kListen);
+    c.master = readEndpoint(m, "master", PortRule::kConnect);
+    c.zookeeper = readZooKeeper(m);
+    c.containers = m.optional<uint32_t>("containers", c.containers, kPositive);
+    c.data_dir = readNonEmpty(m, "data_dir", "a directory");
+    c.bin_dir = m.optional<std::string>("bin_dir", "");
+    c.heartbeat_ms = m.optional<uint32_t>("heartbeat_ms", c.heartbeat_ms, kPositive);
+    c.wan = readWan(m, c.site);
+    c.log_level = readLogLevel(m);
+    return c;
+  });
+}
+
+Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file) {
+  return parseWith<JmConfig>(yaml, file, [](YamlMap& m) {
+    JmConfig c;
+    c.job_id = m.required<std::string>("job_id");
+    if (m.ok() && !isName(c.job_id)) {
+      m.fail("job_id", std::string("expected a job id (") + kNameForm + "), got " + quoted(c.job_id));
+    }
+    c.site = readSiteId(m, "site", "a site id");
+    const std::string role = m.required<std::string>("role");
+    if (m.ok() && role != "primary" && role != "secondary") {
+      m.fail("role", "expected primary or secondary, got " + quoted(role));
+    }
+    c.primary = role == "primary";
+    c.listen = m.optional<std::string>("listen", c.listen);
+    checkEndpoint(m, "listen", c.listen, PortRule::kListen);
+    c.master = readEndpoint(m, "master", PortRule::kConnect);
+    c.worker_id = readSiteId(m, "worker_id", "a worker id");
+    c.zookeeper = readZooKeeper(m);
+    c.period_ms = m.optional<uint32_t>("period_ms", c.period_ms, kPositive);
+    c.log_level = readLogLevel(m);
+    return c;
+  });
+}
+
+Result<MasterConfig> loadMasterConfig(const std::string& path) { return loadWith(path, &parseMasterConfig); }
+Result<WorkerConfig> loadWorkerConfig(const std::string& path) { return loadWith(path, &parseWorkerConfig); }
+Result<JmConfig> loadJmConfig(const std::string& path) { return loadWith(path, &parseJmConfig); }
+
+std::string toYaml(const JmConfig& c) {
+  YAML::Emitter out;
+  // Every string is double-quoted so that values such as "007" or "true" stay strings.
+  out << YAML::BeginMap;
+  out << YAML::Key << "job_id" << YAML::Value << YAML::DoubleQuoted << c.job_id;
+  out << YAML::Key << "site" << YAML::Value << YAML::DoubleQuoted << c.site;
+  out << YAML::Key << "role" << YAML::Value << (c.primary ? "primary" : "secondary");
+  out << YAML::Key << "listen" << YAML::Value << YAML::DoubleQuoted << c.listen;
+  out << YAML::Key << "master" << YAML::Value << YAML::DoubleQuoted << c.master;
+  out << YAML::Key << "worker_id" << YAML::Value << YAML::DoubleQuoted << c.worker_id;
+  out << YAML::Key << "zookeeper" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "connect" << YAML::Value << YAML::DoubleQuoted << c.zookeeper.connect;
+  out << YAML::Key << "chroot" << YAML::Value << YAML::DoubleQuoted << c.zookeeper.chroot;
+  out << YAML::Key << "session_timeout_ms" << YAML::Value << c.zookeeper.session_timeout_ms;
+  out << YAML::EndMap;
+  out << YAML::Key << "period_ms" << YAML::Value << c.period_ms;
+  out << YAML::Key << "log_level" << YAML::Value << c.log_level;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace tellus::config

@@ -1,0 +1,358 @@
+// Master, worker and JM configs: every field, every kind of bad input, exact messages.
+
+#include <catch2/catch.hpp>
+
+#include "config/config.h"
+#include "config/values.h"
+
+namespace tellus::config {
+namespace {
+
+const std::string kMaster =
+    "site: eu-west\n"                        // 1
+    "listen: 0.0.0.0:7100\n"                 // 2
+    "http_listen: 127.0.0.1:0\n"             // 3
+    "zookeeper:\n"                           // 4
+    "  connect: zk1:2181,zk2:2181\n"         // 5
+    "  chroot: /tellus/test\n"               // 6
+    "  session_timeout_ms: 4000\n"           // 7
+    "data_dir: /var/lib/tellus\n"            // 8
+    "datasets:\n"                            // 9
+    "  - name: corpus\n"                     // 10
+    "    dir: /data/corpus\n"                // 11
+    "    worker: w1\n"                       // 12
+    "  - name: logs.2024\n"                  // 13
+    "    dir: /data/logs\n"                  // 14
+    "    worker: w2\n"                       // 15
+    "    residency: local\n"                 // 16
+    "schedule_period_ms: 500\n"              // 17
+    "worker_timeout_ms: 2000\n"              // 18
+    "log_level: debug\n";                    // 19
+
+const std::string kMinimalMaster =
+    "site: a\n"
+    "listen: 127.0.0.1:7100\n"
+    "zookeeper: {connect: 'localhost:2181'}\n"
+    "data_dir: /tmp/a\n";
+
+const std::string kWorker =
+    "id: w1\n"
+    "site: eu-west\n"
+    "listen: '[::1]:0'\n"
+    "master: 10.0.0.1:7100\n"
+    "zookeeper:\n"
+    "  connect: zk1:2181\n"
+    "containers: 8\n"
+    "data_dir: /var/lib/tellus-worker\n"
+    "bin_dir: /opt/tellus/bin\n"
+    "heartbeat_ms: 250\n"
+    "wan:\n"
+    "  - to_site: us-east\n"
+    "    bandwidth_mbps: 100.5\n"
+    "    latency_ms: 80\n"
+    "  - {to_site: ap-south}\n"
+    "log_level: warn\n";
+
+std::string masterError(const std::string& yaml) {
+  auto r = parseMasterConfig(yaml, "master.yaml");
+  REQUIRE_FALSE(r.isOk());
+  CHECK(r.error().code == ErrorCode::kInvalidArgument);
+  return r.message();
+}
+
+std::string workerError(const std::string& yaml) {
+  auto r = parseWorkerConfig(yaml, "worker.yaml");
+  REQUIRE_FALSE(r.isOk());
+  return r.message();
+}
+
+std::string jmError(const std::string& yaml) {
+  auto r = parseJmConfig(yaml, "jm.yaml");
+  REQUIRE_FALSE(r.isOk());
+  return r.message();
+}
+
+// kMaster with line `lineNo` (1-based) replaced by `replacement` (which may span lines or be "").
+std::string masterWithLine(int lineNo, const std::string& replacement) {
+  std::string out;
+  int n = 0;
+  std::size_t start = 0;
+  while (start < kMaster.size()) {
+    const std::size_t end = kMaster.find('\n', start);
+    ++n;
+    out += n == lineNo ? replacement : kMaster.substr(start, end - start + 1);
+    start = end + 1;
+  }
+  return out;
+}
+
+TEST_CASE("a full master config is parsed", "[unit][config]") {
+  auto r = parseMasterConfig(kMaster, "master.yaml");
+  REQUIRE(r.isOk());
+  const MasterConfig& c = *r;
+  CHECK(c.site == "eu-west");
+  CHECK(c.listen == "0.0.0.0:7100");
+  CHECK(c.http_listen == "127.0.0.1:0");
+  CHECK(c.zookeeper.connect == "zk1:2181,zk2:2181");
+  CHECK(c.zookeeper.chroot == "/tellus/test");
+  CHECK(c.zookeeper.session_timeout_ms == 4000u);
+  CHECK(c.data_dir == "/var/lib/tellus");
+  REQUIRE(c.datasets.size() == 2);
+  CHECK(c.datasets[0].name == "corpus");
+  CHECK(c.datasets[0].dir == "/data/corpus");
+  CHECK(c.datasets[0].worker == "w1");
+  CHECK_FALSE(c.datasets[0].residency_local);
+  CHECK(c.datasets[1].name == "logs.2024");
+  CHECK(c.datasets[1].residency_local);
+  CHECK(c.schedule_period_ms == 500u);
+  CHECK(c.worker_timeout_ms == 2000u);
+  CHECK(c.log_level == "debug");
+}
+
+TEST_CASE("a minimal master config gets the documented defaults", "[unit][config]") {
+  auto r = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(r.isOk());
+  CHECK(r->http_listen.empty());
+  CHECK(r->zookeeper.chroot == "/tellus");
+  CHECK(r->zookeeper.session_timeout_ms == 6000u);
+  CHECK(r->datasets.empty());
+  CHECK(r->schedule_period_ms == 1000u);
+  CHECK(r->worker_timeout_ms == 3000u);
+  CHECK(r->log_level == "info");
+}
+
+TEST_CASE("a worker config is parsed", "[unit][config]") {
+  auto r = parseWorkerConfig(kWorker, "worker.yaml");
+  REQUIRE(r.isOk());
+  const WorkerConfig& c = *r;
+  CHECK(c.id == "w1");
+  CHECK(c.site == "eu-west");
+  CHECK(c.listen == "[::1]:0");
+  CHECK(c.master == "10.0.0.1:7100");
+  CHECK(c.zookeeper.connect == "zk1:2181");
+  CHECK(c.zookeeper.chroot == "/tellus");
+  CHECK(c.containers == 8u);
+  CHECK(c.data_dir == "/var/lib/tellus-worker");
+  CHECK(c.bin_dir == "/opt/tellus/bin");
+  CHECK(c.heartbeat_ms == 250u);
+  REQUIRE(c.wan.size() == 2);
+  CHECK(c.wan[0].to_site == "us-east");
+  CHECK(c.wan[0].bandwidth_mbps == 100.5);
+  CHECK(c.wan[0].latency_ms == 80u);
+  CHECK(c.wan[1].to_site == "ap-south");
+  CHECK(c.wan[1].bandwidth_mbps == 0.0);
+  CHECK(c.wan[1].latency_ms == 0u);
+  CHECK(c.log_level == "warn");
+}
+
+TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][config]") {
+  SECTION("malformed YAML") {
+    CHECK(masterError(masterWithLine(11, "    dir: [/data/corpus\n"))
+              .starts_with("master.yaml:12: malformed YAML: "));
+  }
+  SECTION("unknown field") {
+    CHECK(masterError(masterWithLine(17, "schedule_periode_ms: 500\n")) ==
+          "master.yaml:17: schedule_periode_ms: unknown field (did you mean 'schedule_period_ms'?)");
+  }
+  SECTION("unknown field in a dataset") {
+    CHECK(masterError(masterWithLine(16, "    residence: local\n")) ==
+          "master.yaml:16: datasets[1].residence: unknown field (did you mean 'residency'?)");
+  }
+  SECTION("missing required field") {
+    CHECK(masterError(masterWithLine(1, "")) == "master.yaml:1: site: required field is missing");
+    CHECK(masterError(masterWithLine(5, "")) == "master.yaml:4: zookeeper.connect: required field is missing");
+    CHECK(masterError(masterWithLine(12, "")) == "master.yaml:10: datasets[0].worker: required field is missing");
+  }
+  SECTION("wrong type") {
+    CHECK(masterError(masterWithLine(5, "  connect: [zk1:2181]\n")) ==
+          "master.yaml:5: zookeeper.connect: expected a string, got a sequence");
+    CHECK(masterError(kMinimalMaster + "datasets: {name: x}\n") ==
+          "master.yaml:5: datasets: expected a sequence, got a map");
+  }
+  SECTION("non-numeric, negative and zero periods") {
+    CHECK(masterError(masterWithLine(17, "schedule_period_ms: fast\n")) ==
+          "master.yaml:17: schedule_period_ms: expected a positive integer, got 'fast'");
+    CHECK(masterError(masterWithLine(18, "worker_timeout_ms: -1\n")) ==
+          "master.yaml:18: worker_timeout_ms: expected a positive integer, got '-1'");
+    CHECK(masterError(masterWithLine(7, "  session_timeout_ms: 0\n")) ==
+          "master.yaml:7: zookeeper.session_timeout_ms: expected a positive integer, got '0'");
+  }
+  SECTION("bad site id") {
+    CHECK(masterError(masterWithLine(1, "site: EU_west\n")) ==
+          "master.yaml:1: site: expected a site id ([a-z0-9][a-z0-9-]*), got 'EU_west'");
+    CHECK(masterError(masterWithLine(1, "site: -eu\n")) ==
+          "master.yaml:1: site: expected a site id ([a-z0-9][a-z0-9-]*), got '-eu'");
+  }
+  SECTION("bad endpoints") {
+    CHECK(masterError(masterWithLine(2, "listen: 0.0.0.0:70000\n")) ==
+          "master.yaml:2: listen: expected host:port with a port in [0, 65535], got '0.0.0.0:70000'");
+    CHECK(masterError(masterWithLine(2, "listen: localhost\n")) ==
+          "master.yaml:2: listen: expected host:port with a port in [0, 65535], got 'localhost'");
+    CHECK(masterError(masterWithLine(3, "http_listen: ':80'\n")) ==
+          "master.yaml:3: http_listen: expected host:port with a port in [0, 65535], got ':80'");
+    CHECK(masterError(masterWithLine(5, "  connect: zk1:2181,zk2\n")) ==
+          "master.yaml:5: zookeeper.connect: expected host:port[,host:port...] with ports in [1, 65535] (the "
+          "chroot is a separate field), got 'zk1:2181,zk2'");
+    CHECK(masterError(masterWithLine(5, "  connect: zk1:2181/tellus\n")).starts_with("master.yaml:5: zookeeper.connect: "));
+    CHECK(masterError(masterWithLine(5, "  connect: zk1:0\n")).starts_with("master.yaml:5: zookeeper.connect: "));
+  }
+  SECTION("bad chroot") {
+    const std::string expected = "master.yaml:6: zookeeper.chroot: expected an absolute ZooKeeper path ('/' or "
+                                 "'/a/b', no trailing '/'), got ";
+    CHECK(masterError(masterWithLine(6, "  chroot: tellus\n")) == expected + "'tellus'");
+    CHECK(masterError(masterWithLine(6, "  chroot: /tellus/\n")) == expected + "'/tellus/'");
+    CHECK(masterError(masterWithLine(6, "  chroot: /a//b\n")) == expected + "'/a//b'");
+    CHECK(masterError(masterWithLine(6, "  chroot: ''\n")) == expected + "''");
+    auto root = parseMasterConfig(masterWithLine(6, "  chroot: /\n"), "master.yaml");
+    REQUIRE(root.isOk());
+    CHECK(root->zookeeper.chroot == "/");
+  }
+  SECTION("duplicate dataset") {
+    CHECK(masterError(masterWithLine(13, "  - name: corpus\n")) ==
+          "master.yaml:13: datasets[1].name: duplicate dataset name 'corpus' (first at line 10)");
+  }
+  SECTION("bad dataset values") {
+    CHECK(masterError(masterWithLine(16, "    residency: global\n")) ==
+          "master.yaml:16: datasets[1].residency: expected local or any, got 'global'");
+    CHECK(masterError(masterWithLine(13, "  - name: my corpus\n")) ==
+          "master.yaml:13: datasets[1].name: expected a dataset name ([A-Za-z0-9_.-]+), got 'my corpus'");
+    CHECK(masterError(masterWithLine(11, "    dir: ''\n")) ==
+          "master.yaml:11: datasets[0].dir: expected a directory, got an empty string");
+  }
+  SECTION("bad log level") {
+    CHECK(masterError(masterWithLine(19, "log_level: verbose\n")) ==
+          "master.yaml:19: log_level: expected one of trace|debug|info|warn|error, got 'verbose'");
+  }
+}
+
+TEST_CASE("worker config errors", "[unit][config]") {
+  auto replace = [](const std::string& from, const std::string& to) {
+    std::string yaml = kWorker;
+    const std::size_t at = yaml.find(from);
+    REQUIRE(at != std::string::npos);
+    return yaml.replace(at, from.size(), to);
+  };
+  CHECK(workerError(replace("containers: 8", "containers: 0")) ==
+        "worker.yaml:7: containers: expected a positive integer, got '0'");
+  CHECK(workerError(replace("containers: 8", "containers: many")) ==
+        "worker.yaml:7: containers: expected a positive integer, got 'many'");
+  CHECK(workerError(replace("master: 10.0.0.1:7100", "master: 10.0.0.1:0")) ==
+        "worker.yaml:4: master: expected host:port with a port in [1, 65535], got '10.0.0.1:0'");
+  CHECK(workerError(replace("id: w1", "id: W1")) ==
+        "worker.yaml:1: id: expected a worker id ([a-z0-9][a-z0-9-]*), got 'W1'");
+  CHECK(workerError(replace("    bandwidth_mbps: 100.5", "    bandwidth_mbps: -3")) ==
+        "worker.yaml:13: wan[0].bandwidth_mbps: expected a non-negative number, got '-3'");
+  CHECK(workerError(replace("    latency_ms: 80", "    latency_ms: 1.5")) ==
+        "worker.yaml:14: wan[0].latency_ms: expected a non-negative integer, got '1.5'");
+  CHECK(workerError(replace("  - {to_site: ap-south}", "  - {to_site: us-east}")) ==
+        "worker.yaml:15: wan[1].to_site: duplicate link to site 'us-east' (first at line 12)");
+  CHECK(workerError(replace("  - {to_site: ap-south}", "  - {to_site: eu-west}")) ==
+        "worker.yaml:15: wan[1].to_site: expected another site than this worker's own site 'eu-west'");
+  CHECK(workerError(replace("  - {to_site: ap-south}", "  - {bandwidth_mbps: 5}")) ==
+        "worker.yaml:15: wan[1].to_site: required field is missing");
+  CHECK(workerError(replace("  - {to_site: ap-south}", "  - ap-south")) ==
+        "worker.yaml:15: wan[1]: expected a map, got 'ap-south'");
+  CHECK(workerError(replace("data_dir: /var/lib/tellus-worker\n", "")) ==
+        "worker.yaml:1: data_dir: required field is missing");
+}
+
+TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
+  JmConfig c;
+  c.job_id = "job-0000000042";
+  c.site = "us-east";
+  c.primary = true;
+  c.listen = "127.0.0.1:0";
+  c.master = "127.0.0.1:7100";
+  c.worker_id = "w3";
+  c.zookeeper.connect = "zk1:2181,zk2:2182";
+  c.zookeeper.chroot = "/tellus/t1";
+  c.zookeeper.session_timeout_ms = 12345;
+  c.period_ms = 250;
+  c.log_level = "trace";
+
+  auto back = parseJmConfig(toYaml(c), "jm.yaml");
+  REQUIRE(back.isOk());
+  CHECK(back->job_id == c.job_id);
+  CHECK(back->site == c.site);
+  CHECK(back->primary);
+  CHECK(back->listen == c.listen);
+  CHECK(back->master == c.master);
+  CHECK(back->worker_id == c.worker_id);
+  CHECK(back->zookeeper.connect == c.zookeeper.connect);
+  CHECK(back->zookeeper.chroot == c.zookeeper.chroot);
+  CHECK(back->zookeeper.session_timeout_ms == c.zookeeper.session_timeout_ms);
+  CHECK(back->period_ms == c.period_ms);
+  CHECK(back->log_level == c.log_level);
+
+  c.primary = false;
+  c.job_id = "007";  // must stay a string, not become a number or lose its zeros
+  auto secondary = parseJmConfig(toYaml(c), "jm.yaml");
+  REQUIRE(secondary.isOk());
+  CHECK_FALSE(secondary->primary);
+  CHECK(secondary->job_id == "007");
+}
+
+TEST_CASE("JM config errors", "[unit][config]") {
+  const std::string good =
+      "job_id: job-1\n"
+      "site: a\n"
+      "role: primary\n"
+      "master: 127.0.0.1:7100\n"
+      "worker_id: w1\n"
+      "zookeeper: {connect: 'h:2181'}\n";
+  auto r = parseJmConfig(good, "jm.yaml");
+  REQUIRE(r.isOk());
+  CHECK(r->listen == "127.0.0.1:0");
+  CHECK(r->period_ms == 1000u);
+  CHECK(jmError(good + "role: primary\n") == "jm.yaml:7: role: duplicate field (first given at line 3)");
+  CHECK(jmError("job_id: job-1\nsite: a\nrole: leader\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\n") ==
+        "jm.yaml:3: role: expected primary or secondary, got 'leader'");
+  CHECK(jmError(good + "period_ms: 0\n") == "jm.yaml:7: period_ms: expected a positive integer, got '0'");
+  CHECK(jmError("site: a\nrole: primary\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\n") ==
+        "jm.yaml:1: job_id: required field is missing");
+}
+
+TEST_CASE("loading a file that cannot be read names it", "[unit][config]") {
+  // Opening a path that cannot exist fails before any I/O happens.
+  auto r = loadMasterConfig("/nonexistent-dir-for-tellus-test/master.yaml");
+  REQUIRE_FALSE(r.isOk());
+  CHECK(r.message() == "cannot read /nonexistent-dir-for-tellus-test/master.yaml: No such file or directory");
+  CHECK(r.error().code == ErrorCode::kNotFound);
+}
+
+TEST_CASE("value rules", "[unit][config]") {
+  CHECK(isSiteId("a"));
+  CHECK(isSiteId("eu-west-1"));
+  CHECK(isSiteId("0a"));
+  CHECK_FALSE(isSiteId(""));
+  CHECK_FALSE(isSiteId("-a"));
+  CHECK_FALSE(isSiteId("a_b"));
+  CHECK_FALSE(isSiteId("A"));
+  CHECK(isName("Word_count.v2-x"));
+  CHECK_FALSE(isName(""));
+  CHECK_FALSE(isName("a b"));
+  CHECK_FALSE(isName("a/b"));
+  auto hp = parseHostPort("example.com:65535");
+  REQUIRE(hp);
+  CHECK(hp->host == "example.com");
+  CHECK(hp->port == 65535);
+  auto v6 = parseHostPort("[::1]:0");
+  REQUIRE(v6);
+  CHECK(v6->host == "::1");
+  CHECK(v6->port == 0);
+  CHECK_FALSE(parseHostPort("::1:80"));
+  CHECK_FALSE(parseHostPort("host:65536"));
+  CHECK_FALSE(parseHostPort("host:-1"));
+  CHECK_FALSE(parseHostPort("host:"));
+  CHECK_FALSE(parseHostPort(":80"));
+  CHECK_FALSE(parseHostPort("host:80x"));
+  CHECK_FALSE(parseHostPort("[]:80"));
+  CHECK(isZkChroot("/"));
+  CHECK(isZkChroot("/a/b"));
+  CHECK_FALSE(isZkChroot("a"));
+  CHECK_FALSE(isZkChroot("/a/"));
+  CHECK_FALSE(isZkChroot("//"));
+}
+
+}  // namespace
+}  // namespace tellus::config
