@@ -1,0 +1,400 @@
+// exec: stream a task's input through a user's shell command (Hadoop-streaming style).
+//
+// One child per task: /bin/sh -c <cmd>, stdin = the inputs concatenated in order, stdout =
+// the output records, stderr kept (its tail) for the error message. The parent moves bytes
+// in both directions with poll() on non-blocking pipes, so a command that writes a lot before
+// reading all its input (cat, sort-like filters) never deadlocks against us.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ostream>
+
+#include "data/operator_factories.h"
+#include "data/record.h"
+
+extern char** environ;
+
+namespace tellus::data::internal {
+namespace {
+
+constexpr std::size_t kPipeChunkBytes = 1 << 16;
+constexpr std::size_t kStderrTailBytes = 8 << 10;
+constexpr std::size_t kStderrTailLines = 10;
+
+Error systemError(const std::string& what, int errnum) {
+  return makeError(ErrorCode::kInternal, what + ": " + std::strerror(errnum));
+}
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool isOpen() const { return fd_ >= 0; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+
+Result<Pipe> makePipe() {
+  int fds[2];
+  // O_CLOEXEC: a child spawned concurrently by another thread must not inherit our ends,
+  // or it would hold the command's stdin open and we would never see EOF.
+  if (::pipe2(fds, O_CLOEXEC) != 0) return systemError("pipe2", errno);
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+Status setNonBlocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return systemError("fcntl(O_NONBLOCK)", errno);
+  return Status::ok();
+}
+
+// Blocks SIGPIPE in the calling thread for its lifetime, so that writing to a command that
+// exited early gives EPIPE instead of killing the whole process; a SIGPIPE raised meanwhile
+// is consumed before the old mask is restored. Thread-local by construction: the process's
+// signal dispositions are not ours to change.
+class ScopedSigpipeBlock {
+ public:
+  ScopedSigpipeBlock() {
+    sigset_t pipeOnly;
+    sigemptyset(&pipeOnly);
+    sigaddset(&pipeOnly, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    wasPending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipeOnly, &previousMask_);
+  }
+  ~ScopedSigpipeBlock() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!wasPending_ && sigismember(&pending, SIGPIPE) == 1) {
+      sigset_t pipeOnly;
+      sigemptyset(&pipeOnly);
+      sigaddset(&pipeOnly, SIGPIPE);
+      const timespec noWait{0, 0};
+      while (sigtimedwait(&pipeOnly, nullptr, &noWait) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &previousMask_, nullptr);
+  }
+  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
+  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
+
+ private:
+  sigset_t previousMask_{};
+  bool wasPending_ = false;
+};
+
+// Owns a spawned child: whatever path we leave by, the child (and the pipeline it runs, in
+// its own process group) is killed if still running and always reaped.
+class ChildProcess {
+ public:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  ~ChildProcess() {
+    if (!reaped_) {
+      ::kill(-pid_, SIGKILL);
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  Result<int> wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0) {
+      if (errno != EINTR) return systemError("waitpid", errno);
+    }
+    reaped_ = true;
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+  bool reaped_ = false;
+};
+
+// Turns the command's stdout bytes into records. With one bucket the bytes are copied as is;
+// with several, complete lines are routed by key. Either way the output ends with '\n'.
+class OutputSplitter {
+ public:
+  explicit OutputSplitter(BucketRouter& router, std::ostream& singleBucket)
+      : router_(router), singleBucket_(singleBucket) {}
+
+  void consume(std::string_view bytes) {
+    if (bytes.empty()) return;
+    if (router_.bucketCount() == 1) {
+      singleBucket_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      endsWithNewline_ = bytes.back() == '\n';
+      return;
+    }
+    std::size_t start = 0;
+    for (std::size_t newline = bytes.find('\n'); newline != std::string_view::npos;
+         newline = bytes.find('\n', start)) {
+      if (partial_.empty()) {
+        router_.writeLine(bytes.substr(start, newline - start));
+      } else {
+        partial_.append(bytes.substr(start, newline - start));
+        router_.writeLine(partial_);
+        partial_.clear();
+      }
+      start = newline + 1;
+    }
+    partial_.append(bytes.substr(start));
+  }
+
+  void finish() {
+    if (router_.bucketCount() == 1) {
+      if (!endsWithNewline_) singleBucket_.put('\n');
+    } else if (!partial_.empty()) {
+      router_.writeLine(partial_);
+      partial_.clear();
+    }
+  }
+
+ private:
+  BucketRouter& router_;
+  std::ostream& singleBucket_;
+  std::string partial_;
+  bool endsWithNewline_ = true;  // empty output stays empty
+};
+
+// The last kStderrTailLines lines of what the command wrote to stderr, for error messages.
+class StderrTail {
+ public:
+  void consume(std::string_view bytes) {
+    tail_.append(bytes);
+    if (tail_.size() > 2 * kStderrTailBytes) tail_.erase(0, tail_.size() - kStderrTailBytes);
+  }
+
+  std::string lastLines() const {
+    std::string_view text = tail_;
+    if (text.size() > kStderrTailBytes) text.remove_prefix(text.size() - kStderrTailBytes);
+    while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    std::size_t start = text.size();
+    std::size_t lines = 0;
+    while (start > 0) {
+      const auto newline = text.rfind('\n', start - 1);
+      if (newline == std::string_view::npos) {
+        start = 0;
+        break;
+      }
+      if (++lines == kStderrTailLines) {
+        start = newline + 1;
+        break;
+      }
+      start = newline;
+    }
+    while (start < text.size() && text[start] == '\n') ++start;
+    return std::string(text.substr(start));
+  }
+
+ private:
+  std::string tail_;
+};
+
+std::string describeExit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + sigdescr_np(sig) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+class ExecOperator final : public Operator {
+ public:
+  explicit ExecOperator(std::string command) : Operator("exec"), command_(std::move(command)) {}
+
+ private:
+  Result<pid_t> spawn(const Pipe& toChild, const Pipe& fromChild, const Pipe& errFromChild) const {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, toChild.read.get(), STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, fromChild.write.get(), STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, errFromChild.write.get(), STDERR_FILENO);
+
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    sigset_t noSignals;
+    sigemptyset(&noSignals);
+    sigset_t pipeOnly;
+    sigemptyset(&pipeOnly);
+    sigaddset(&pipeOnly, SIGPIPE);
+    // The child gets an empty signal mask (we block SIGPIPE in this thread) and a default
+    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it). Its own
+    // process group lets us kill the whole pipeline the shell starts.
+    posix_spawnattr_setsigmask(&attributes, &noSignals);
+    posix_spawnattr_setsigdefault(&attributes, &pipeOnly);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+
+    std::string shell = "/bin/sh";
+    std::string dashC = "-c";
+    std::string command = command_;
+    char* argv[] = {shell.data(), dashC.data(), command.data(), nullptr};
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, shell.c_str(), &actions, &attributes, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    if (rc != 0) return systemError("starting /bin/sh for command '" + command_ + "'", rc);
+    return pid;
+  }
+
+  Status process(TaskIo& io) override {
+    auto toChild = makePipe();
+    if (!toChild.isOk()) return toChild.error();
+    auto fromChild = makePipe();
+    if (!fromChild.isOk()) return fromChild.error();
+    auto errFromChild = makePipe();
+    if (!errFromChild.isOk()) return errFromChild.error();
+
+    ScopedSigpipeBlock sigpipeBlocked;
+    auto pid = spawn(*toChild, *fromChild, *errFromChild);
+    if (!pid.isOk()) return pid.error();
+    ChildProcess child(*pid);
+    // Our copies of the child's ends must go, or we would never see EOF on stdout/stderr.
+    toChild->read.reset();
+    fromChild->write.reset();
+    errFromChild->write.reset();
+    UniqueFd childStdin = std::move(toChild->write);
+    UniqueFd childStdout = std::move(fromChild->read);
+    UniqueFd childStderr = std::move(errFromChild->read);
+    TELLUS_RETURN_IF_ERROR(setNonBlocking(childStdin.get()));
+    TELLUS_RETURN_IF_ERROR(setNonBlocking(childStdout.get()));
+    TELLUS_RETURN_IF_ERROR(setNonBlocking(childStderr.get()));
+
+    BucketRouter router(io.buckets);
+    OutputSplitter output(router, *io.buckets.front());
+    StderrTail stderrTail;
+    std::vector<char> inputBuffer(kPipeChunkBytes);
+    std::size_t inputBegin = 0;
+    std::size_t inputEnd = 0;
+    std::size_t nextInput = 0;
+    std::vector<char> readBuffer(kPipeChunkBytes);
+
+    while (childStdin.isOpen() || childStdout.isOpen() || childStderr.isOpen()) {
+      // Refill the input buffer when drained; close the command's stdin after the last input.
+      while (childStdin.isOpen() && inputBegin == inputEnd) {
+        if (nextInput == io.inputs.size()) {
+          childStdin.reset();
+          break;
+        }
+        std::istream& in = *io.inputs[nextInput];
+        in.read(inputBuffer.data(), static_cast<std::streamsize>(inputBuffer.size()));
+        inputBegin = 0;
+        inputEnd = static_cast<std::size_t>(in.gcount());
+        if (!in) {
+          TELLUS_RETURN_IF_ERROR(checkInputStream(in, nextInput));
+          ++nextInput;
+        }
+      }
+
+      pollfd fds[3];
+      nfds_t count = 0;
+      int stdinSlot = -1, stdoutSlot = -1, stderrSlot = -1;
+      if (childStdin.isOpen()) {
+        stdinSlot = static_cast<int>(count);
+        fds[count++] = pollfd{childStdin.get(), POLLOUT, 0};
+      }
+      if (childStdout.isOpen()) {
+        stdoutSlot = static_cast<int>(count);
+        fds[count++] = pollfd{childStdout.get(), POLLIN, 0};
+      }
+      if (childStderr.isOpen()) {
+        stderrSlot = static_cast<int>(count);
+        fds[count++] = pollfd{childStderr.get(), POLLIN, 0};
+      }
+      if (count == 0) break;
+      if (::poll(fds, count, -1) < 0) {
+        if (errno == EINTR) continue;
+        return systemError("poll", errno);
+      }
+
+      if (stdinSlot >= 0 && fds[stdinSlot].revents != 0) {
+        const ssize_t written = ::write(childStdin.get(), inputBuffer.data() + inputBegin, inputEnd - inputBegin);
+        if (written >= 0) {
+          inputBegin += static_cast<std::size_t>(written);
+        } else if (errno == EPIPE) {
+          // The command stopped reading (e.g. `head -n 1`): not an error by itself; its exit
+          // status decides. The rest of the input is not needed.
+          childStdin.reset();
+        } else if (errno != EAGAIN && errno != EINTR) {
+          return systemError("writing to the stdin of command '" + command_ + "'", errno);
+        }
+      }
+      if (stdoutSlot >= 0 && fds[stdoutSlot].revents != 0) {
+        const ssize_t got = ::read(childStdout.get(), readBuffer.data(), readBuffer.size());
+        if (got > 0) {
+          output.consume(std::string_view(readBuffer.data(), static_cast<std::size_t>(got)));
+          if (!router.healthy()) return router.finish();
+        } else if (got == 0) {
+          childStdout.reset();
+        } else if (errno != EAGAIN && errno != EINTR) {
+          return systemError("reading the stdout of command '" + command_ + "'", errno);
+        }
+      }
+      if (stderrSlot >= 0 && fds[stderrSlot].revents != 0) {
+        const ssize_t got = ::read(childStderr.get(), readBuffer.data(), readBuffer.size());
+        if (got > 0) {
+          stderrTail.consume(std::string_view(readBuffer.data(), static_cast<std::size_t>(got)));
+        } else if (got == 0) {
+          childStderr.reset();
+        } else if (errno != EAGAIN && errno != EINTR) {
+          return systemError("reading the stderr of command '" + command_ + "'", errno);
+        }
+      }
+    }
+
+    auto status = child.wait();
+    if (!status.isOk()) return status.error();
+    if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+      std::string message = "command '" + command_ + "' " + describeExit(*status);
+      const std::string lastLines = stderrTail.lastLines();
+      message += lastLines.empty() ? "; stderr was empty" : "; last lines of stderr:\n" + lastLines;
+      return makeError(ErrorCode::kInternal, message);
+    }
+    output.finish();
+    return Status::ok();
+  }
+
+  std::string command_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Operator>> makeExec(ParamReader& params) {
+  auto command = params.requiredString("cmd");
+  if (!command.isOk()) return command.error();
+  return std::unique_ptr<Operator>(new ExecOperator(*command));
+}
+
+}  // namespace tellus::data::internal
