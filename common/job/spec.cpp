@@ -1,0 +1,303 @@
+#include "job/spec.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "config/values.h"
+#include "config/yaml_reader.h"
+
+namespace tellus::job {
+
+namespace {
+
+using config::YamlMap;
+using config::YamlSeq;
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::string placementChoices() {
+  std::string out;
+  for (const char* p : kPlacements) out += (out.empty() ? "" : "|") + std::string(p);
+  return out;
+}
+
+// "one task per dataset partition" for a dataset stage, else the count.
+std::string describeTasks(const pb::StageSpec& stage) {
+  return stage.tasks() == 0 ? "one task per dataset partition" : std::to_string(stage.tasks()) + " tasks";
+}
+
+bool readsDataset(const pb::StageSpec& stage) {
+  for (const auto& input : stage.inputs()) {
+    if (input.source_case() == pb::StageInput::kDataset) return true;
+  }
+  return false;
+}
+
+// What validation found wrong, with enough position for parseJobSpec to point at a line:
+// `stage`/`input` index the offending stage/input (-1 when not about one) and `field` names
+// the field of the job (stage < 0) or of the stage.
+struct SpecProblem {
+  int stage = -1;
+  int input = -1;
+  std::string field;
+  std::string message;
+};
+
+// The one place operators are checked against the operator registry of common/data.
+// TODO(data): call tellus::data::validateOperator(stage.op(), params) once common/data's
+// operator library is in the build; until then only the form of the name is checked.
+std::optional<std::string> operatorProblem(const pb::StageSpec& stage) {
+  if (stage.op().empty()) return "op: an operator is required";
+  if (!config::isName(stage.op())) {
+    return "op: expected an operator name (" + std::string(config::kNameForm) + "), got " + quoted(stage.op());
+  }
+  return std::nullopt;
+}
+
+std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
+  if (!config::isName(spec.name())) {
+    return SpecProblem{-1, -1, "name",
+                       "name: expected a job name (" + std::string(config::kNameForm) + "), got " + quoted(spec.name())};
+  }
+  bool knownPlacement = false;
+  for (const char* p : kPlacements) knownPlacement = knownPlacement || spec.placement() == p;
+  if (!knownPlacement) {
+    return SpecProblem{-1, -1, "placement",
+                       "placement: expected one of " + placementChoices() + ", got " + quoted(spec.placement())};
+  }
+  if (spec.stages().empty()) return SpecProblem{-1, -1, "stages", "stages: a job needs at least one stage"};
+
+  struct Readers {
+    int firstShuffle = -1;  // first stage that shuffles from this one
+    int firstForward = -1;  // first stage that reads it with a forward edge
+  };
+  std::vector<Readers> readers(spec.stages_size());
+  std::map<std::string, int> indexOfName;
+
+  for (int i = 0; i < spec.stages_size(); ++i) {
+    const pb::StageSpec& stage = spec.stages(i);
+    const std::string where = "stage " + quoted(stage.name()) + ": ";
+    if (!config::isName(stage.name())) {
+      return SpecProblem{i, -1, "name",
+                         "stages[" + std::to_string(i) + "]: name: expected a stage name (" +
+                             std::string(config::kNameForm) + "), got " + quoted(stage.name())};
+    }
+    if (auto [it, inserted] = indexOfName.emplace(stage.name(), i); !inserted) {
+      return SpecProblem{i, -1, "name",
+                         where + "duplicate stage name (also stages[" + std::to_string(it->second) + "])"};
+    }
+    if (auto problem = operatorProblem(stage)) return SpecProblem{i, -1, "op", where + *problem};
+
+    const bool datasetStage = readsDataset(stage);
+    std::map<std::string, int> seenInputs;  // "dataset:x" / "stage:y" -> input index
+    for (int j = 0; j < stage.inputs_size(); ++j) {
+      const pb::StageInput& input = stage.inputs(j);
+      const std::string inputWhere = where + "input " + std::to_string(j) + ": ";
+      switch (input.source_case()) {
+        case pb::StageInput::SOURCE_NOT_SET:
+          return SpecProblem{i, j, "", inputWhere + "expected exactly one of dataset or stage"};
+        case pb::StageInput::kDataset: {
+          if (!config::isName(input.dataset())) {
+            return SpecProblem{i, j, "", inputWhere + "expected a dataset name (" + std::string(config::kNameForm) +
+                                             "), got " + quoted(input.dataset())};
+          }
+          if (input.edge() != pb::EDGE_SHUFFLE) {
+            return SpecProblem{i, j, "", where + "dataset input " + quoted(input.dataset()) +
+                                             " cannot have an edge: only stage inputs do"};
+          }
+          if (auto [it, inserted] = seenInputs.emplace("dataset:" + input.dataset(), j); !inserted) {
+            return SpecProblem{i, j, "", where + "dataset " + quoted(input.dataset()) + " is read twice"};
+          }
+          break;
+        }
+        case pb::StageInput::kStage: {
+          const auto upstream = indexOfName.find(input.stage());
+          // Stages are listed in topological order, so a reference to the stage itself or to a
+          // later one (a cycle or a forward reference) is the same error as a missing stage.
+          if (upstream == indexOfName.end() || upstream->second >= i) {
+            return SpecProblem{i, j, "", where + "input stage " + quoted(input.stage()) + " is not an earlier stage"};
+          }
+          if (datasetStage) {
+            return SpecProblem{i, j, "", where + "a stage that reads a dataset can read only datasets, but it also "
+                                             "reads stage " + quoted(input.stage())};
+          }
+          if (auto [it, inserted] = seenInputs.emplace("stage:" + input.stage(), j); !inserted) {
+            return SpecProblem{i, j, "", where + "stage " + quoted(input.stage()) + " is read twice"};
+          }
+          break;
+        }
+      }
+    }
+
+    if (datasetStage && stage.tasks() != 0) {
+      return SpecProblem{i, -1, "tasks", where + "tasks: a stage that reads datasets runs one task per partition; "
+                                                 "expected tasks 0 or absent, got " + std::to_string(stage.tasks())};
+    }
+    if (!datasetStage && stage.tasks() == 0) {
+      return SpecProblem{i, -1, "tasks", where + "tasks: expected a positive task count (only stages that read "
+                                                 "datasets have tasks 0)"};
+    }
+
+    for (int j = 0; j < stage.inputs_size(); ++j) {
+      const pb::StageInput& input = stage.inputs(j);
+      if (input.source_case() != pb::StageInput::kStage) continue;
+      const int u = indexOfName.at(input.stage());
+      const pb::StageSpec& upstream = spec.stages(u);
+      Readers& r = readers[u];
+      if (input.edge() == pb::EDGE_FORWARD) {
+        if (upstream.tasks() != stage.tasks()) {
+          return SpecProblem{i, j, "", where + "forward edge from stage " + quoted(upstream.name()) +
+                                           " needs equal task counts, but " + quoted(upstream.name()) + " has " +
+                                           describeTasks(upstream) + " and " + quoted(stage.name()) + " has " +
+                                           describeTasks(stage)};
+        }
+        if (r.firstForward < 0) r.firstForward = i;
+      } else {
+        // Every task of the upstream stage writes one bucket per task of its shuffle reader, so
+        // all its shuffle readers must agree on that count.
+        if (r.firstShuffle >= 0 && spec.stages(r.firstShuffle).tasks() != stage.tasks()) {
+          const pb::StageSpec& other = spec.stages(r.firstShuffle);
+          return SpecProblem{i, j, "", where + "shuffles from stage " + quoted(upstream.name()) + " with " +
+                                           describeTasks(stage) + ", but stage " + quoted(other.name()) +
+                                           " shuffles from it with " + describeTasks(other) +
+                                           "; shuffle readers of one stage need equal task counts"};
+        }
+        if (r.firstShuffle < 0) r.firstShuffle = i;
+      }
+      if (r.firstShuffle >= 0 && r.firstForward >= 0) {
+        const int other = input.edge() == pb::EDGE_FORWARD ? r.firstShuffle : r.firstForward;
+        return SpecProblem{i, j, "", where + "reads stage " + quoted(upstream.name()) + " with a " +
+                                         (input.edge() == pb::EDGE_FORWARD ? "forward" : "shuffle") +
+                                         " edge, but stage " + quoted(spec.stages(other).name()) +
+                                         " reads it with a " +
+                                         (input.edge() == pb::EDGE_FORWARD ? "shuffle" : "forward") +
+                                         " edge; a stage's readers must all use the same kind of edge"};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+pb::StageInput readInput(YamlMap& m) {
+  pb::StageInput input;
+  const bool hasDataset = m.has("dataset");
+  const bool hasStage = m.has("stage");
+  const std::string dataset = m.optional<std::string>("dataset", "");
+  const std::string stage = m.optional<std::string>("stage", "");
+  const std::string edge = m.optional<std::string>("edge", "shuffle");
+  if (hasDataset == hasStage) {
+    m.failHere(std::string("expected exactly one of dataset or stage, got ") + (hasDataset ? "both" : "neither"));
+  } else if (hasDataset) {
+    input.set_dataset(dataset);
+    if (m.has("edge")) m.fail("edge", "only a stage input has an edge");
+  } else {
+    input.set_stage(stage);
+  }
+  if (edge == "forward") {
+    input.set_edge(pb::EDGE_FORWARD);
+  } else if (edge != "shuffle") {
+    m.fail("edge", "expected shuffle or forward, got " + quoted(edge));
+  }
+  return input;
+}
+
+}  // namespace
+
+Result<pb::JobSpec> parseJobSpec(const std::string& yaml, const std::string& file) {
+  auto parsed = config::parseYamlDocument(yaml, file);
+  if (!parsed.isOk()) return parsed.error();
+  YamlMap& root = *parsed;
+
+  pb::JobSpec spec;
+  spec.set_name(root.required<std::string>("name"));
+  spec.set_placement(root.optional<std::string>("placement", "proportional"));
+  spec.set_max_task_attempts(root.optional<uint32_t>("max_task_attempts", 4, config::atLeast<uint32_t>(1)));
+
+  // Kept to point validation problems at their lines.
+  std::vector<YamlMap> stageMaps;
+  std::vector<std::vector<YamlMap>> inputMaps;
+
+  YamlSeq stages = root.sequence("stages");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    YamlMap m = stages.map(i);
+    pb::StageSpec* stage = spec.add_stages();
+    stage->set_name(m.required<std::string>("name"));
+    stage->set_op(m.required<std::string>("op"));
+    stage->set_tasks(m.optional<uint32_t>("tasks", 0));
+    if (auto params = m.optionalMap("params")) {
+      for (const std::string& key : params->keys()) (*stage->mutable_params())[key] = params->required<std::string>(key);
+    }
+    std::vector<YamlMap> inputs;
+    if (m.has("input") && m.has("inputs")) m.fail("inputs", "give either input (one map) or inputs (a list), not both");
+    if (m.has("input")) {
+      inputs.push_back(m.map("input"));
+    } else {
+      YamlSeq list = m.optionalSequence("inputs");
+      for (std::size_t j = 0; j < list.size(); ++j) inputs.push_back(list.map(j));
+    }
+    for (YamlMap& input : inputs) *stage->add_inputs() = readInput(input);
+    stageMaps.push_back(m);
+    inputMaps.push_back(std::move(inputs));
+  }
+  TELLUS_RETURN_IF_ERROR(root.finish());
+
+  if (auto problem = findProblem(spec)) {
+    int line = root.line(problem->field);
+    if (problem->stage >= 0 && problem->input >= 0) {
+      line = inputMaps[problem->stage][problem->input].line();
+    } else if (problem->stage >= 0) {
+      line = stageMaps[problem->stage].line(problem->field);
+    }
+    return makeError(ErrorCode::kInvalidArgument, file + ":" + std::to_string(line) + ": " + problem->message);
+  }
+  return spec;
+}
+
+Result<pb::JobSpec> loadJobSpec(const std::string& path) {
+  auto text = config::readTextFile(path);
+  if (!text.isOk()) return text.error();
+  return parseJobSpec(*text, path);
+}
+
+Status validateJobSpec(const pb::JobSpec& spec) {
+  if (auto problem = findProblem(spec)) return makeError(ErrorCode::kInvalidArgument, problem->message);
+  return Status::ok();
+}
+
+std::vector<uint32_t> downstreamStages(const pb::JobSpec& spec, uint32_t s) {
+  std::vector<uint32_t> result;
+  if (s >= static_cast<uint32_t>(spec.stages_size())) return result;
+  const std::string& name = spec.stages(static_cast<int>(s)).name();
+  for (int t = 0; t < spec.stages_size(); ++t) {
+    for (const auto& input : spec.stages(t).inputs()) {
+      if (input.source_case() == pb::StageInput::kStage && input.stage() == name) {
+        result.push_back(static_cast<uint32_t>(t));
+        break;
+      }
+    }
+  }
+  return result;
+}
+
+int stageIndex(const pb::JobSpec& spec, const std::string& name) {
+  for (int i = 0; i < spec.stages_size(); ++i) {
+    if (spec.stages(i).name() == name) return i;
+  }
+  return -1;
+}
+
+uint32_t outputBuckets(const pb::JobSpec& spec, uint32_t s) {
+  for (uint32_t t : downstreamStages(spec, s)) {
+    const pb::StageSpec& reader = spec.stages(static_cast<int>(t));
+    for (const auto& input : reader.inputs()) {
+      if (input.source_case() == pb::StageInput::kStage && input.stage() == spec.stages(static_cast<int>(s)).name() &&
+          input.edge() == pb::EDGE_SHUFFLE) {
+        return std::max<uint32_t>(reader.tasks(), 1);
+      }
+    }
+  }
+  return 1;
+}
+
+}  // namespace tellus::job

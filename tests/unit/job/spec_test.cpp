@@ -1,0 +1,314 @@
+// Job specs: YAML form, structural validation with exact messages, and the DAG helpers.
+
+#include <catch2/catch.hpp>
+
+#include "job/spec.h"
+
+namespace tellus::job {
+namespace {
+
+const std::string kWordcount =
+    "name: wordcount\n"              // 1
+    "stages:\n"                      // 2
+    "  - name: map\n"                // 3
+    "    op: wordcount.map\n"        // 4
+    "    input: {dataset: corpus}\n" // 5
+    "  - name: reduce\n"             // 6
+    "    op: wordcount.reduce\n"     // 7
+    "    tasks: 4\n"                 // 8
+    "    input: {stage: map}\n";     // 9
+
+std::string specError(const std::string& yaml) {
+  auto r = parseJobSpec(yaml, "job.yaml");
+  REQUIRE_FALSE(r.isOk());
+  CHECK(r.error().code == ErrorCode::kInvalidArgument);
+  return r.message();
+}
+
+std::string replaced(std::string yaml, const std::string& from, const std::string& to) {
+  const std::size_t at = yaml.find(from);
+  REQUIRE(at != std::string::npos);
+  return yaml.replace(at, from.size(), to);
+}
+
+pb::JobSpec parsed(const std::string& yaml) {
+  auto r = parseJobSpec(yaml, "job.yaml");
+  INFO((r.isOk() ? std::string() : r.message()));
+  REQUIRE(r.isOk());
+  return *r;
+}
+
+// A valid two-stage spec built directly, as one that arrives over RPC.
+pb::JobSpec rpcSpec() {
+  pb::JobSpec spec;
+  spec.set_name("wc");
+  spec.set_placement("tetrium");
+  pb::StageSpec* map = spec.add_stages();
+  map->set_name("map");
+  map->set_op("wordcount.map");
+  map->add_inputs()->set_dataset("corpus");
+  pb::StageSpec* reduce = spec.add_stages();
+  reduce->set_name("reduce");
+  reduce->set_op("wordcount.reduce");
+  reduce->set_tasks(4);
+  reduce->add_inputs()->set_stage("map");
+  return spec;
+}
+
+TEST_CASE("the wordcount spec is parsed with defaults", "[unit][job]") {
+  const pb::JobSpec spec = parsed(kWordcount);
+  CHECK(spec.name() == "wordcount");
+  CHECK(spec.placement() == "proportional");
+  CHECK(spec.max_task_attempts() == 4u);
+  REQUIRE(spec.stages_size() == 2);
+  const auto& map = spec.stages(0);
+  CHECK(map.name() == "map");
+  CHECK(map.op() == "wordcount.map");
+  CHECK(map.tasks() == 0u);
+  REQUIRE(map.inputs_size() == 1);
+  CHECK(map.inputs(0).dataset() == "corpus");
+  const auto& reduce = spec.stages(1);
+  CHECK(reduce.tasks() == 4u);
+  REQUIRE(reduce.inputs_size() == 1);
+  CHECK(reduce.inputs(0).stage() == "map");
+  CHECK(reduce.inputs(0).edge() == pb::EDGE_SHUFFLE);
+  CHECK(validateJobSpec(spec).isOk());
+
+  CHECK(stageIndex(spec, "map") == 0);
+  CHECK(stageIndex(spec, "reduce") == 1);
+  CHECK(stageIndex(spec, "nope") == -1);
+  CHECK(downstreamStages(spec, 0) == std::vector<uint32_t>{1});
+  CHECK(downstreamStages(spec, 1).empty());
+  CHECK(outputBuckets(spec, 0) == 4u);
+  CHECK(outputBuckets(spec, 1) == 1u);
+}
+
+TEST_CASE("a multi-input spec with params, forward edges and every top-level field", "[unit][job]") {
+  const pb::JobSpec spec = parsed(
+      "name: join.v2\n"
+      "placement: in-place\n"
+      "max_task_attempts: 2\n"
+      "stages:\n"
+      "  - name: scan\n"
+      "    op: grep\n"
+      "    inputs: [{dataset: left}, {dataset: right}]\n"
+      "    params: {pattern: 'a b', regex: true, limit: 10, ratio: 0.50}\n"
+      "  - name: part\n"
+      "    op: identity\n"
+      "    tasks: 3\n"
+      "    inputs:\n"
+      "      - stage: scan\n"
+      "        edge: shuffle\n"
+      "  - name: sorted\n"
+      "    op: sort\n"
+      "    tasks: 3\n"
+      "    input: {stage: part, edge: forward}\n"
+      "  - name: total\n"
+      "    op: sum\n"
+      "    tasks: 3\n"
+      "    inputs: [{stage: sorted, edge: forward}, {stage: scan}]\n");
+  CHECK(spec.placement() == "in-place");
+  CHECK(spec.max_task_attempts() == 2u);
+  const auto& scan = spec.stages(0);
+  REQUIRE(scan.inputs_size() == 2);
+  CHECK(scan.inputs(1).dataset() == "right");
+  CHECK(scan.params().at("pattern") == "a b");
+  CHECK(scan.params().at("regex") == "true");
+  CHECK(scan.params().at("limit") == "10");
+  CHECK(scan.params().at("ratio") == "0.50");  // the text as written
+  CHECK(spec.stages(2).inputs(0).edge() == pb::EDGE_FORWARD);
+  CHECK(downstreamStages(spec, 0) == std::vector<uint32_t>{1, 3});
+  CHECK(outputBuckets(spec, 0) == 3u);  // both shuffle readers have 3 tasks
+  CHECK(outputBuckets(spec, 1) == 1u);  // read with a forward edge
+  CHECK(outputBuckets(spec, 2) == 1u);
+  CHECK(outputBuckets(spec, 3) == 1u);
+}
+
+TEST_CASE("YAML-level errors point at the field", "[unit][job]") {
+  CHECK(specError(replaced(kWordcount, "    tasks: 4\n", "    tasks: -4\n")) ==
+        "job.yaml:8: stages[1].tasks: expected a non-negative integer, got '-4'");
+  CHECK(specError(replaced(kWordcount, "    op: wordcount.reduce\n", "")) ==
+        "job.yaml:6: stages[1].op: required field is missing");
+  CHECK(specError(replaced(kWordcount, "    tasks: 4\n", "    taks: 4\n")) ==
+        "job.yaml:8: stages[1].taks: unknown field (did you mean 'tasks'?)");
+  CHECK(specError(replaced(kWordcount, "{stage: map}", "{stage: map, edge: broadcast}")) ==
+        "job.yaml:9: stages[1].input.edge: expected shuffle or forward, got 'broadcast'");
+  CHECK(specError(replaced(kWordcount, "{stage: map}", "{stage: map, dataset: corpus}")) ==
+        "job.yaml:9: stages[1].input: expected exactly one of dataset or stage, got both");
+  CHECK(specError(replaced(kWordcount, "{stage: map}", "{}")) ==
+        "job.yaml:9: stages[1].input: expected exactly one of dataset or stage, got neither");
+  CHECK(specError(replaced(kWordcount, "{dataset: corpus}", "{dataset: corpus, edge: forward}")) ==
+        "job.yaml:5: stages[0].input.edge: only a stage input has an edge");
+  CHECK(specError(replaced(kWordcount, "{stage: map}", "[{stage: map}]")) ==
+        "job.yaml:9: stages[1].input: expected a map, got a sequence");
+  CHECK(specError(kWordcount + "    inputs: [{stage: map}]\n") ==
+        "job.yaml:10: stages[1].inputs: give either input (one map) or inputs (a list), not both");
+  CHECK(specError(replaced(kWordcount, "    tasks: 4\n", "    params: {nested: {a: 1}}\n")) ==
+        "job.yaml:8: stages[1].params.nested: expected a string, got a map");
+  CHECK(specError(replaced(kWordcount, "name: wordcount\n", "")) == "job.yaml:1: name: required field is missing");
+  CHECK(specError("name: x\nstages: {map: 1}\n") == "job.yaml:2: stages: expected a sequence, got a map");
+  CHECK(specError("name: x\nstages: [\n").starts_with("job.yaml:3: malformed YAML: "));
+  CHECK(specError(kWordcount + "max_task_attempts: 0\n") ==
+        "job.yaml:10: max_task_attempts: expected a positive integer, got '0'");
+}
+
+TEST_CASE("structural errors name the stage, with the line when parsed from YAML", "[unit][job]") {
+  SECTION("unknown input stage") {
+    CHECK(specError(replaced(kWordcount, "{stage: map}", "{stage: mapp}")) ==
+          "job.yaml:9: stage 'reduce': input stage 'mapp' is not an earlier stage");
+  }
+  SECTION("forward reference (stages out of order)") {
+    const std::string yaml =
+        "name: wc\n"
+        "stages:\n"
+        "  - {name: map, op: wordcount.map, input: {dataset: corpus}}\n"
+        "  - {name: a, op: identity, tasks: 2, input: {stage: b}}\n"
+        "  - {name: b, op: identity, tasks: 2, input: {stage: map}}\n";
+    CHECK(specError(yaml) == "job.yaml:4: stage 'a': input stage 'b' is not an earlier stage");
+  }
+  SECTION("cycles and self references") {
+    const std::string yaml =
+        "name: wc\n"
+        "stages:\n"
+        "  - {name: a, op: identity, tasks: 2, input: {stage: b}}\n"
+        "  - {name: b, op: identity, tasks: 2, input: {stage: a}}\n";
+    CHECK(specError(yaml) == "job.yaml:3: stage 'a': input stage 'b' is not an earlier stage");
+    CHECK(specError("name: wc\nstages:\n  - {name: a, op: identity, tasks: 1, input: {stage: a}}\n") ==
+          "job.yaml:3: stage 'a': input stage 'a' is not an earlier stage");
+  }
+  SECTION("duplicate stage names") {
+    CHECK(specError(replaced(kWordcount, "  - name: reduce\n", "  - name: map\n")) ==
+          "job.yaml:6: stage 'map': duplicate stage name (also stages[0])");
+  }
+  SECTION("bad names") {
+    CHECK(specError(replaced(kWordcount, "name: wordcount\n", "name: word count\n")) ==
+          "job.yaml:1: name: expected a job name ([A-Za-z0-9_.-]+), got 'word count'");
+    CHECK(specError(replaced(kWordcount, "  - name: reduce\n", "  - name: re/duce\n")) ==
+          "job.yaml:6: stages[1]: name: expected a stage name ([A-Za-z0-9_.-]+), got 're/duce'");
+    CHECK(specError(replaced(kWordcount, "{dataset: corpus}", "{dataset: 'my corpus'}")) ==
+          "job.yaml:5: stage 'map': input 0: expected a dataset name ([A-Za-z0-9_.-]+), got 'my corpus'");
+  }
+  SECTION("dataset stage with tasks") {
+    CHECK(specError(replaced(kWordcount, "    op: wordcount.map\n", "    op: wordcount.map\n    tasks: 3\n")) ==
+          "job.yaml:5: stage 'map': tasks: a stage that reads datasets runs one task per partition; expected tasks "
+          "0 or absent, got 3");
+  }
+  SECTION("dataset stage that also reads a stage") {
+    const std::string yaml = kWordcount +
+                             "  - name: mixed\n"
+                             "    op: identity\n"
+                             "    inputs: [{dataset: corpus}, {stage: reduce}]\n";
+    CHECK(specError(yaml) == "job.yaml:12: stage 'mixed': a stage that reads a dataset can read only datasets, but "
+                             "it also reads stage 'reduce'");
+  }
+  SECTION("stage reading stages without tasks") {
+    CHECK(specError(replaced(kWordcount, "    tasks: 4\n", "")) ==
+          "job.yaml:6: stage 'reduce': tasks: expected a positive task count (only stages that read datasets have "
+          "tasks 0)");
+  }
+  SECTION("forward edge with mismatched counts") {
+    const std::string yaml = kWordcount +
+                             "  - name: fmt\n"
+                             "    op: identity\n"
+                             "    tasks: 2\n"
+                             "    input: {stage: reduce, edge: forward}\n";
+    CHECK(specError(yaml) == "job.yaml:13: stage 'fmt': forward edge from stage 'reduce' needs equal task counts, "
+                             "but 'reduce' has 4 tasks and 'fmt' has 2 tasks");
+    CHECK(specError(replaced(kWordcount, "{stage: map}", "{stage: map, edge: forward}")) ==
+          "job.yaml:9: stage 'reduce': forward edge from stage 'map' needs equal task counts, but 'map' has one "
+          "task per dataset partition and 'reduce' has 4 tasks");
+  }
+  SECTION("shuffle readers of one stage with different task counts") {
+    const std::string yaml = kWordcount +
+                             "  - name: other\n"
+                             "    op: wordcount.reduce\n"
+                             "    tasks: 8\n"
+                             "    input: {stage: map}\n";
+    CHECK(specError(yaml) == "job.yaml:13: stage 'other': shuffles from stage 'map' with 8 tasks, but stage "
+                             "'reduce' shuffles from it with 4 tasks; shuffle readers of one stage need equal task "
+                             "counts");
+  }
+  SECTION("a stage read with both kinds of edge") {
+    const std::string yaml = kWordcount +
+                             "  - name: same\n"
+                             "    op: identity\n"
+                             "    tasks: 4\n"
+                             "    input: {stage: reduce, edge: forward}\n"
+                             "  - name: again\n"
+                             "    op: identity\n"
+                             "    tasks: 4\n"
+                             "    input: {stage: reduce}\n";
+    CHECK(specError(yaml) == "job.yaml:17: stage 'again': reads stage 'reduce' with a shuffle edge, but stage "
+                             "'same' reads it with a forward edge; a stage's readers must all use the same kind of "
+                             "edge");
+  }
+  SECTION("the same input twice") {
+    CHECK(specError(replaced(kWordcount, "    input: {stage: map}\n", "    inputs: [{stage: map}, {stage: map}]\n")) ==
+          "job.yaml:9: stage 'reduce': stage 'map' is read twice");
+  }
+  SECTION("unknown placement") {
+    CHECK(specError(kWordcount + "placement: random\n") ==
+          "job.yaml:10: placement: expected one of proportional|tetrium|in-place|centralized, got 'random'");
+  }
+  SECTION("empty stages") {
+    CHECK(specError("name: wc\nstages: []\n") == "job.yaml:2: stages: a job needs at least one stage");
+  }
+  SECTION("bad operator name") {
+    CHECK(specError(replaced(kWordcount, "op: wordcount.reduce", "op: 'word count'")) ==
+          "job.yaml:7: stage 'reduce': op: expected an operator name ([A-Za-z0-9_.-]+), got 'word count'");
+  }
+}
+
+TEST_CASE("every placement is accepted", "[unit][job]") {
+  for (const char* placement : kPlacements) {
+    const pb::JobSpec spec = parsed(kWordcount + "placement: " + placement + "\n");
+    CHECK(spec.placement() == placement);
+  }
+}
+
+TEST_CASE("validateJobSpec checks specs that arrive over RPC", "[unit][job]") {
+  CHECK(validateJobSpec(rpcSpec()).isOk());
+
+  SECTION("an input with no source") {
+    pb::JobSpec spec = rpcSpec();
+    spec.mutable_stages(1)->add_inputs();
+    Status st = validateJobSpec(spec);
+    REQUIRE_FALSE(st.isOk());
+    CHECK(st.message() == "stage 'reduce': input 1: expected exactly one of dataset or stage");
+  }
+  SECTION("a forward edge on a dataset input") {
+    pb::JobSpec spec = rpcSpec();
+    spec.mutable_stages(0)->mutable_inputs(0)->set_edge(pb::EDGE_FORWARD);
+    CHECK(validateJobSpec(spec).message() == "stage 'map': dataset input 'corpus' cannot have an edge: only stage inputs do");
+  }
+  SECTION("empty placement is not a default") {
+    pb::JobSpec spec = rpcSpec();
+    spec.clear_placement();
+    CHECK(validateJobSpec(spec).message() ==
+          "placement: expected one of proportional|tetrium|in-place|centralized, got ''");
+  }
+  SECTION("no stages") {
+    pb::JobSpec spec = rpcSpec();
+    spec.clear_stages();
+    CHECK(validateJobSpec(spec).message() == "stages: a job needs at least one stage");
+  }
+  SECTION("missing operator") {
+    pb::JobSpec spec = rpcSpec();
+    spec.mutable_stages(1)->clear_op();
+    CHECK(validateJobSpec(spec).message() == "stage 'reduce': op: an operator is required");
+  }
+  SECTION("unknown input stage") {
+    pb::JobSpec spec = rpcSpec();
+    spec.mutable_stages(1)->mutable_inputs(0)->set_stage("mapp");
+    CHECK(validateJobSpec(spec).message() == "stage 'reduce': input stage 'mapp' is not an earlier stage");
+  }
+}
+
+TEST_CASE("DAG helpers on out-of-range and unread stages", "[unit][job]") {
+  const pb::JobSpec spec = rpcSpec();
+  CHECK(downstreamStages(spec, 7).empty());
+  CHECK(outputBuckets(spec, 7) == 1u);
+}
+
+}  // namespace
+}  // namespace tellus::job
