@@ -1,0 +1,215 @@
+#include "sched/job_order.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+#include <numeric>
+
+namespace tellus::sched {
+namespace {
+
+std::size_t siteCount(const OrderingInput& input) {
+  std::size_t n = std::max(input.slots.size(), input.existingLoad.size());
+  for (const QueuedJob& job : input.jobs) n = std::max(n, job.remainingTasks.size());
+  return n;
+}
+
+double tasksAt(const QueuedJob& job, std::size_t d) { return d < job.remainingTasks.size() ? job.remainingTasks[d] : 0.0; }
+double capacity(const OrderingInput& input, std::size_t d) {
+  return input.slots.empty() ? 1.0 : (d < input.slots.size() && input.slots[d] > 0 ? input.slots[d] : 0.0);
+}
+double existing(const OrderingInput& input, std::size_t d) {
+  return d < input.existingLoad.size() ? input.existingLoad[d] : 0.0;
+}
+// Queue length in time units: tasks / slots (unnormalized: slots = 1). Work at a site without
+// slots never finishes.
+double normalized(const OrderingInput& input, std::size_t d, double tasks) {
+  const double c = capacity(input, d);
+  if (c > 0) return tasks / c;
+  return tasks > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+
+double totalSize(const OrderingInput& input, const QueuedJob& job) {
+  double total = 0;
+  for (std::size_t d = 0; d < job.remainingTasks.size(); ++d) {
+    total += input.slots.empty() ? job.remainingTasks[d] : normalized(input, d, job.remainingTasks[d]);
+  }
+  return total;
+}
+
+// FCFS rank: arrival, then index; every policy breaks its ties with it.
+bool earlier(const OrderingInput& input, std::size_t a, std::size_t b) {
+  if (input.jobs[a].arrivalS != input.jobs[b].arrivalS) return input.jobs[a].arrivalS < input.jobs[b].arrivalS;
+  return a < b;
+}
+
+std::vector<std::size_t> indices(std::size_t n) {
+  std::vector<std::size_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::size_t> fcfsOrder(const OrderingInput& input) {
+  auto order = indices(input.jobs.size());
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return earlier(input, a, b); });
+  return order;
+}
+
+std::vector<std::size_t> globalSrptOrder(const OrderingInput& input) {
+  auto order = indices(input.jobs.size());
+  std::vector<double> size(input.jobs.size());
+  for (std::size_t j = 0; j < size.size(); ++j) size[j] = totalSize(input, input.jobs[j]);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (size[a] != size[b]) return size[a] < size[b];
+    return earlier(input, a, b);
+  });
+  return order;
+}
+
+SiteOrders independentSrptOrders(const OrderingInput& input) {
+  const std::size_t n = siteCount(input);
+  SiteOrders orders;
+  orders.perSite.resize(n);
+  for (std::size_t d = 0; d < n; ++d) {
+    auto order = indices(input.jobs.size());
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const double sa = tasksAt(input.jobs[a], d), sb = tasksAt(input.jobs[b], d);
+      if (sa != sb) return sa < sb;
+      return earlier(input, a, b);
+    });
+    orders.perSite[d] = std::move(order);
+  }
+  return orders;
+}
+
+std::vector<std::size_t> reorder(const OrderingInput& input, const SiteOrders& base) {
+  const std::size_t n = siteCount(input);
+  const std::size_t jobs = input.jobs.size();
+  std::vector<double> queue(n, 0.0);
+  for (std::size_t d = 0; d < n; ++d)
+    for (const QueuedJob& job : input.jobs) queue[d] += tasksAt(job, d);
+  std::vector<bool> taken(jobs, false);
+  std::vector<std::size_t> reversed;  // N in Alg. 1: jobs pushed from the back of the order
+  reversed.reserve(jobs);
+  for (std::size_t round = 0; round < jobs; ++round) {
+    // Longest (normalized) queue; only sites where some remaining job still has tasks.
+    std::size_t target = n;
+    double longest = 0;
+    for (std::size_t d = 0; d < n; ++d) {
+      const double length = normalized(input, d, queue[d]);
+      if (queue[d] > 0 && (target == n || length > longest)) {
+        target = d;
+        longest = length;
+      }
+    }
+    if (target == n) break;  // remaining jobs have no tasks: they go first (below)
+    // The last job in the target site's order that still has a sub-job there.
+    const std::vector<std::size_t>& order = base.perSite.size() == 1 ? base.perSite[0] : base.perSite[target];
+    std::size_t chosen = jobs;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      if (!taken[*it] && tasksAt(input.jobs[*it], target) > 0) {
+        chosen = *it;
+        break;
+      }
+    }
+    assert(chosen < jobs);
+    taken[chosen] = true;
+    reversed.push_back(chosen);
+    for (std::size_t d = 0; d < n; ++d) queue[d] -= tasksAt(input.jobs[chosen], d);
+  }
+  std::vector<std::size_t> result;
+  for (std::size_t j : fcfsOrder(input))
+    if (!taken[j]) result.push_back(j);  // empty jobs finish at once
+  result.insert(result.end(), reversed.rbegin(), reversed.rend());
+  return result;
+}
+
+std::vector<std::size_t> swagOrder(const OrderingInput& input) {
+  const std::size_t n = siteCount(input);
+  const std::size_t jobs = input.jobs.size();
+  std::vector<double> queue(n);
+  for (std::size_t d = 0; d < n; ++d) queue[d] = existing(input, d);
+  std::vector<double> size(jobs);
+  for (std::size_t j = 0; j < jobs; ++j) size[j] = totalSize(input, input.jobs[j]);
+  // Sites where each job has tasks: the makespan only looks there (sparse jobs stay cheap).
+  std::vector<std::vector<std::size_t>> sitesOf(jobs);
+  for (std::size_t j = 0; j < jobs; ++j)
+    for (std::size_t d = 0; d < input.jobs[j].remainingTasks.size(); ++d)
+      if (input.jobs[j].remainingTasks[d] > 0) sitesOf[j].push_back(d);
+
+  std::vector<bool> taken(jobs, false);
+  std::vector<std::size_t> order;
+  order.reserve(jobs);
+  for (std::size_t round = 0; round < jobs; ++round) {
+    std::size_t best = jobs;
+    double bestMakespan = 0;
+    for (std::size_t j = 0; j < jobs; ++j) {
+      if (taken[j]) continue;
+      double makespan = 0;
+      for (std::size_t d : sitesOf[j]) {
+        makespan = std::max(makespan, normalized(input, d, queue[d] + input.jobs[j].remainingTasks[d]));
+      }
+      if (best == jobs || makespan < bestMakespan ||
+          (makespan == bestMakespan &&
+           (size[j] < size[best] || (size[j] == size[best] && earlier(input, j, best))))) {
+        best = j;
+        bestMakespan = makespan;
+      }
+    }
+    taken[best] = true;
+    order.push_back(best);
+    for (std::size_t d : sitesOf[best]) queue[d] += input.jobs[best].remainingTasks[d];
+  }
+  return order;
+}
+
+SiteOrders sameOrderEverywhere(const std::vector<std::size_t>& order, std::size_t sites) {
+  SiteOrders orders;
+  orders.perSite.assign(sites, order);
+  return orders;
+}
+
+SiteOrders computeOrders(const OrderingInput& input, OrderPolicy policy) {
+  const std::size_t n = siteCount(input);
+  switch (policy) {
+    case OrderPolicy::kFcfs:
+      return sameOrderEverywhere(fcfsOrder(input), n);
+    case OrderPolicy::kGlobalSrpt:
+      return sameOrderEverywhere(globalSrptOrder(input), n);
+    case OrderPolicy::kIndependentSrpt:
+      return independentSrptOrders(input);
+    case OrderPolicy::kGlobalSrptReordering:
+      return sameOrderEverywhere(reorder(input, sameOrderEverywhere(globalSrptOrder(input), n)), n);
+    case OrderPolicy::kIndependentSrptReordering:
+      return sameOrderEverywhere(reorder(input, independentSrptOrders(input)), n);
+    case OrderPolicy::kSwag:
+      return sameOrderEverywhere(swagOrder(input), n);
+  }
+  return {};
+}
+
+std::vector<double> finishInstants(const OrderingInput& input, const SiteOrders& orders) {
+  const std::size_t n = siteCount(input);
+  std::vector<double> finish(input.jobs.size(), 0.0);
+  for (std::size_t d = 0; d < n; ++d) {
+    const std::vector<std::size_t>& order = orders.perSite.size() == 1 ? orders.perSite[0] : orders.perSite[d];
+    double queued = existing(input, d);
+    for (std::size_t j : order) {
+      const double tasks = tasksAt(input.jobs[j], d);
+      if (tasks <= 0) continue;
+      queued += tasks;
+      finish[j] = std::max(finish[j], normalized(input, d, queued));
+    }
+  }
+  return finish;
+}
+
+double averageFinishInstant(const OrderingInput& input, const SiteOrders& orders) {
+  if (input.jobs.empty()) return 0;
+  const std::vector<double> finish = finishInstants(input, orders);
+  return std::accumulate(finish.begin(), finish.end(), 0.0) / static_cast<double>(finish.size());
+}
+
+}  // namespace tellus::sched

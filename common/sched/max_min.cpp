@@ -1,0 +1,320 @@
+#include "sched/max_min.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "sched/max_flow.h"
+
+namespace tellus::sched {
+namespace {
+
+// Threshold meaning "this job may use no datacenter at all" (below every cost).
+constexpr double kBelowAll = -1.0;
+
+// Identical tasks of one job (same cost vector) are one flow node with a multiplicity:
+// realistic stages have thousands of identical tasks and few distinct classes.
+struct TaskClass {
+  std::size_t job;
+  std::vector<double> cost;
+  std::vector<std::size_t> members;  // task indices
+};
+
+class Solver {
+ public:
+  Solver(const MaxMinProblem& problem, const MaxMinOptions& options) : problem_(problem), options_(options) {
+    std::map<std::pair<std::size_t, std::vector<double>>, std::size_t> index;
+    for (std::size_t i = 0; i < problem.tasks.size(); ++i) {
+      auto key = std::make_pair(problem.tasks[i].job, problem.tasks[i].costS);
+      auto [it, inserted] = index.emplace(key, classes_.size());
+      if (inserted) classes_.push_back(TaskClass{key.first, key.second, {}});
+      classes_[it->second].members.push_back(i);
+    }
+    jobHasTasks_.assign(problem.jobs, false);
+    for (const MaxMinTask& t : problem.tasks) jobHasTasks_[t.job] = true;
+  }
+
+  // Is there an assignment where every task of job k uses a datacenter of cost <= theta[k]?
+  bool feasible(const std::vector<double>& theta) {
+    ++flowChecks_;
+    return runFlow(theta, nullptr);
+  }
+
+  std::vector<int> assignment(const std::vector<double>& theta) {
+    std::vector<int> dc(problem_.tasks.size(), -1);
+    runFlow(theta, &dc);
+    return dc;
+  }
+
+  // Lexicographic solve from a state where `fixed` jobs have their thresholds in theta.
+  // Returns the final thresholds (one per job).
+  std::vector<double> solve(std::vector<double> theta, std::vector<bool> fixed) {
+    while (true) {
+      std::vector<std::size_t> open;
+      for (std::size_t k = 0; k < problem_.jobs; ++k)
+        if (!fixed[k]) open.push_back(k);
+      if (open.empty()) return theta;
+
+      // Distinct finite costs of the open jobs' tasks, ascending.
+      std::vector<double> levels;
+      for (const TaskClass& c : classes_) {
+        if (fixed[c.job]) continue;
+        for (double v : c.cost)
+          if (std::isfinite(v)) levels.push_back(v);
+      }
+      std::sort(levels.begin(), levels.end());
+      levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+
+      // Smallest common level for the open jobs (monotone: binary search).
+      auto at = [&](double level) {
+        std::vector<double> t = theta;
+        for (std::size_t k : open) t[k] = level;
+        return t;
+      };
+      std::size_t lo = 0, hi = levels.size();  // answer in [lo, hi); hi = none
+      while (lo < hi) {
+        const std::size_t mid = (lo + hi) / 2;
+        if (feasible(at(levels[mid]))) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+        if (hi == mid) continue;
+      }
+      // The caller checked feasibility with all-open at the top level, so lo is valid.
+      const double top = levels[lo];
+      const double below = lo > 0 ? levels[lo - 1] : kBelowAll;
+
+      // Only jobs with an edge costing exactly `top` are affected by lowering the level.
+      std::vector<std::size_t> premium;
+      std::vector<bool> isPremium(problem_.jobs, false);
+      for (const TaskClass& c : classes_) {
+        if (fixed[c.job] || isPremium[c.job]) continue;
+        if (std::find(c.cost.begin(), c.cost.end(), top) != c.cost.end()) {
+          isPremium[c.job] = true;
+          premium.push_back(c.job);
+        }
+      }
+      std::sort(premium.begin(), premium.end());
+
+      // A job that cannot go below `top` even when everyone else may use `top` is forced.
+      std::vector<double> base = at(top);
+      std::vector<std::size_t> free;
+      for (std::size_t k : premium) {
+        std::vector<double> t = base;
+        t[k] = below;
+        if (feasible(t)) {
+          free.push_back(k);
+        } else {
+          theta[k] = top;
+          fixed[k] = true;
+        }
+      }
+      // Can all the others go below now?
+      std::vector<double> lowered = theta;
+      for (std::size_t k = 0; k < problem_.jobs; ++k)
+        if (!fixed[k]) lowered[k] = below;
+      // Non-premium open jobs keep the same edges at `below`; they stay open.
+      if (feasible(lowered)) continue;
+
+      // Ties: no single job is forced, yet not all can go below. Find the smallest sets of
+      // jobs that must stay at `top`, and continue lexicographically from each.
+      std::vector<std::vector<std::size_t>> minimal = smallestKeepSets(theta, fixed, free, top, below);
+      if (minimal.empty()) {
+        // Cannot happen (keeping all of `free` at top is feasible); be safe.
+        for (std::size_t k : free) {
+          theta[k] = top;
+          fixed[k] = true;
+        }
+        continue;
+      }
+      std::vector<double> best;
+      std::vector<double> bestSorted;
+      for (const std::vector<std::size_t>& keep : minimal) {
+        std::vector<double> t = theta;
+        std::vector<bool> f = fixed;
+        for (std::size_t k : keep) {
+          t[k] = top;
+          f[k] = true;
+        }
+        std::vector<double> result = budgetLeft() ? solve(t, f) : solveGreedy(t, f);
+        std::vector<double> sorted = completionsOf(result);
+        if (best.empty() || lexSmaller(sorted, bestSorted)) {
+          best = result;
+          bestSorted = sorted;
+        }
+        if (!budgetLeft()) {
+          proven_ = false;
+          break;
+        }
+      }
+      return best;
+    }
+  }
+
+  std::size_t flowChecks() const { return flowChecks_; }
+  bool proven() const { return proven_; }
+  bool jobHasTasks(std::size_t k) const { return jobHasTasks_[k]; }
+
+  // Completion vector implied by thresholds: jobs without tasks complete at 0.
+  std::vector<double> completionsOf(const std::vector<double>& theta) const {
+    std::vector<double> c(theta.size());
+    for (std::size_t k = 0; k < theta.size(); ++k) c[k] = jobHasTasks_[k] ? theta[k] : 0.0;
+    return c;
+  }
+
+ private:
+  bool budgetLeft() const { return flowChecks_ < options_.tieSearchBudget; }
+
+  // Like solve() but takes the first smallest set at ties (used once the budget is spent).
+  std::vector<double> solveGreedy(std::vector<double> theta, std::vector<bool> fixed) {
+    proven_ = false;
+    return solve(std::move(theta), std::move(fixed));
+  }
+
+  std::vector<std::vector<std::size_t>> smallestKeepSets(const std::vector<double>& theta,
+                                                         const std::vector<bool>& fixed,
+                                                         const std::vector<std::size_t>& candidates, double top,
+                                                         double below) {
+    std::vector<std::vector<std::size_t>> found;
+    const std::size_t m = candidates.size();
+    for (std::size_t size = 1; size <= m && found.empty(); ++size) {
+      std::vector<bool> mask(m, false);
+      std::fill(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(size), true);
+      do {
+        std::vector<double> t = theta;
+        std::vector<std::size_t> keep;
+        for (std::size_t k = 0; k < problem_.jobs; ++k)
+          if (!fixed[k]) t[k] = below;
+        for (std::size_t i = 0; i < m; ++i) {
+          if (mask[i]) {
+            t[candidates[i]] = top;
+            keep.push_back(candidates[i]);
+          }
+        }
+        if (feasible(t)) {
+          found.push_back(keep);
+          // Out of budget: one smallest set is enough to finish (optimality not proven).
+          if (!budgetLeft()) {
+            proven_ = false;
+            return found;
+          }
+        }
+        if (!budgetLeft() && !found.empty()) return found;
+      } while (std::prev_permutation(mask.begin(), mask.end()));
+    }
+    return found;
+  }
+
+  bool runFlow(const std::vector<double>& theta, std::vector<int>* dcOfTask) {
+    const std::size_t dcs = problem_.slots.size();
+    const std::size_t source = classes_.size() + dcs, sink = source + 1;
+    MaxFlow flow(sink + 1);
+    std::vector<std::vector<std::pair<std::size_t, std::size_t>>> classEdges(classes_.size());
+    std::int64_t demand = 0;
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      const TaskClass& cls = classes_[c];
+      const auto count = static_cast<std::int64_t>(cls.members.size());
+      demand += count;
+      flow.addEdge(source, c, count);
+      for (std::size_t j = 0; j < dcs; ++j) {
+        if (std::isfinite(cls.cost[j]) && cls.cost[j] <= theta[cls.job]) {
+          classEdges[c].emplace_back(j, flow.addEdge(c, classes_.size() + j, count));
+        }
+      }
+    }
+    for (std::size_t j = 0; j < dcs; ++j) flow.addEdge(classes_.size() + j, sink, problem_.slots[j]);
+    const bool ok = flow.run(source, sink) == demand;
+    if (ok && dcOfTask != nullptr) {
+      for (std::size_t c = 0; c < classes_.size(); ++c) {
+        std::size_t next = 0;
+        for (const auto& [j, edge] : classEdges[c]) {
+          for (std::int64_t u = 0; u < flow.flowOn(edge); ++u) (*dcOfTask)[classes_[c].members[next++]] = static_cast<int>(j);
+        }
+      }
+    }
+    return ok;
+  }
+
+  const MaxMinProblem& problem_;
+  MaxMinOptions options_;
+  std::vector<TaskClass> classes_;
+  std::vector<bool> jobHasTasks_;
+  std::size_t flowChecks_ = 0;
+  bool proven_ = true;
+};
+
+}  // namespace
+
+bool lexSmaller(std::vector<double> a, std::vector<double> b, double tolerance) {
+  std::sort(a.begin(), a.end(), std::greater<>());
+  std::sort(b.begin(), b.end(), std::greater<>());
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (a[i] < b[i] - tolerance) return true;
+    if (a[i] > b[i] + tolerance) return false;
+  }
+  return a.size() < b.size();
+}
+
+double maxMinTransferS(const std::vector<double>& inputMB, const std::vector<std::vector<double>>& bandwidthMBps,
+                       std::size_t destination) {
+  double worst = 0;
+  for (std::size_t s = 0; s < inputMB.size(); ++s) {
+    if (s == destination || inputMB[s] <= 0) continue;
+    const double bandwidth = bandwidthMBps[s][destination];
+    worst = std::max(worst, bandwidth > 0 ? inputMB[s] / bandwidth : std::numeric_limits<double>::infinity());
+  }
+  return worst;
+}
+
+Result<MaxMinResult> maxMinFairAssign(const MaxMinProblem& problem, const MaxMinOptions& options) {
+  const std::size_t dcs = problem.slots.size();
+  for (std::size_t j = 0; j < dcs; ++j) {
+    if (problem.slots[j] < 0) {
+      return makeError(ErrorCode::kInvalidArgument, "datacenter " + std::to_string(j) + ": slots must be >= 0");
+    }
+  }
+  for (std::size_t i = 0; i < problem.tasks.size(); ++i) {
+    const MaxMinTask& t = problem.tasks[i];
+    const std::string where = "task " + std::to_string(i);
+    if (t.job >= problem.jobs) return makeError(ErrorCode::kInvalidArgument, where + ": job index out of range");
+    if (t.costS.size() != dcs) {
+      return makeError(ErrorCode::kInvalidArgument, where + ": " + std::to_string(t.costS.size()) + " costs for " +
+                                                        std::to_string(dcs) + " datacenters");
+    }
+    for (double c : t.costS) {
+      if (std::isnan(c) || c < 0) return makeError(ErrorCode::kInvalidArgument, where + ": costs must be >= 0");
+    }
+  }
+  Solver solver(problem, options);
+  std::vector<double> theta(problem.jobs, std::numeric_limits<double>::infinity());
+  std::vector<bool> fixed(problem.jobs, false);
+  for (std::size_t k = 0; k < problem.jobs; ++k) {
+    if (!solver.jobHasTasks(k)) {
+      fixed[k] = true;
+      theta[k] = 0;
+    }
+  }
+  if (!solver.feasible(theta)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "no assignment fits: " + std::to_string(problem.tasks.size()) +
+                         " tasks do not fit the usable slots of their allowed datacenters");
+  }
+  const std::vector<double> finalTheta = solver.solve(theta, fixed);
+  MaxMinResult result;
+  result.datacenterOfTask = solver.assignment(finalTheta);
+  result.jobCompletionS.assign(problem.jobs, 0.0);
+  for (std::size_t i = 0; i < problem.tasks.size(); ++i) {
+    const auto j = static_cast<std::size_t>(result.datacenterOfTask[i]);
+    double& c = result.jobCompletionS[problem.tasks[i].job];
+    c = std::max(c, problem.tasks[i].costS[j]);
+  }
+  result.provenLexOptimal = solver.proven();
+  result.flowChecks = solver.flowChecks();
+  return result;
+}
+
+}  // namespace tellus::sched

@@ -1,0 +1,65 @@
+#include "sched/parades.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <numeric>
+
+namespace tellus::sched {
+namespace {
+
+bool contains(const std::vector<std::string>& values, const std::string& value) {
+  return !value.empty() && std::find(values.begin(), values.end(), value) != values.end();
+}
+
+// Free capacity comparisons tolerate float noise from repeatedly subtracting fractions.
+constexpr double kSlack = 1e-9;
+
+}  // namespace
+
+ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const ContainerUpdate& update,
+                                const ParadesParams& params) {
+  ParadesDecision decision;
+  decision.freeAfter = update.free;
+  if (waiting.empty()) {
+    decision.steal = true;
+    return decision;
+  }
+  // Longest waiting first within a locality level; stable so input order breaks ties.
+  std::vector<std::size_t> byWait(waiting.size());
+  std::iota(byWait.begin(), byWait.end(), 0);
+  std::stable_sort(byWait.begin(), byWait.end(),
+                   [&](std::size_t a, std::size_t b) { return waiting[a].waitS > waiting[b].waitS; });
+  std::vector<bool> launched(waiting.size(), false);
+
+  auto pick = [&](auto&& eligible) -> std::ptrdiff_t {
+    for (std::size_t i : byWait) {
+      if (!launched[i] && waiting[i].resource <= decision.freeAfter + kSlack && eligible(waiting[i])) {
+        return static_cast<std::ptrdiff_t>(i);
+      }
+    }
+    return -1;
+  };
+
+  while (decision.freeAfter > kSlack) {
+    Locality locality = Locality::kNodeLocal;
+    std::ptrdiff_t chosen = pick([&](const WaitingTask& t) { return contains(t.preferredNodes, update.node); });
+    if (chosen < 0) {
+      locality = Locality::kRackLocal;
+      chosen = pick([&](const WaitingTask& t) {
+        return contains(t.preferredRacks, update.rack) && t.waitS >= params.tau * t.processingS;
+      });
+    }
+    if (chosen < 0 && decision.freeAfter >= 1.0 - params.delta - kSlack) {
+      locality = Locality::kAny;
+      chosen = pick([&](const WaitingTask& t) { return t.waitS >= 2.0 * params.tau * t.processingS; });
+    }
+    if (chosen < 0) break;
+    const auto index = static_cast<std::size_t>(chosen);
+    launched[index] = true;
+    decision.launches.push_back(TaskLaunch{waiting[index].id, locality});
+    decision.freeAfter = std::max(0.0, decision.freeAfter - waiting[index].resource);
+  }
+  return decision;
+}
+
+}  // namespace tellus::sched

@@ -1,0 +1,642 @@
+#include "sched/placement.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "lp/linear_program.h"
+#include "sched/max_flow.h"
+
+namespace tellus::sched {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// a / b for durations: nothing to move takes no time, something over a zero link forever.
+double duration(double amount, double rate) {
+  if (amount <= 1e-12) return 0.0;
+  if (rate <= 0) return kInf;
+  return amount / rate;
+}
+
+double sum(const std::vector<double>& values) { return std::accumulate(values.begin(), values.end(), 0.0); }
+
+std::string siteLabel(const std::vector<SiteResources>& sites, std::size_t x) {
+  return "site " + (sites[x].name.empty() ? std::to_string(x) : "'" + sites[x].name + "'");
+}
+
+Status validateSites(const std::vector<SiteResources>& sites) {
+  if (sites.empty()) return makeError(ErrorCode::kInvalidArgument, "no sites");
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    const SiteResources& s = sites[x];
+    if (s.slots < 0) return makeError(ErrorCode::kInvalidArgument, siteLabel(sites, x) + ": slots must be >= 0");
+    if (!std::isfinite(s.upGBps) || s.upGBps < 0) {
+      return makeError(ErrorCode::kInvalidArgument, siteLabel(sites, x) + ": uplink bandwidth must be finite and >= 0");
+    }
+    if (!std::isfinite(s.downGBps) || s.downGBps < 0) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       siteLabel(sites, x) + ": downlink bandwidth must be finite and >= 0");
+    }
+  }
+  return Status::ok();
+}
+
+Status validateStage(const std::vector<SiteResources>& sites, const std::vector<double>& data, int tasks,
+                     double taskS, const std::string& dataField) {
+  TELLUS_RETURN_IF_ERROR(validateSites(sites));
+  if (data.size() != sites.size()) {
+    return makeError(ErrorCode::kInvalidArgument, dataField + ": " + std::to_string(data.size()) +
+                                                      " values for " + std::to_string(sites.size()) + " sites");
+  }
+  for (std::size_t x = 0; x < data.size(); ++x) {
+    if (!std::isfinite(data[x]) || data[x] < 0) {
+      return makeError(ErrorCode::kInvalidArgument, dataField + " at " + siteLabel(sites, x) + ": must be finite and >= 0");
+    }
+  }
+  if (tasks < 0) return makeError(ErrorCode::kInvalidArgument, "tasks must be >= 0");
+  if (!std::isfinite(taskS) || taskS < 0) return makeError(ErrorCode::kInvalidArgument, "task time must be finite and >= 0");
+  int slots = 0;
+  for (const SiteResources& s : sites) slots += s.slots;
+  if (tasks > 0 && slots == 0) return makeError(ErrorCode::kInvalidArgument, "no site has a slot for the tasks");
+  return Status::ok();
+}
+
+// Row x of the map model: the share of tasks reading from x. With no input at all, tasks read
+// nothing and start spread evenly (proportionalToData's all-zero rule).
+std::vector<double> mapSourceShares(const MapStage& stage) {
+  const double total = sum(stage.inputGB);
+  std::vector<double> share(stage.inputGB.size(), 0.0);
+  for (std::size_t x = 0; x < share.size(); ++x) {
+    share[x] = total > 0 ? stage.inputGB[x] / total : 1.0 / static_cast<double>(share.size());
+  }
+  return share;
+}
+
+double waves(int tasks, int slots, bool fractional) {
+  if (tasks <= 0) return 0.0;
+  if (slots <= 0) return kInf;
+  const double w = static_cast<double>(tasks) / slots;
+  return fractional ? w : std::ceil(w - 1e-9);
+}
+
+// Completes a map placement from fractions: integer tasks, times, WAN.
+MapPlacement finishMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                       std::vector<std::vector<double>> fraction) {
+  const std::size_t n = sites.size();
+  MapPlacement placement;
+  const std::vector<double> share = mapSourceShares(stage);
+  const std::vector<int> rowTasks = proportionalToData(stage.inputGB, stage.tasks);
+  // Scale row x to its integer task count (n·share_x rounded), then round controlled.
+  std::vector<std::vector<double>> cells(n, std::vector<double>(n, 0.0));
+  for (std::size_t x = 0; x < n; ++x) {
+    double rowFraction = std::accumulate(fraction[x].begin(), fraction[x].end(), 0.0);
+    for (std::size_t y = 0; y < n; ++y) {
+      if (rowFraction > 0) {
+        cells[x][y] = std::max(0.0, fraction[x][y]) / rowFraction * rowTasks[x];
+      } else if (y == x) {
+        cells[x][y] = rowTasks[x];
+      }
+    }
+  }
+  placement.tasks = roundMatrixKeepingSums(cells);
+  placement.tasksAtSite.assign(n, 0);
+  for (std::size_t x = 0; x < n; ++x)
+    for (std::size_t y = 0; y < n; ++y) placement.tasksAtSite[y] += placement.tasks[x][y];
+  placement.fraction = std::move(fraction);
+  placement.lpTimes = evaluateMapFractions(sites, stage, placement.fraction);
+  placement.times = evaluateMap(sites, stage, placement.tasks);
+  for (std::size_t x = 0; x < n; ++x) {
+    if (rowTasks[x] == 0) continue;
+    const double perTask = stage.inputGB[x] / rowTasks[x];
+    for (std::size_t y = 0; y < n; ++y)
+      if (y != x) placement.wanGB += perTask * placement.tasks[x][y];
+  }
+  return placement;
+}
+
+ReducePlacement finishReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                             std::vector<double> fraction) {
+  ReducePlacement placement;
+  for (double& f : fraction) f = std::max(0.0, f);
+  placement.tasks = proportionalToData(fraction, stage.tasks);
+  placement.fraction = std::move(fraction);
+  placement.lpTimes = evaluateReduceFractions(sites, stage, placement.fraction);
+  placement.times = evaluateReduce(sites, stage, placement.tasks);
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    const double kept = stage.tasks > 0 ? static_cast<double>(placement.tasks[x]) / stage.tasks : 0.0;
+    placement.wanGB += stage.shuffleGB[x] * (1.0 - kept);
+  }
+  if (stage.tasks == 0) placement.wanGB = 0;
+  return placement;
+}
+
+std::size_t strongestSite(const std::vector<SiteResources>& sites) {
+  std::size_t best = 0;
+  for (std::size_t x = 1; x < sites.size(); ++x) {
+    if (sites[x].slots > sites[best].slots ||
+        (sites[x].slots == sites[best].slots && sites[x].downGBps > sites[best].downGBps)) {
+      best = x;
+    }
+  }
+  return best;
+}
+
+// WAN budget W = W_min + ρ(W_max - W_min) (§4.3).
+double wanBudget(double minimum, double maximum, double rho) { return minimum + rho * (maximum - minimum); }
+
+Status validateRho(const TetriumOptions& options) {
+  if (!(options.wanBudgetRho >= 0 && options.wanBudgetRho <= 1)) {
+    return makeError(ErrorCode::kInvalidArgument, "WAN budget rho must be in [0,1]");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::vector<int> proportionalToData(const std::vector<double>& weights, int total) {
+  std::vector<int> counts(weights.size(), 0);
+  if (weights.empty() || total <= 0) return counts;
+  double weightSum = 0;
+  for (double w : weights) weightSum += std::max(0.0, w);
+  std::vector<double> exact(weights.size());
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    exact[i] = weightSum > 0 ? std::max(0.0, weights[i]) / weightSum * total
+                             : static_cast<double>(total) / static_cast<double>(weights.size());
+  }
+  int assigned = 0;
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    counts[i] = static_cast<int>(std::floor(exact[i] + 1e-9));
+    assigned += counts[i];
+  }
+  std::vector<std::size_t> byRemainder(exact.size());
+  std::iota(byRemainder.begin(), byRemainder.end(), 0);
+  std::stable_sort(byRemainder.begin(), byRemainder.end(), [&](std::size_t a, std::size_t b) {
+    return exact[a] - counts[a] > exact[b] - counts[b] + 1e-12;
+  });
+  for (std::size_t k = 0; assigned < total; k = (k + 1) % byRemainder.size()) {
+    ++counts[byRemainder[k]];
+    ++assigned;
+  }
+  // Floating noise could overshoot by one in pathological inputs; take back from the smallest remainder.
+  for (std::size_t k = byRemainder.size(); assigned > total && k > 0; --k) {
+    if (counts[byRemainder[k - 1]] > 0) {
+      --counts[byRemainder[k - 1]];
+      --assigned;
+    }
+  }
+  return counts;
+}
+
+std::vector<std::vector<int>> roundMatrixKeepingSums(const std::vector<std::vector<double>>& cells) {
+  const std::size_t rows = cells.size();
+  const std::size_t columns = rows == 0 ? 0 : cells[0].size();
+  std::vector<std::vector<int>> rounded(rows, std::vector<int>(columns, 0));
+  std::vector<std::int64_t> rowNeed(rows, 0);
+  std::vector<double> columnFraction(columns, 0.0);
+  for (std::size_t i = 0; i < rows; ++i) {
+    double rowSum = 0;
+    for (std::size_t j = 0; j < columns; ++j) {
+      const double v = std::max(0.0, cells[i][j]);
+      rowSum += v;
+      rounded[i][j] = static_cast<int>(std::floor(v + 1e-9));
+      columnFraction[j] += v - rounded[i][j];
+    }
+    std::int64_t rowFloor = 0;
+    for (int v : rounded[i]) rowFloor += v;
+    rowNeed[i] = std::llround(rowSum) - rowFloor;
+  }
+  // Residual fractional parts form a flow: rows supply their integer deficit, each cell with a
+  // fractional part carries at most 1, columns take floor (phase 1) then up to ceil (phase 2)
+  // of their fractional residual. Both phases have a fractional solution, so integral max-flows
+  // exist; phase 2 only augments, so columns keep their floors.
+  const std::size_t source = rows + columns, sink = source + 1;
+  MaxFlow flow(sink + 1);
+  std::vector<std::vector<std::size_t>> cellEdge(rows, std::vector<std::size_t>(columns, SIZE_MAX));
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (rowNeed[i] > 0) flow.addEdge(source, i, rowNeed[i]);
+    for (std::size_t j = 0; j < columns; ++j) {
+      if (std::max(0.0, cells[i][j]) - rounded[i][j] > 1e-9) cellEdge[i][j] = flow.addEdge(i, rows + j, 1);
+    }
+  }
+  std::vector<std::size_t> columnEdge(columns);
+  for (std::size_t j = 0; j < columns; ++j) {
+    columnEdge[j] = flow.addEdge(rows + j, sink, static_cast<std::int64_t>(std::floor(columnFraction[j] + 1e-6)));
+  }
+  flow.run(source, sink);
+  for (std::size_t j = 0; j < columns; ++j) {
+    const double floorPart = std::floor(columnFraction[j] + 1e-6);
+    if (columnFraction[j] - floorPart > 1e-6) flow.addCapacity(columnEdge[j], 1);
+  }
+  flow.run(source, sink);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < columns; ++j)
+      if (cellEdge[i][j] != SIZE_MAX) rounded[i][j] += static_cast<int>(flow.flowOn(cellEdge[i][j]));
+  return rounded;
+}
+
+Status validateMap(const std::vector<SiteResources>& sites, const MapStage& stage) {
+  return validateStage(sites, stage.inputGB, stage.tasks, stage.taskS, "map input_gb").prepend("map stage");
+}
+
+Status validateReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
+  return validateStage(sites, stage.shuffleGB, stage.tasks, stage.taskS, "shuffle_gb").prepend("reduce stage");
+}
+
+StageTimes evaluateMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                       const std::vector<std::vector<int>>& tasks, bool fractionalWaves) {
+  const std::size_t n = sites.size();
+  std::vector<double> upload(n, 0.0), download(n, 0.0);
+  std::vector<int> atSite(n, 0);
+  for (std::size_t x = 0; x < n; ++x) {
+    const int reading = std::accumulate(tasks[x].begin(), tasks[x].end(), 0);
+    const double perTask = reading > 0 ? stage.inputGB[x] / reading : 0.0;
+    for (std::size_t y = 0; y < n; ++y) {
+      atSite[y] += tasks[x][y];
+      if (y == x) continue;
+      upload[x] += perTask * tasks[x][y];
+      download[y] += perTask * tasks[x][y];
+    }
+  }
+  StageTimes times;
+  for (std::size_t x = 0; x < n; ++x) {
+    times.transferS = std::max({times.transferS, duration(upload[x], sites[x].upGBps),
+                                duration(download[x], sites[x].downGBps)});
+    times.computeS = std::max(times.computeS, stage.taskS * waves(atSite[x], sites[x].slots, fractionalWaves));
+  }
+  return times;
+}
+
+StageTimes evaluateMapFractions(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                const std::vector<std::vector<double>>& fraction) {
+  const std::size_t n = sites.size();
+  const double total = sum(stage.inputGB);
+  StageTimes times;
+  for (std::size_t x = 0; x < n; ++x) {
+    double out = 0, in = 0, work = 0;
+    for (std::size_t y = 0; y < n; ++y) {
+      work += fraction[y][x];
+      if (y == x) continue;
+      out += fraction[x][y];
+      in += fraction[y][x];
+    }
+    times.transferS = std::max({times.transferS, duration(total * out, sites[x].upGBps),
+                                duration(total * in, sites[x].downGBps)});
+    const double tasks = work * stage.tasks;
+    const double compute = tasks <= 1e-9 ? 0.0 : (sites[x].slots > 0 ? stage.taskS * tasks / sites[x].slots : kInf);
+    times.computeS = std::max(times.computeS, compute);
+  }
+  return times;
+}
+
+StageTimes evaluateReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                          const std::vector<int>& tasks, bool fractionalWaves) {
+  StageTimes times;
+  const double total = sum(stage.shuffleGB);
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    const double r = stage.tasks > 0 ? static_cast<double>(tasks[x]) / stage.tasks : 0.0;
+    times.transferS = std::max({times.transferS, duration(stage.shuffleGB[x] * (1.0 - r), sites[x].upGBps),
+                                duration((total - stage.shuffleGB[x]) * r, sites[x].downGBps)});
+    times.computeS = std::max(times.computeS, stage.taskS * waves(tasks[x], sites[x].slots, fractionalWaves));
+  }
+  if (stage.tasks == 0) times.transferS = 0;
+  return times;
+}
+
+StageTimes evaluateReduceFractions(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                   const std::vector<double>& fraction) {
+  StageTimes times;
+  const double total = sum(stage.shuffleGB);
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    const double r = fraction[x];
+    times.transferS = std::max({times.transferS, duration(stage.shuffleGB[x] * (1.0 - r), sites[x].upGBps),
+                                duration((total - stage.shuffleGB[x]) * r, sites[x].downGBps)});
+    const double tasks = r * stage.tasks;
+    const double compute = tasks <= 1e-9 ? 0.0 : (sites[x].slots > 0 ? stage.taskS * tasks / sites[x].slots : kInf);
+    times.computeS = std::max(times.computeS, compute);
+  }
+  return times;
+}
+
+Result<MapPlacement> inPlaceMap(const std::vector<SiteResources>& sites, const MapStage& stage) {
+  TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
+  const std::vector<double> share = mapSourceShares(stage);
+  std::vector<std::vector<double>> fraction(sites.size(), std::vector<double>(sites.size(), 0.0));
+  for (std::size_t x = 0; x < sites.size(); ++x) fraction[x][x] = share[x];
+  return finishMap(sites, stage, std::move(fraction));
+}
+
+Result<ReducePlacement> proportionalReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  const double total = sum(stage.shuffleGB);
+  std::vector<double> fraction(sites.size());
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    fraction[x] = total > 0 ? stage.shuffleGB[x] / total : 1.0 / static_cast<double>(sites.size());
+  }
+  return finishReduce(sites, stage, std::move(fraction));
+}
+
+Result<MapPlacement> centralizedMap(const std::vector<SiteResources>& sites, const MapStage& stage) {
+  TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
+  const std::size_t center = strongestSite(sites);
+  const std::vector<double> share = mapSourceShares(stage);
+  std::vector<std::vector<double>> fraction(sites.size(), std::vector<double>(sites.size(), 0.0));
+  for (std::size_t x = 0; x < sites.size(); ++x) fraction[x][center] = share[x];
+  return finishMap(sites, stage, std::move(fraction));
+}
+
+Result<ReducePlacement> centralizedReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  std::vector<double> fraction(sites.size(), 0.0);
+  fraction[strongestSite(sites)] = 1.0;
+  return finishReduce(sites, stage, std::move(fraction));
+}
+
+namespace {
+
+// Reduce LP over r_x, T_shuf, T_red. objectiveCompute: weight of T_red in the objective;
+// shuffleCap: optional upper bound on T_shuf; budget: optional WAN budget.
+struct ReduceLpSpec {
+  double shuffleWeight = 1, computeWeight = 1;
+  double shuffleCap = kInf;
+  double wanBudget = kInf;
+  bool computeRowsOnlyWithSlots = false;
+};
+
+Result<std::pair<std::vector<double>, double>> solveReduceLp(const std::vector<SiteResources>& sites,
+                                                              const ReduceStage& stage, const ReduceLpSpec& spec) {
+  const std::size_t n = sites.size();
+  const double total = sum(stage.shuffleGB);
+  lp::LinearProgram program;
+  std::vector<std::size_t> r(n);
+  for (std::size_t x = 0; x < n; ++x) r[x] = program.addVariable(0, 1, 0, "r_" + std::to_string(x));
+  const std::size_t shuffle = program.addVariable(0, spec.shuffleCap, spec.shuffleWeight, "T_shuf");
+  const std::size_t compute = program.addVariable(0, lp::kInfinity, spec.computeWeight, "T_red");
+  std::vector<std::pair<std::size_t, double>> all;
+  for (std::size_t x = 0; x < n; ++x) {
+    // I_x (1 - r_x) <= up_x T_shuf
+    program.addLessEqual({{r[x], -stage.shuffleGB[x]}, {shuffle, -sites[x].upGBps}}, -stage.shuffleGB[x]);
+    // (I - I_x) r_x <= down_x T_shuf
+    program.addLessEqual({{r[x], total - stage.shuffleGB[x]}, {shuffle, -sites[x].downGBps}}, 0);
+    if (!spec.computeRowsOnlyWithSlots || sites[x].slots > 0) {
+      // t n r_x <= S_x T_red
+      program.addLessEqual({{r[x], stage.taskS * stage.tasks}, {compute, -static_cast<double>(sites[x].slots)}}, 0);
+    }
+    all.emplace_back(r[x], 1.0);
+  }
+  program.addEqual(all, 1.0);
+  if (std::isfinite(spec.wanBudget)) {
+    // sum I_x (1 - r_x) <= W  <=>  sum I_x r_x >= I - W
+    std::vector<std::pair<std::size_t, double>> kept;
+    for (std::size_t x = 0; x < n; ++x) kept.emplace_back(r[x], stage.shuffleGB[x]);
+    program.addGreaterEqual(kept, total - spec.wanBudget - 1e-9);
+  }
+  auto solved = program.solve();
+  if (!solved) return solved.error();
+  std::vector<double> fraction(n);
+  for (std::size_t x = 0; x < n; ++x) fraction[x] = solved->values[r[x]];
+  return std::make_pair(std::move(fraction), solved->values[shuffle]);
+}
+
+}  // namespace
+
+Result<ReducePlacement> iridiumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  ReduceLpSpec networkOnly;
+  networkOnly.computeWeight = 0;
+  networkOnly.computeRowsOnlyWithSlots = true;
+  auto first = solveReduceLp(sites, stage, networkOnly);
+  if (!first) return Status(first.error().prepend("iridium reduce LP"));
+  ReduceLpSpec tieBreak = networkOnly;
+  tieBreak.shuffleWeight = 0;
+  tieBreak.computeWeight = 1;
+  tieBreak.shuffleCap = first->second * (1 + 1e-9) + 1e-12;
+  auto second = solveReduceLp(sites, stage, tieBreak);
+  if (!second) return finishReduce(sites, stage, first->first);
+  return finishReduce(sites, stage, second->first);
+}
+
+Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                      const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  if (stage.tasks == 0) return proportionalReduce(sites, stage);
+  ReduceLpSpec spec;
+  if (options.wanBudgetRho < 1) {
+    // W_min: keep everything at the site holding the most shuffle data (the LP of eq. 11-13
+    // has this closed form); W_max: all of the stage's input.
+    const double total = sum(stage.shuffleGB);
+    const double largest = *std::max_element(stage.shuffleGB.begin(), stage.shuffleGB.end());
+    spec.wanBudget = wanBudget(total - largest, total, options.wanBudgetRho);
+  }
+  auto solved = solveReduceLp(sites, stage, spec);
+  if (!solved) return Status(solved.error().prepend("tetrium reduce LP"));
+  return finishReduce(sites, stage, solved->first);
+}
+
+Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
+  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  if (stage.tasks == 0) return inPlaceMap(sites, stage);
+  // The LP of §3.1 over m[x][y] only constrains, per site, the total it uploads (row sums off
+  // the diagonal), downloads (column sums off the diagonal) and runs. Since the core network
+  // is congestion-free, we solve it over local l_x, export e_x and import g_x (3n+2 columns
+  // instead of n^2+2) and rebuild an m matrix with those marginals afterwards: the optimum
+  // is the same and the LP stays tiny at 100 sites.
+  const std::size_t n = sites.size();
+  const double total = sum(stage.inputGB);
+  const std::vector<double> share = mapSourceShares(stage);
+  const double work = stage.taskS * stage.tasks;
+  lp::LinearProgram program;
+  std::vector<std::size_t> local(n), exported(n), imported(n);
+  for (std::size_t x = 0; x < n; ++x) {
+    local[x] = program.addVariable(0, share[x], 0, "l_" + std::to_string(x));
+    exported[x] = program.addVariable(0, share[x], 0, "e_" + std::to_string(x));
+    imported[x] = program.addVariable(0, 1, 0, "g_" + std::to_string(x));
+  }
+  const std::size_t aggr = program.addVariable(0, lp::kInfinity, 1, "T_aggr");
+  const std::size_t compute = program.addVariable(0, lp::kInfinity, 1, "T_map");
+  std::vector<std::pair<std::size_t, double>> balance, wan;
+  for (std::size_t x = 0; x < n; ++x) {
+    program.addEqual({{local[x], 1}, {exported[x], 1}}, share[x]);
+    program.addLessEqual({{exported[x], total}, {aggr, -sites[x].upGBps}}, 0);
+    program.addLessEqual({{imported[x], total}, {aggr, -sites[x].downGBps}}, 0);
+    program.addLessEqual({{local[x], work}, {imported[x], work}, {compute, -static_cast<double>(sites[x].slots)}}, 0);
+    balance.emplace_back(exported[x], 1);
+    balance.emplace_back(imported[x], -1);
+    wan.emplace_back(exported[x], total);
+  }
+  program.addEqual(balance, 0);
+  if (options.wanBudgetRho < 1) program.addLessEqual(wan, wanBudget(0, total, options.wanBudgetRho) + 1e-9);
+  auto solved = program.solve();
+  if (!solved) return Status(solved.error().prepend("tetrium map LP"));
+
+  std::vector<double> l(n), e(n), g(n);
+  for (std::size_t x = 0; x < n; ++x) {
+    l[x] = solved->values[local[x]];
+    e[x] = solved->values[exported[x]];
+    g[x] = solved->values[imported[x]];
+    // A site that both exports and imports can keep the difference local instead: the same
+    // work per site with less traffic, and then exporters and importers are disjoint.
+    const double both = std::min(e[x], g[x]);
+    e[x] -= both;
+    g[x] -= both;
+    l[x] += both;
+  }
+  // North-west corner transport from exporters to importers: few non-zero cells.
+  std::vector<std::vector<double>> fraction(n, std::vector<double>(n, 0.0));
+  for (std::size_t x = 0; x < n; ++x) fraction[x][x] = l[x];
+  std::size_t y = 0;
+  for (std::size_t x = 0; x < n; ++x) {
+    double left = e[x];
+    while (left > 1e-12 && y < n) {
+      const double moved = std::min(left, g[y]);
+      if (moved > 0 && y != x) {
+        fraction[x][y] += moved;
+        left -= moved;
+        g[y] -= moved;
+      }
+      if (g[y] <= 1e-12 || y == x) ++y;
+    }
+    if (left > 1e-9) fraction[x][x] += left;  // numerical residue: keep it local
+  }
+  return finishMap(sites, stage, std::move(fraction));
+}
+
+std::vector<std::vector<int>> orderMapTasks(const std::vector<SiteResources>& sites,
+                                            const std::vector<std::vector<int>>& tasks) {
+  const std::size_t n = sites.size();
+  std::vector<std::vector<int>> order(n);
+  for (std::size_t y = 0; y < n; ++y) {
+    std::vector<std::size_t> sources;
+    for (std::size_t x = 0; x < n; ++x)
+      if (x != y && tasks[x][y] > 0) sources.push_back(x);
+    // Slowest uplink first: those tasks take longest to fetch their input.
+    std::stable_sort(sources.begin(), sources.end(),
+                     [&](std::size_t a, std::size_t b) { return sites[a].upGBps < sites[b].upGBps; });
+    std::vector<int> left(n);
+    for (std::size_t x : sources) left[x] = tasks[x][y];
+    for (bool any = true; any;) {
+      any = false;
+      for (std::size_t x : sources) {
+        if (left[x] > 0) {
+          order[y].push_back(static_cast<int>(x));
+          --left[x];
+          any = true;
+        }
+      }
+    }
+    order[y].insert(order[y].end(), static_cast<std::size_t>(std::max(0, tasks[y][y])), static_cast<int>(y));
+  }
+  return order;
+}
+
+std::vector<std::size_t> orderReduceTasks(const std::vector<double>& taskInputGB) {
+  std::vector<std::size_t> order(taskInputGB.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return taskInputGB[a] > taskInputGB[b]; });
+  return order;
+}
+
+namespace {
+
+// Integer least squares: f' >= 0 over `chosen`, sum f' = total, minimizing sum (f' - f*)^2.
+// Unit steps on a separable convex objective are optimal.
+double splitWithin(const std::vector<std::size_t>& chosen, const std::vector<int>& ideal, long long total,
+                   std::vector<int>& out) {
+  long long placed = 0;
+  for (std::size_t i : chosen) {
+    out[i] = ideal[i];
+    placed += ideal[i];
+  }
+  while (placed < total) {
+    // Add where f' - f* is smallest (cost of +1 is 2(f'-f*)+1).
+    std::size_t best = chosen[0];
+    for (std::size_t i : chosen)
+      if (out[i] - ideal[i] < out[best] - ideal[best]) best = i;
+    ++out[best];
+    ++placed;
+  }
+  while (placed > total) {
+    std::size_t best = SIZE_MAX;
+    for (std::size_t i : chosen)
+      if (out[i] > 0 && (best == SIZE_MAX || out[i] - ideal[i] > out[best] - ideal[best])) best = i;
+    --out[best];
+    --placed;
+  }
+  double q = 0;
+  for (std::size_t i : chosen) q += std::pow(static_cast<double>(out[i] - ideal[i]), 2);
+  return q;
+}
+
+}  // namespace
+
+Result<Reassignment> reassignKSites(const std::vector<int>& current, const std::vector<int>& ideal, int k) {
+  const std::size_t n = current.size();
+  if (ideal.size() != n) return makeError(ErrorCode::kInvalidArgument, "current and ideal differ in size");
+  if (k < 0) return makeError(ErrorCode::kInvalidArgument, "k must be >= 0");
+  for (std::size_t i = 0; i < n; ++i) {
+    if (current[i] < 0 || ideal[i] < 0) return makeError(ErrorCode::kInvalidArgument, "task counts must be >= 0");
+  }
+  const std::size_t changeable = std::min<std::size_t>(static_cast<std::size_t>(k), n);
+  auto evaluate = [&](const std::vector<std::size_t>& chosen, std::vector<int>& out) -> double {
+    out = current;
+    double q = 0;
+    std::vector<bool> in(n, false);
+    for (std::size_t i : chosen) in[i] = true;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!in[i]) q += std::pow(static_cast<double>(current[i] - ideal[i]), 2);
+    if (chosen.empty()) return q;
+    long long total = 0;
+    for (std::size_t i : chosen) total += current[i];
+    return q + splitWithin(chosen, ideal, total, out);
+  };
+
+  Reassignment best;
+  double bestQ = evaluate({}, best.tasks);
+  // C(n, changeable), capped to decide whether exhaustive search is affordable.
+  double combinations = 1;
+  for (std::size_t i = 0; i < changeable; ++i) combinations = combinations * static_cast<double>(n - i) / (i + 1);
+  std::vector<int> candidate;
+  if (changeable >= 2 && combinations <= 20000) {
+    best.exhaustive = true;
+    std::vector<bool> mask(n, false);
+    std::fill(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(changeable), true);
+    do {
+      std::vector<std::size_t> chosen;
+      for (std::size_t i = 0; i < n; ++i)
+        if (mask[i]) chosen.push_back(i);
+      const double q = evaluate(chosen, candidate);
+      if (q < bestQ - 1e-9) {
+        bestQ = q;
+        best.tasks = candidate;
+      }
+    } while (std::prev_permutation(mask.begin(), mask.end()));
+  } else {
+    // One site alone cannot move tasks (its total is fixed), so k < 2 changes nothing.
+    best.exhaustive = changeable < 2;
+    if (changeable >= 2) {
+      std::vector<std::size_t> byGap(n);
+      std::iota(byGap.begin(), byGap.end(), 0);
+      std::stable_sort(byGap.begin(), byGap.end(), [&](std::size_t a, std::size_t b) {
+        return std::abs(current[a] - ideal[a]) > std::abs(current[b] - ideal[b]);
+      });
+      byGap.resize(changeable);
+      std::sort(byGap.begin(), byGap.end());
+      const double q = evaluate(byGap, candidate);
+      if (q < bestQ - 1e-9) {
+        bestQ = q;
+        best.tasks = candidate;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (best.tasks[i] != current[i]) best.changed.push_back(i);
+  best.distance = std::sqrt(bestQ);
+  return best;
+}
+
+}  // namespace tellus::sched
