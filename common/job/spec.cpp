@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "config/values.h"
 #include "config/yaml_reader.h"
+#include "data/operator.h"
 
 namespace tellus::job {
 
@@ -44,15 +46,19 @@ struct SpecProblem {
   std::string message;
 };
 
-// The one place operators are checked against the operator registry of common/data.
-// TODO(data): call tellus::data::validateOperator(stage.op(), params) once common/data's
-// operator library is in the build; until then only the form of the name is checked.
-std::optional<std::string> operatorProblem(const pb::StageSpec& stage) {
-  if (stage.op().empty()) return "op: an operator is required";
-  if (!config::isName(stage.op())) {
-    return "op: expected an operator name (" + std::string(config::kNameForm) + "), got " + quoted(stage.op());
-  }
-  return std::nullopt;
+// The one place operators are checked against the operator registry of common/data: the
+// same checks the executor applies before it runs a task, so that a bad op or param is rejected
+// at submission rather than after the job has started. Returns (field, message).
+std::optional<std::pair<std::string, std::string>> operatorProblem(const pb::StageSpec& stage) {
+  if (stage.op().empty()) return std::pair<std::string, std::string>{"op", "op: an operator is required"};
+  const data::OperatorParams params(stage.params().begin(), stage.params().end());
+  Status status = data::validateOperator(stage.op(), params);
+  if (status.isOk()) return std::nullopt;
+  const auto known = data::operatorNames();
+  const bool knownOp = std::find(known.begin(), known.end(), stage.op()) != known.end();
+  // A known operator fails only on its params.
+  const std::string field = knownOp ? "params" : "op";
+  return std::pair<std::string, std::string>{field, field + ": " + status.message()};
 }
 
 std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
@@ -87,7 +93,7 @@ std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
       return SpecProblem{i, -1, "name",
                          where + "duplicate stage name (also stages[" + std::to_string(it->second) + "])"};
     }
-    if (auto problem = operatorProblem(stage)) return SpecProblem{i, -1, "op", where + *problem};
+    if (auto problem = operatorProblem(stage)) return SpecProblem{i, -1, problem->first, where + problem->second};
 
     const bool datasetStage = readsDataset(stage);
     std::map<std::string, int> seenInputs;  // "dataset:x" / "stage:y" -> input index

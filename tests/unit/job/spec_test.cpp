@@ -92,9 +92,10 @@ TEST_CASE("a multi-input spec with params, forward edges and every top-level fie
       "  - name: scan\n"
       "    op: grep\n"
       "    inputs: [{dataset: left}, {dataset: right}]\n"
-      "    params: {pattern: 'a b', regex: true, limit: 10, ratio: 0.50}\n"
+      "    params: {pattern: 'a b', regex: true}\n"
       "  - name: part\n"
-      "    op: identity\n"
+      "    op: synthetic\n"
+      "    params: {cpu_ms: 10, output_ratio: 0.50}\n"
       "    tasks: 3\n"
       "    inputs:\n"
       "      - stage: scan\n"
@@ -114,8 +115,8 @@ TEST_CASE("a multi-input spec with params, forward edges and every top-level fie
   CHECK(scan.inputs(1).dataset() == "right");
   CHECK(scan.params().at("pattern") == "a b");
   CHECK(scan.params().at("regex") == "true");
-  CHECK(scan.params().at("limit") == "10");
-  CHECK(scan.params().at("ratio") == "0.50");  // the text as written
+  CHECK(spec.stages(1).params().at("cpu_ms") == "10");
+  CHECK(spec.stages(1).params().at("output_ratio") == "0.50");  // the text as written
   CHECK(spec.stages(2).inputs(0).edge() == pb::EDGE_FORWARD);
   CHECK(downstreamStages(spec, 0) == std::vector<uint32_t>{1, 3});
   CHECK(outputBuckets(spec, 0) == 3u);  // both shuffle readers have 3 tasks
@@ -253,9 +254,17 @@ TEST_CASE("structural errors name the stage, with the line when parsed from YAML
   SECTION("empty stages") {
     CHECK(specError("name: wc\nstages: []\n") == "job.yaml:2: stages: a job needs at least one stage");
   }
-  SECTION("bad operator name") {
-    CHECK(specError(replaced(kWordcount, "op: wordcount.reduce", "op: 'word count'")) ==
-          "job.yaml:7: stage 'reduce': op: expected an operator name ([A-Za-z0-9_.-]+), got 'word count'");
+  SECTION("unknown operator") {
+    CHECK_THAT(specError(replaced(kWordcount, "op: wordcount.reduce", "op: wordcount.reduse")),
+               Catch::StartsWith("job.yaml:7: stage 'reduce': op: unknown operator 'wordcount.reduse' (known "
+                                 "operators: ") &&
+                   Catch::Contains("wordcount.reduce"));
+  }
+  SECTION("bad operator params") {
+    CHECK_THAT(specError(replaced(kWordcount, "    tasks: 4\n", "    tasks: 4\n    params: {combine: yes}\n")),
+               Catch::StartsWith("job.yaml:9: stage 'reduce': params: wordcount.reduce: unknown param 'combine'"));
+    CHECK_THAT(specError(replaced(kWordcount, "op: wordcount.reduce", "op: grep")),
+               Catch::StartsWith("job.yaml:6: stage 'reduce': params: grep: ") && Catch::Contains("pattern"));
   }
 }
 
