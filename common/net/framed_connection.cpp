@@ -1,0 +1,131 @@
+#include "net/framed_connection.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "util/log.h"
+
+namespace tellus::net::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr std::size_t kReadChunkBytes = 256 * 1024;
+}  // namespace
+
+FramedConnection::FramedConnection(asio::ip::tcp::socket socket, ConnectionOptions options, std::string peer)
+    : socket_(std::move(socket)),
+      options_(options),
+      peer_(std::move(peer)),
+      decoder_(options.maxFrameBytes),
+      readerWakeup_(socket_.get_executor()) {
+  readerWakeup_.expires_at(asio::steady_timer::time_point::max());
+}
+
+void FramedConnection::start() {
+  if (started_ || closed_) return;
+  started_ = true;
+  asio::co_spawn(socket_.get_executor(), readLoop(shared_from_this()), asio::detached);
+  startWriting();
+}
+
+Status FramedConnection::send(const pb::RpcMeta& meta, std::string_view body) {
+  if (closed_) return makeError(ErrorCode::kUnavailable, fmt::format("connection to {} is closed", peer_));
+  auto frame = encodeFrame(meta, body, options_.maxFrameBytes);
+  if (!frame) return frame.status();
+  if (queuedBytes_ > 0 && queuedBytes_ + frame->size() > options_.maxQueuedBytes) {
+    return makeError(ErrorCode::kUnavailable, fmt::format("send queue to {} is full ({} bytes waiting)", peer_,
+                                                          queuedBytes_));
+  }
+  queuedBytes_ += frame->size();
+  sendQueue_.push_back(std::move(*frame));
+  startWriting();
+  return Status::ok();
+}
+
+void FramedConnection::startWriting() {
+  if (!started_ || closed_ || writing_ || sendQueue_.empty()) return;
+  writing_ = true;
+  asio::co_spawn(socket_.get_executor(), writeLoop(shared_from_this()), asio::detached);
+}
+
+void FramedConnection::close(const Error& reason) {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  readerWakeup_.cancel();
+  sendQueue_.clear();
+  queuedBytes_ = 0;
+  onClosed(reason);
+}
+
+void FramedConnection::wakeReader() { readerWakeup_.cancel(); }
+
+bool FramedConnection::readingAllowed() const {
+  return queuedBytes_ <= options_.pauseReadingAboveQueuedBytes && mayRead();
+}
+
+asio::awaitable<void> FramedConnection::readLoop(std::shared_ptr<FramedConnection> self) {
+  auto chunk = std::make_unique<char[]>(kReadChunkBytes);
+  boost::system::error_code ec;
+  while (!self->closed_) {
+    if (!self->readingAllowed()) {
+      // The wait ends (operation_aborted) on wakeReader() or close(); then re-check.
+      co_await self->readerWakeup_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    const std::size_t n =
+        co_await self->socket_.async_read_some(asio::buffer(chunk.get(), kReadChunkBytes),
+                                               asio::redirect_error(asio::use_awaitable, ec));
+    if (self->closed_) co_return;
+    if (ec) {
+      const bool orderly = ec == asio::error::eof || ec == asio::error::connection_reset;
+      if (orderly) {
+        spdlog::debug("rpc: {} closed the connection", self->peer_);
+      } else {
+        spdlog::info("rpc: reading from {} failed: {}", self->peer_, ec.message());
+      }
+      self->close(makeError(ErrorCode::kUnavailable,
+                            fmt::format("connection to {} lost: {}", self->peer_, ec.message())));
+      co_return;
+    }
+    self->decoder_.feed(std::string_view(chunk.get(), n));
+    while (!self->closed_) {
+      auto frame = self->decoder_.next();
+      if (!frame) {
+        spdlog::warn("rpc: closing connection with {}: {}", self->peer_, frame.message());
+        self->close(frame.error().prepend(fmt::format("protocol error on connection with {}", self->peer_)));
+        co_return;
+      }
+      if (!*frame) break;
+      self->onFrame(std::move(**frame));
+    }
+  }
+}
+
+asio::awaitable<void> FramedConnection::writeLoop(std::shared_ptr<FramedConnection> self) {
+  boost::system::error_code ec;
+  while (!self->closed_ && !self->sendQueue_.empty()) {
+    std::string frame = std::move(self->sendQueue_.front());
+    self->sendQueue_.pop_front();
+    co_await asio::async_write(self->socket_, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+    if (self->closed_) co_return;  // close() already reset the queue accounting
+    self->queuedBytes_ -= frame.size();
+    if (ec) {
+      spdlog::info("rpc: writing to {} failed: {}", self->peer_, ec.message());
+      self->close(makeError(ErrorCode::kUnavailable,
+                            fmt::format("connection to {} lost: {}", self->peer_, ec.message())));
+      co_return;
+    }
+    self->wakeReader();  // the queue shrank: a reader paused by back-pressure may go on
+  }
+  self->writing_ = false;
+}
+
+}  // namespace tellus::net::detail

@@ -1,0 +1,91 @@
+#pragma once
+// Internal to common/net: one TCP connection carrying frames, shared by server sessions and
+// client connections. Not part of the public API.
+//
+// Contract: every member runs on the socket's executor, which is run by one thread.
+// Lifetime: the read and write loops hold a shared_ptr, so the object lives until the socket
+// is closed and both loops have returned.
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "net/frame.h"
+#include "util/result.h"
+
+namespace tellus::net::detail {
+
+struct ConnectionOptions {
+  std::size_t maxFrameBytes = kDefaultMaxFrameBytes;
+  // Back-pressure: reading pauses while more than this many bytes wait to be written, so a
+  // peer that does not read its responses stops being read.
+  std::size_t pauseReadingAboveQueuedBytes = 32 * 1024 * 1024;
+  // send() refuses a frame that would grow the queue past this (a frame into an empty queue
+  // is always accepted, so a single maximum-size frame can be sent).
+  std::size_t maxQueuedBytes = 256 * 1024 * 1024;
+};
+
+class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
+ public:
+  // `peer` names the other side in logs and errors ("10.0.0.7:7000").
+  FramedConnection(boost::asio::ip::tcp::socket socket, ConnectionOptions options, std::string peer);
+  virtual ~FramedConnection() = default;
+  FramedConnection(const FramedConnection&) = delete;
+  FramedConnection& operator=(const FramedConnection&) = delete;
+
+  // Starts reading and writing. Call once, with the socket connected. Frames sent before
+  // start() are queued and go out in order.
+  void start();
+
+  // Queues one frame. One write is in flight at a time. Errors: kUnavailable when closed or
+  // the queue is full, kInvalidArgument when the frame exceeds the maximum size.
+  [[nodiscard]] Status send(const pb::RpcMeta& meta, std::string_view body);
+
+  // Idempotent. Closes the socket, drops queued frames and calls onClosed(reason) once.
+  void close(const Error& reason);
+
+  bool isClosed() const { return closed_; }
+  bool isStarted() const { return started_; }
+  const std::string& peer() const { return peer_; }
+
+ protected:
+  boost::asio::ip::tcp::socket& socket() { return socket_; }
+
+  // Called for every decoded frame, in order. May call close() or send().
+  virtual void onFrame(Frame frame) = 0;
+  // Called exactly once, from close(). Protocol errors are already logged by then.
+  virtual void onClosed(const Error& reason) = 0;
+  // An owner's extra read gate (e.g. too many calls in flight); call wakeReader() when it
+  // may have turned true again.
+  virtual bool mayRead() const { return true; }
+  void wakeReader();
+
+ private:
+  bool readingAllowed() const;
+  static boost::asio::awaitable<void> readLoop(std::shared_ptr<FramedConnection> self);
+  static boost::asio::awaitable<void> writeLoop(std::shared_ptr<FramedConnection> self);
+  void startWriting();
+
+  boost::asio::ip::tcp::socket socket_;
+  ConnectionOptions options_;
+  std::string peer_;
+  FrameDecoder decoder_;
+  std::deque<std::string> sendQueue_;
+  std::size_t queuedBytes_ = 0;  // bytes in sendQueue_ plus the frame being written
+  bool started_ = false;
+  bool writing_ = false;
+  bool closed_ = false;
+  // Never expires; the paused reader waits on it and wakeReader() cancels the wait.
+  boost::asio::steady_timer readerWakeup_;
+};
+
+}  // namespace tellus::net::detail

@@ -1,0 +1,261 @@
+#include "net/rpc_client.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+#include "net/framed_connection.h"
+#include "util/log.h"
+
+namespace tellus::net {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace detail {
+
+// A call waiting for its response. The timer expires at the call's deadline; completing the
+// call cancels it, so the caller waits on one thing for both outcomes.
+struct PendingCall {
+  explicit PendingCall(const asio::any_io_executor& executor) : timer(executor) {}
+
+  void complete(Result<std::string> result, bool transportFailure = false) {
+    if (outcome) return;
+    outcome.emplace(std::move(result));
+    failedInTransport = transportFailure;
+    timer.cancel();
+  }
+
+  asio::steady_timer timer;
+  std::optional<Result<std::string>> outcome;
+  bool failedInTransport = false;  // the connection failed, as opposed to the handler
+};
+
+// One connection (attempt) to the client's endpoint; replaced by a fresh one after it fails.
+class ClientConnection final : public FramedConnection {
+ public:
+  ClientConnection(const asio::any_io_executor& executor, Endpoint endpoint, const ClientOptions& options)
+      : FramedConnection(tcp::socket(executor),
+                         ConnectionOptions{.maxFrameBytes = options.maxFrameBytes,
+                                           .maxQueuedBytes = options.maxQueuedBytes},
+                         endpoint.toString()),
+        endpoint_(std::move(endpoint)) {}
+
+  void connect(std::chrono::milliseconds timeout) {
+    asio::co_spawn(socket().get_executor(),
+                   connectLoop(std::static_pointer_cast<ClientConnection>(shared_from_this()), timeout),
+                   asio::detached);
+  }
+
+  bool connecting() const { return !isStarted() && !isClosed(); }
+
+  std::unordered_map<std::uint64_t, std::shared_ptr<PendingCall>> pending_;
+
+ protected:
+  void onFrame(Frame frame) override;
+  void onClosed(const Error& reason) override;
+
+ private:
+  static asio::awaitable<void> connectLoop(std::shared_ptr<ClientConnection> self, std::chrono::milliseconds timeout);
+
+  Endpoint endpoint_;
+};
+
+asio::awaitable<void> ClientConnection::connectLoop(std::shared_ptr<ClientConnection> self,
+                                                    std::chrono::milliseconds timeout) {
+  const std::string target = self->peer();
+  // Closing the socket is what aborts a connect in progress; the weak_ptr lets the timer
+  // outlive a connection that already succeeded or failed.
+  asio::steady_timer connectTimer(self->socket().get_executor(), timeout);
+  connectTimer.async_wait([weak = std::weak_ptr<ClientConnection>(self), target, timeout](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto connection = weak.lock(); connection && connection->connecting()) {
+      connection->close(makeError(ErrorCode::kUnavailable,
+                                  fmt::format("connecting to {} timed out after {} ms", target, timeout.count())));
+    }
+  });
+
+  boost::system::error_code ec;
+  std::vector<tcp::endpoint> addresses;
+  if (auto literal = asio::ip::make_address(self->endpoint_.host, ec); !ec) {
+    addresses.emplace_back(literal, self->endpoint_.port);
+  } else {
+    tcp::resolver resolver(self->socket().get_executor());
+    auto results = co_await resolver.async_resolve(self->endpoint_.host, std::to_string(self->endpoint_.port),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+    if (self->isClosed()) co_return;
+    if (ec || results.empty()) {
+      self->close(makeError(ErrorCode::kUnavailable, fmt::format("cannot resolve {}: {}", target,
+                                                                 ec ? ec.message() : "no address")));
+      co_return;
+    }
+    for (const auto& entry : results) addresses.push_back(entry.endpoint());
+  }
+
+  co_await asio::async_connect(self->socket(), addresses, asio::redirect_error(asio::use_awaitable, ec));
+  connectTimer.cancel();
+  if (self->isClosed()) co_return;  // timed out or the client closed it meanwhile
+  if (ec) {
+    self->close(makeError(ErrorCode::kUnavailable, fmt::format("cannot connect to {}: {}", target, ec.message())));
+    co_return;
+  }
+  self->socket().set_option(tcp::no_delay(true), ec);
+  spdlog::debug("rpc: connected to {}", target);
+  self->start();  // flushes the calls queued while connecting
+}
+
+void ClientConnection::onFrame(Frame frame) {
+  if (!frame.meta.is_response()) {
+    spdlog::warn("rpc: closing connection with {}: it sent a request frame to a client", peer());
+    close(makeError(ErrorCode::kUnavailable, fmt::format("protocol error: {} sent a request frame", peer())));
+    return;
+  }
+  auto it = pending_.find(frame.meta.call_id());
+  if (it == pending_.end()) return;  // the call already gave up at its deadline
+  auto call = std::move(it->second);
+  pending_.erase(it);
+  if (frame.meta.status() != pb::RPC_OK) {
+    call->complete(makeError(fromRpcStatus(frame.meta.status()), frame.meta.error_message()));
+  } else {
+    call->complete(std::move(frame.body));
+  }
+}
+
+void ClientConnection::onClosed(const Error& reason) {
+  if (!pending_.empty()) spdlog::debug("rpc: failing {} calls to {}: {}", pending_.size(), peer(), reason.message);
+  auto calls = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, call] : calls) call->complete(makeError(ErrorCode::kUnavailable, reason.message), /*transportFailure=*/true);
+}
+
+class ClientCore {
+ public:
+  ClientCore(asio::any_io_executor executor, Endpoint endpoint, ClientOptions options)
+      : executor_(std::move(executor)), endpoint_(std::move(endpoint)), options_(options) {}
+
+  // The live connection, or a new attempt when there is none or the last one failed.
+  std::shared_ptr<ClientConnection> connection() {
+    if (!connection_ || connection_->isClosed()) {
+      connection_ = std::make_shared<ClientConnection>(executor_, endpoint_, options_);
+      connection_->connect(options_.connectTimeout);
+    }
+    return connection_;
+  }
+
+  void close() {
+    if (connection_) connection_->close(makeError(ErrorCode::kUnavailable, fmt::format("client to {} closed",
+                                                                                       endpoint_.toString())));
+    connection_.reset();
+  }
+
+  asio::any_io_executor executor_;
+  Endpoint endpoint_;
+  ClientOptions options_;
+  std::shared_ptr<ClientConnection> connection_;
+  std::uint64_t nextCallId_ = 1;
+};
+
+namespace {
+
+asio::awaitable<Result<std::string>> runCall(std::shared_ptr<ClientCore> core, std::string method, std::string body,
+                                             std::chrono::milliseconds timeout) {
+  const std::string target = core->endpoint_.toString();
+  const auto context = [&] { return fmt::format("rpc '{}' to {}", method, target); };
+  if (timeout <= std::chrono::milliseconds(0)) {
+    co_return makeError(ErrorCode::kDeadlineExceeded, context() + ": deadline already passed");
+  }
+  auto connection = core->connection();
+  const std::uint64_t callId = core->nextCallId_++;
+  pb::RpcMeta meta;
+  meta.set_call_id(callId);
+  meta.set_method(method);
+  meta.set_timeout_ms(static_cast<std::uint32_t>(
+      std::min<std::chrono::milliseconds::rep>(timeout.count(), std::numeric_limits<std::uint32_t>::max())));
+  if (Status sent = connection->send(meta, body); !sent) co_return sent.error().prepend(context());
+
+  auto call = std::make_shared<PendingCall>(core->executor_);
+  call->timer.expires_after(timeout);
+  connection->pending_.emplace(callId, call);
+  boost::system::error_code ec;
+  co_await call->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (call->outcome) {
+    Result<std::string> outcome = std::move(*call->outcome);
+    // Transport failures get the call as context; handler errors arrive exactly as sent.
+    if (call->failedInTransport) {
+      co_return outcome.error().prepend(context());
+    }
+    co_return outcome;
+  }
+  connection->pending_.erase(callId);
+  co_return makeError(ErrorCode::kDeadlineExceeded,
+                      fmt::format("{}: deadline of {} ms exceeded{}", context(), timeout.count(),
+                                  connection->connecting() ? " while connecting" : ""));
+}
+
+}  // namespace
+}  // namespace detail
+
+RpcClient::RpcClient(asio::any_io_executor executor, Endpoint endpoint, ClientOptions options)
+    : endpoint_(endpoint), core_(std::make_shared<detail::ClientCore>(std::move(executor), std::move(endpoint), options)) {}
+
+RpcClient::~RpcClient() { close(); }
+
+asio::awaitable<Result<std::string>> RpcClient::callRaw(std::string method, std::string body,
+                                                        std::chrono::milliseconds timeout) {
+  // Not a coroutine itself: the call holds the core, so it may outlive this RpcClient.
+  return detail::runCall(core_, std::move(method), std::move(body), timeout);
+}
+
+void RpcClient::close() {
+  asio::dispatch(core_->executor_, [core = core_] { core->close(); });
+}
+
+Result<std::string> callRawBlocking(const Endpoint& endpoint, std::string method, std::string body,
+                                    std::chrono::milliseconds timeout, ClientOptions options) {
+  asio::io_context io;
+  std::optional<Result<std::string>> outcome;
+  RpcClient client(io.get_executor(), endpoint, options);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        outcome.emplace(co_await client.callRaw(std::move(method), std::move(body), timeout));
+        client.close();  // ends the connection's loops so that run() returns
+      },
+      [&](std::exception_ptr error) {
+        if (error && !outcome) outcome.emplace(makeError(ErrorCode::kInternal, "RPC call failed with an exception"));
+      });
+  io.run();
+  return std::move(*outcome);
+}
+
+ClientPool::ClientPool(asio::any_io_executor executor, ClientOptions options)
+    : executor_(std::move(executor)), options_(options) {}
+
+std::shared_ptr<RpcClient> ClientPool::get(const Endpoint& endpoint) {
+  std::lock_guard lock(mutex_);
+  auto& client = clients_[endpoint];
+  if (!client) client = std::make_shared<RpcClient>(executor_, endpoint, options_);
+  return client;
+}
+
+void ClientPool::closeAll() {
+  std::unordered_map<Endpoint, std::shared_ptr<RpcClient>> clients;
+  {
+    std::lock_guard lock(mutex_);
+    clients.swap(clients_);
+  }
+  for (auto& [endpoint, client] : clients) client->close();
+}
+
+}  // namespace tellus::net

@@ -1,0 +1,125 @@
+#pragma once
+// RPC client for one destination, a pool of them, and a blocking call for CLIs and tests.
+//
+// Every call has a deadline covering connect, send and the wait for the response; when it
+// passes the call returns kDeadlineExceeded. Transport failures (refused, reset, closed) are
+// kUnavailable and name the endpoint. Errors returned by the server's handler come back with
+// their own code and message, unchanged.
+//
+// Threading: a client lives on the executor it is given, whose io_context is run by one
+// thread; call() must be awaited from a coroutine on that thread. close() and the destructor
+// may be called from any thread.
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "net/endpoint.h"
+#include "net/frame.h"
+#include "util/result.h"
+
+namespace tellus::net {
+
+struct ClientOptions {
+  // A connection attempt is abandoned after this long even if the calls waiting for it
+  // allow more (each call is also bounded by its own deadline).
+  std::chrono::milliseconds connectTimeout{5000};
+  std::size_t maxFrameBytes = kDefaultMaxFrameBytes;
+  // Calls are refused with kUnavailable while this many request bytes wait to be written.
+  std::size_t maxQueuedBytes = 256 * 1024 * 1024;
+};
+
+namespace detail {
+class ClientCore;
+}
+
+class RpcClient {
+ public:
+  // Connects lazily on the first call and reconnects on the next call after a failure.
+  RpcClient(boost::asio::any_io_executor executor, Endpoint endpoint, ClientOptions options = {});
+  ~RpcClient();  // close()
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
+
+  const Endpoint& endpoint() const { return endpoint_; }
+
+  // Calls `method` with `request`; Resp is the expected response message. The request is
+  // serialized before this returns, so method/request need not outlive the awaitable.
+  // A response that does not parse as Resp is kInternal. timeout <= 0 fails at once with
+  // kDeadlineExceeded.
+  template <class Resp, class Req>
+  boost::asio::awaitable<Result<Resp>> call(const std::string& method, const Req& request,
+                                            std::chrono::milliseconds timeout) {
+    return parseResponse<Resp>(callRaw(method, request.SerializeAsString(), timeout));
+  }
+
+  // Untyped call: serialized request in, serialized response out.
+  boost::asio::awaitable<Result<std::string>> callRaw(std::string method, std::string body,
+                                                      std::chrono::milliseconds timeout);
+
+  // Drops the connection; calls in flight fail with kUnavailable. A later call reconnects.
+  void close();
+
+ private:
+  template <class Resp>
+  static boost::asio::awaitable<Result<Resp>> parseResponse(boost::asio::awaitable<Result<std::string>> pending) {
+    Result<std::string> bytes = co_await std::move(pending);
+    if (!bytes) co_return bytes.error();
+    Resp response;
+    if (!response.ParseFromString(*bytes)) {
+      co_return makeError(ErrorCode::kInternal, "malformed " + response.GetTypeName() + " in RPC response");
+    }
+    co_return response;
+  }
+
+  Endpoint endpoint_;
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+// One call on a private io_context, for code that has no running io_context (CLIs, tests).
+// Returns within `timeout` (plus name resolution time for a host name).
+[[nodiscard]] Result<std::string> callRawBlocking(const Endpoint& endpoint, std::string method, std::string body,
+                                                  std::chrono::milliseconds timeout, ClientOptions options = {});
+
+template <class Resp, class Req>
+[[nodiscard]] Result<Resp> callBlocking(const Endpoint& endpoint, const std::string& method, const Req& request,
+                                        std::chrono::milliseconds timeout, ClientOptions options = {}) {
+  Result<std::string> bytes = callRawBlocking(endpoint, method, request.SerializeAsString(), timeout, options);
+  if (!bytes) return bytes.error();
+  Resp response;
+  if (!response.ParseFromString(*bytes)) {
+    return makeError(ErrorCode::kInternal, "malformed " + response.GetTypeName() + " in RPC response");
+  }
+  return response;
+}
+
+// Clients by destination, so a daemon keeps one connection per peer. Same threading rules as
+// RpcClient; get() may be called from any thread.
+class ClientPool {
+ public:
+  explicit ClientPool(boost::asio::any_io_executor executor, ClientOptions options = {});
+
+  // The client for `endpoint`, created on first use. It stays valid while the caller holds
+  // it, even after closeAll().
+  std::shared_ptr<RpcClient> get(const Endpoint& endpoint);
+
+  // Closes and forgets every client (e.g. at shutdown).
+  void closeAll();
+
+ private:
+  boost::asio::any_io_executor executor_;
+  ClientOptions options_;
+  std::mutex mutex_;  // get() may race with closeAll() from another thread
+  std::unordered_map<Endpoint, std::shared_ptr<RpcClient>> clients_;
+};
+
+}  // namespace tellus::net

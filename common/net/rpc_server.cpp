@@ -1,0 +1,233 @@
+#include "net/rpc_server.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include "net/framed_connection.h"
+#include "net/listen.h"
+#include "util/log.h"
+
+namespace tellus::net {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+std::chrono::milliseconds CallContext::remaining() const {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(0));
+}
+
+namespace detail {
+namespace {
+// Error messages travel in the frame meta, which has a hard size limit.
+constexpr std::size_t kMaxErrorMessageBytes = 16 * 1024;
+}  // namespace
+
+class ServerSession;
+
+class ServerCore : public std::enable_shared_from_this<ServerCore> {
+ public:
+  ServerCore(asio::any_io_executor executor, ServerOptions options)
+      : executor_(std::move(executor)), options_(options) {}
+
+  static asio::awaitable<void> acceptLoop(std::shared_ptr<ServerCore> self);
+  void stopNow();
+
+  asio::any_io_executor executor_;
+  ServerOptions options_;
+  std::unordered_map<std::string, RawHandler> handlers_;
+  std::optional<tcp::acceptor> acceptor_;
+  std::uint16_t port_ = 0;
+  bool stopped_ = false;
+  std::unordered_map<std::uint64_t, std::shared_ptr<ServerSession>> sessions_;
+  std::uint64_t nextSessionId_ = 1;
+};
+
+// One accepted connection. Owned by ServerCore::sessions_ until closed; the read loop and
+// running calls keep it alive past that.
+class ServerSession final : public FramedConnection {
+ public:
+  ServerSession(tcp::socket socket, const ServerOptions& options, std::string peer, std::weak_ptr<ServerCore> server,
+                std::uint64_t id)
+      : FramedConnection(std::move(socket),
+                         ConnectionOptions{.maxFrameBytes = options.maxFrameBytes,
+                                           .pauseReadingAboveQueuedBytes = options.pauseReadingAboveQueuedBytes},
+                         std::move(peer)),
+        server_(std::move(server)),
+        id_(id),
+        maxCallsInFlight_(std::max<std::size_t>(1, options.maxCallsInFlightPerConnection)) {}
+
+ protected:
+  void onFrame(Frame frame) override;
+  void onClosed(const Error& reason) override;
+  bool mayRead() const override { return callsInFlight_ < maxCallsInFlight_; }
+
+ private:
+  static asio::awaitable<void> runCall(std::shared_ptr<ServerSession> self, RawHandler handler,
+                                       std::uint64_t callId, std::string body, CallContext context);
+  void respond(std::uint64_t callId, const Result<std::string>& result);
+
+  std::weak_ptr<ServerCore> server_;
+  std::uint64_t id_;
+  std::size_t maxCallsInFlight_;
+  std::size_t callsInFlight_ = 0;
+};
+
+void ServerSession::onFrame(Frame frame) {
+  const pb::RpcMeta& meta = frame.meta;
+  if (meta.is_response()) {
+    spdlog::warn("rpc: closing connection with {}: it sent a response frame to a server", peer());
+    close(makeError(ErrorCode::kInvalidArgument, "protocol error: response frame sent to a server"));
+    return;
+  }
+  // Relative deadline: 0 means the caller's budget was already spent when it sent the call.
+  if (meta.timeout_ms() == 0) {
+    spdlog::debug("rpc: dropping call {} '{}' from {}: deadline already passed", meta.call_id(), meta.method(),
+                  peer());
+    return;
+  }
+  auto server = server_.lock();
+  if (!server || server->stopped_) return;
+  auto handler = server->handlers_.find(meta.method());
+  if (handler == server->handlers_.end()) {
+    respond(meta.call_id(), makeError(ErrorCode::kNotFound, fmt::format("unknown RPC method '{}'", meta.method())));
+    return;
+  }
+  CallContext context{peer(), meta.method(),
+                      std::chrono::steady_clock::now() + std::chrono::milliseconds(meta.timeout_ms())};
+  ++callsInFlight_;
+  asio::co_spawn(server->executor_,
+                 runCall(std::static_pointer_cast<ServerSession>(shared_from_this()), handler->second,
+                         meta.call_id(), std::move(frame.body), std::move(context)),
+                 asio::detached);
+}
+
+asio::awaitable<void> ServerSession::runCall(std::shared_ptr<ServerSession> self, RawHandler handler,
+                                             std::uint64_t callId, std::string body, CallContext context) {
+  std::optional<Result<std::string>> result;
+  try {
+    result.emplace(co_await handler(std::move(body), context));
+  } catch (const std::exception& e) {
+    spdlog::error("rpc: handler for '{}' threw: {}", context.method, e.what());
+    result.emplace(makeError(ErrorCode::kInternal, fmt::format("handler for '{}' failed: {}", context.method, e.what())));
+  } catch (...) {
+    spdlog::error("rpc: handler for '{}' threw a non-standard exception", context.method);
+    result.emplace(makeError(ErrorCode::kInternal, fmt::format("handler for '{}' failed", context.method)));
+  }
+  --self->callsInFlight_;
+  self->wakeReader();
+  if (self->isClosed()) co_return;
+  if (context.expired()) {
+    spdlog::debug("rpc: dropping response to call {} '{}' from {}: deadline passed", callId, context.method,
+                  self->peer());
+    co_return;
+  }
+  self->respond(callId, *result);
+}
+
+void ServerSession::respond(std::uint64_t callId, const Result<std::string>& result) {
+  pb::RpcMeta meta;
+  meta.set_call_id(callId);
+  meta.set_is_response(true);
+  Status sent;
+  if (result) {
+    sent = send(meta, *result);
+    if (!sent && sent.code() == ErrorCode::kInvalidArgument) {
+      // The response does not fit in a frame: tell the caller instead of leaving it waiting.
+      meta.set_status(pb::RPC_INTERNAL);
+      meta.set_error_message("response too large: " + sent.message());
+      sent = send(meta, {});
+    }
+  } else {
+    meta.set_status(toRpcStatus(result.error().code));
+    meta.set_error_message(result.message().substr(0, kMaxErrorMessageBytes));
+    sent = send(meta, {});
+  }
+  if (!sent) spdlog::warn("rpc: dropping response to call {} from {}: {}", callId, peer(), sent.message());
+}
+
+void ServerSession::onClosed(const Error& reason) {
+  spdlog::debug("rpc: connection with {} closed: {}", peer(), reason.message);
+  if (auto server = server_.lock()) server->sessions_.erase(id_);
+}
+
+asio::awaitable<void> ServerCore::acceptLoop(std::shared_ptr<ServerCore> self) {
+  while (!self->stopped_) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await self->acceptor_->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (self->stopped_) co_return;
+    if (ec) {
+      // Typically out of file descriptors: back off rather than spin on the error.
+      spdlog::warn("rpc: accepting on port {} failed: {}", self->port_, ec.message());
+      asio::steady_timer backoff(self->executor_, std::chrono::milliseconds(100));
+      co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);  // small RPCs must not wait for Nagle
+    const std::uint64_t id = self->nextSessionId_++;
+    std::string peer = peerName(socket);
+    auto session = std::make_shared<ServerSession>(std::move(socket), self->options_, std::move(peer), self, id);
+    self->sessions_.emplace(id, session);
+    session->start();
+  }
+}
+
+void ServerCore::stopNow() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (acceptor_) {
+    boost::system::error_code ignored;
+    acceptor_->close(ignored);
+  }
+  // close() erases from sessions_ through onClosed: iterate over a detached copy.
+  auto sessions = std::move(sessions_);
+  sessions_.clear();
+  for (auto& [id, session] : sessions) session->close(makeError(ErrorCode::kUnavailable, "server is stopping"));
+}
+
+}  // namespace detail
+
+RpcServer::RpcServer(asio::any_io_executor executor, ServerOptions options)
+    : core_(std::make_shared<detail::ServerCore>(std::move(executor), options)) {}
+
+RpcServer::~RpcServer() { stop(); }
+
+void RpcServer::handleRaw(std::string method, RawHandler handler) {
+  core_->handlers_.insert_or_assign(std::move(method), std::move(handler));
+}
+
+Result<std::uint16_t> RpcServer::start(const Endpoint& listenOn) {
+  if (core_->acceptor_) return makeError(ErrorCode::kAlreadyExists, "RPC server already started");
+  if (core_->stopped_) return makeError(ErrorCode::kUnavailable, "RPC server was stopped");
+  auto acceptor = detail::openAcceptor(core_->executor_, listenOn);
+  if (!acceptor) return acceptor.error();
+  core_->acceptor_.emplace(std::move(*acceptor));
+  boost::system::error_code ec;
+  core_->port_ = core_->acceptor_->local_endpoint(ec).port();
+  asio::co_spawn(core_->executor_, detail::ServerCore::acceptLoop(core_), asio::detached);
+  spdlog::info("rpc: listening on {} (port {})", listenOn.toString(), core_->port_);
+  return core_->port_;
+}
+
+std::uint16_t RpcServer::port() const { return core_->port_; }
+
+void RpcServer::stop() {
+  // Runs inline on the io thread, otherwise is queued to it: sessions are only touched there.
+  asio::dispatch(core_->executor_, [core = core_] { core->stopNow(); });
+}
+
+Error RpcServer::malformedRequest(const std::string& method, const std::string& type) {
+  return makeError(ErrorCode::kInvalidArgument, fmt::format("malformed {} in call to '{}'", type, method));
+}
+
+}  // namespace tellus::net

@@ -1,0 +1,123 @@
+#pragma once
+// RPC server: protobuf request/response calls over framed TCP (see net/frame.h).
+//
+// Threading: the server lives on the executor it is given, whose io_context is run by one
+// thread (the daemon model). handle() and start() are called before the io_context runs or
+// from its thread; stop() and the destructor may be called from any thread.
+// Handlers run on that thread as coroutines; many calls may be in flight per connection and
+// responses go back as they finish, matched by call id.
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "net/endpoint.h"
+#include "net/frame.h"
+#include "util/result.h"
+
+namespace tellus::net {
+
+// What a handler knows about the call it serves.
+struct CallContext {
+  std::string peer;    // "ip:port" of the caller
+  std::string method;
+  std::chrono::steady_clock::time_point deadline;  // the caller gives up at this point
+
+  // Time left before the deadline, never negative.
+  std::chrono::milliseconds remaining() const;
+  bool expired() const { return std::chrono::steady_clock::now() >= deadline; }
+};
+
+struct ServerOptions {
+  std::size_t maxFrameBytes = kDefaultMaxFrameBytes;
+  // Back-pressure: a connection is not read while this many of its calls are running ...
+  std::size_t maxCallsInFlightPerConnection = 256;
+  // ... or while this many response bytes wait to be written to it.
+  std::size_t pauseReadingAboveQueuedBytes = 32 * 1024 * 1024;
+};
+
+// Untyped handler: serialized request in, serialized response (or error) out.
+using RawHandler = std::function<boost::asio::awaitable<Result<std::string>>(std::string body, CallContext context)>;
+
+namespace detail {
+class ServerCore;
+}
+
+class RpcServer {
+ public:
+  explicit RpcServer(boost::asio::any_io_executor executor, ServerOptions options = {});
+  ~RpcServer();  // stop()
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  // Registers a coroutine handler; a later registration of the same method replaces it.
+  // A request that does not parse as Req gets kInvalidArgument; an error the handler returns
+  // reaches the caller with its code and message. The handler's response is discarded when
+  // the caller's deadline has passed by the time it finishes.
+  // Captured references must outlive calls in flight: stop() does not wait for handlers.
+  template <class Req, class Resp>
+  void handle(std::string method, std::function<boost::asio::awaitable<Result<Resp>>(Req, CallContext)> handler) {
+    handleRaw(std::move(method), [handler = std::move(handler)](std::string body, CallContext context) {
+      return invokeAsync<Req, Resp>(handler, std::move(body), std::move(context));
+    });
+  }
+
+  // Same for a handler that answers at once without waiting on anything.
+  template <class Req, class Resp>
+  void handle(std::string method, std::function<Result<Resp>(const Req&)> handler) {
+    handleRaw(std::move(method), [handler = std::move(handler)](std::string body, CallContext context) {
+      return invokeSync<Req, Resp>(handler, std::move(body), std::move(context));
+    });
+  }
+
+  void handleRaw(std::string method, RawHandler handler);
+
+  // Binds and listens now (port 0 picks a free port) and returns the bound port; connections
+  // are accepted once the io_context runs. Fails with kUnavailable when the address cannot be
+  // bound, kAlreadyExists when already started.
+  [[nodiscard]] Result<std::uint16_t> start(const Endpoint& listenOn);
+
+  // The bound port, 0 before start().
+  std::uint16_t port() const;
+
+  // Closes the listener and every connection (their callers see kUnavailable). Handlers
+  // still running finish on their own; their responses are dropped. Idempotent.
+  void stop();
+
+ private:
+  template <class Req, class Resp>
+  static boost::asio::awaitable<Result<std::string>> invokeAsync(
+      std::function<boost::asio::awaitable<Result<Resp>>(Req, CallContext)> handler, std::string body,
+      CallContext context) {
+    Req request;
+    if (!request.ParseFromString(body)) co_return malformedRequest(context.method, request.GetTypeName());
+    Result<Resp> response = co_await handler(std::move(request), std::move(context));
+    if (!response) co_return response.error();
+    co_return response->SerializeAsString();
+  }
+
+  template <class Req, class Resp>
+  static boost::asio::awaitable<Result<std::string>> invokeSync(std::function<Result<Resp>(const Req&)> handler,
+                                                               std::string body, CallContext context) {
+    Req request;
+    if (!request.ParseFromString(body)) co_return malformedRequest(context.method, request.GetTypeName());
+    Result<Resp> response = handler(request);
+    if (!response) co_return response.error();
+    co_return response->SerializeAsString();
+  }
+
+  static Error malformedRequest(const std::string& method, const std::string& type);
+
+  std::shared_ptr<detail::ServerCore> core_;
+};
+
+}  // namespace tellus::net
