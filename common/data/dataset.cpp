@@ -108,7 +108,7 @@ std::vector<std::uint64_t> lineAlignedSplitPoints(std::string_view content, std:
   return std::move(points).value();  // the in-memory probe cannot fail
 }
 
-Result<std::vector<std::uint64_t>> lineAlignedSplitPoints(const fs::path& file, std::uint32_t partitions) {
+Result<std::vector<std::uint64_t>> lineAlignedSplitPointsOfFile(const fs::path& file, std::uint32_t partitions) {
   TELLUS_RETURN_IF_ERROR(checkPartitionCount(partitions));
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
@@ -143,7 +143,7 @@ std::string splitPartitionName(std::uint32_t index) {
 
 Result<std::vector<DatasetPartition>> splitFile(const fs::path& input, std::uint32_t partitions, const fs::path& outDir) {
   const std::string context = "splitting '" + input.string() + "'";
-  auto points = lineAlignedSplitPoints(input, partitions);
+  auto points = lineAlignedSplitPointsOfFile(input, partitions);
   if (!points.isOk()) return points.error().prepend(context);
 
   std::error_code ec;

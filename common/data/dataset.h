@@ -33,7 +33,8 @@ struct DatasetPartition {
 std::vector<std::uint64_t> lineAlignedSplitPoints(std::string_view content, std::uint32_t partitions);
 
 // The same cut points for a file, reading only around each cut.
-Result<std::vector<std::uint64_t>> lineAlignedSplitPoints(const std::filesystem::path& file, std::uint32_t partitions);
+Result<std::vector<std::uint64_t>> lineAlignedSplitPointsOfFile(const std::filesystem::path& file,
+                                                                std::uint32_t partitions);
 
 // Splits the text file `input` into `partitions` files outDir/part-00000 ... (5-digit,
 // zero-padded index) at lineAlignedSplitPoints. outDir must not exist or be empty; it is

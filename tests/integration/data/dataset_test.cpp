@@ -30,7 +30,7 @@ TEST_CASE("the file split points equal the in-memory ones", "[integration][data]
   writeFile(dir.path() / "input.txt", text);
   for (std::uint32_t k : {1U, 2U, 3U, 7U, 64U, 1000U}) {
     INFO("K = " << k);
-    auto fromFile = lineAlignedSplitPoints(dir.path() / "input.txt", k);
+    auto fromFile = lineAlignedSplitPointsOfFile(dir.path() / "input.txt", k);
     REQUIRE(fromFile.isOk());
     CHECK(*fromFile == lineAlignedSplitPoints(text, k));
   }
@@ -38,7 +38,7 @@ TEST_CASE("the file split points equal the in-memory ones", "[integration][data]
   std::string aligned = std::string(70'000, 'a');
   aligned[65'536] = '\n';
   writeFile(dir.path() / "aligned.txt", aligned);
-  CHECK(*lineAlignedSplitPoints(dir.path() / "aligned.txt", 2) == lineAlignedSplitPoints(aligned, 2));
+  CHECK(*lineAlignedSplitPointsOfFile(dir.path() / "aligned.txt", 2) == lineAlignedSplitPoints(aligned, 2));
 }
 
 TEST_CASE("splitFile writes K partitions whose concatenation is the input", "[integration][data]") {

@@ -77,7 +77,7 @@ TEST_CASE("exec adds the final newline a command leaves out, and keeps empty out
 TEST_CASE("exec moves megabytes both ways without deadlock", "[integration][data]") {
   // 8+ MB is far beyond the 64 KB pipe buffers: a parent that wrote all of stdin before
   // reading stdout would block forever on cat.
-  const std::string input = bigInput(150'000);
+  const std::string input = bigInput(220'000);
   REQUIRE(input.size() > 8'000'000);
   const auto started = std::chrono::steady_clock::now();
   const auto out = runOperator("exec", {{"cmd", "cat"}}, {input.substr(0, 3'000'000), input.substr(3'000'000)});
