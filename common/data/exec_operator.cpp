@@ -112,14 +112,16 @@ class ScopedSigpipeBlock {
   bool wasPending_ = false;
 };
 
-// Owns a spawned child: whatever path we leave by, the child (and the pipeline it runs, in
-// its own process group) is killed if still running and always reaped.
+// Owns a spawned child: whatever path we leave by, the child is killed if still running and
+// always reaped. The child stays in our process group on purpose: a worker that kills a
+// container's process group must take the user's commands down with it. Processes the shell
+// started (a pipeline) end when they see EOF or EPIPE on the pipes we close.
 class ChildProcess {
  public:
   explicit ChildProcess(pid_t pid) : pid_(pid) {}
   ~ChildProcess() {
     if (!reaped_) {
-      ::kill(-pid_, SIGKILL);
+      ::kill(pid_, SIGKILL);
       int status = 0;
       while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
@@ -250,12 +252,10 @@ class ExecOperator final : public Operator {
     sigemptyset(&pipeOnly);
     sigaddset(&pipeOnly, SIGPIPE);
     // The child gets an empty signal mask (we block SIGPIPE in this thread) and a default
-    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it). Its own
-    // process group lets us kill the whole pipeline the shell starts.
+    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it).
     posix_spawnattr_setsigmask(&attributes, &noSignals);
     posix_spawnattr_setsigdefault(&attributes, &pipeOnly);
-    posix_spawnattr_setpgroup(&attributes, 0);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
     std::string shell = "/bin/sh";
     std::string dashC = "-c";

@@ -265,7 +265,13 @@ Status PartitionWriter::append(std::string_view bytes) {
   return Status::ok();
 }
 
-Result<PartitionInfo> PartitionWriter::commit() {
+Result<PartitionInfo> PartitionWriter::commit() { return commitImpl(nullptr, nullptr); }
+
+Result<PartitionInfo> PartitionWriter::commitVerified(std::uint64_t expectedSize, std::uint32_t expectedCrc32) {
+  return commitImpl(&expectedSize, &expectedCrc32);
+}
+
+Result<PartitionInfo> PartitionWriter::commitImpl(const std::uint64_t* expectedSize, const std::uint32_t* expectedCrc32) {
   if (finished_) return makeError(ErrorCode::kInvalidArgument, "partition " + key_.toString() + " is already committed");
   finished_ = true;
   const std::string context = "committing partition " + key_.toString();
@@ -275,6 +281,12 @@ Result<PartitionInfo> PartitionWriter::commit() {
   TELLUS_RETURN_IF_ERROR_CTX(buffer_->finish(syncOnCommit_), context);
 
   PartitionInfo info{key_, buffer_->bytesWritten(), buffer_->crc32()};
+  if (expectedSize != nullptr && (info.sizeBytes != *expectedSize || info.crc32 != *expectedCrc32)) {
+    return makeError(ErrorCode::kInternal, context + ": checksum mismatch (received " + std::to_string(info.sizeBytes) +
+                                               " bytes, crc32 " + formatCrc32(info.crc32) + "; expected " +
+                                               std::to_string(*expectedSize) + " bytes, crc32 " +
+                                               formatCrc32(*expectedCrc32) + ")");
+  }
   const fs::path metaPath = tempDir_ / kMetaFile;
   const int metaFd = ::open(metaPath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (metaFd < 0) return ioError("creating", metaPath, errno).prepend(context);

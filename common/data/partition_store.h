@@ -75,6 +75,10 @@ class PartitionWriter {
   // Publishes the partition. Fails with kAlreadyExists if a different partition was committed
   // under the same key meanwhile. The writer is unusable afterwards, whatever the outcome.
   Result<PartitionInfo> commit();
+  // commit() only if what was written has this size and CRC-32, e.g. a partition fetched
+  // from another worker checked against the Chunk::crc32 its owner reported; otherwise a
+  // kInternal "checksum mismatch" error and nothing is published.
+  Result<PartitionInfo> commitVerified(std::uint64_t expectedSize, std::uint32_t expectedCrc32);
 
   const PartitionKey& key() const { return key_; }
 
@@ -83,6 +87,7 @@ class PartitionWriter {
   class ChecksummingFileBuf;
   PartitionWriter(PartitionKey key, std::filesystem::path tempDir, std::filesystem::path finalDir,
                   int dataFd, bool syncOnCommit);
+  Result<PartitionInfo> commitImpl(const std::uint64_t* expectedSize, const std::uint32_t* expectedCrc32);
 
   PartitionKey key_;
   std::filesystem::path tempDir_;

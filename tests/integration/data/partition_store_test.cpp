@@ -246,3 +246,38 @@ TEST_CASE("bad job ids and roots are rejected", "[integration][data]") {
   REQUIRE_FALSE(notDir.isOk());
   CHECK_FALSE(PartitionStore::open("").isOk());
 }
+
+TEST_CASE("commitVerified publishes a fetched copy only if it matches the source", "[integration][data]") {
+  TempDir dir;
+  const PartitionStore source = openStore(dir);
+  auto fetchedStore = PartitionStore::open(dir.path() / "other-worker");
+  REQUIRE(fetchedStore.isOk());
+  const PartitionKey key{"job-5", 0, 1, 2};
+  const std::string bytes = patternBytes(70'000);
+  REQUIRE(source.write(key, bytes).isOk());
+
+  // The fetch loop a worker runs against a remote store, chunk by chunk.
+  auto copy = [&](bool damage) {
+    auto writer = fetchedStore->create(key);
+    REQUIRE(writer.isOk());
+    std::uint64_t offset = 0;
+    Chunk chunk;
+    do {
+      auto next = source.read(key, offset, 16'384);
+      REQUIRE(next.isOk());
+      chunk = std::move(next).value();
+      if (damage && offset == 0) chunk.data[100] ^= 0x20;
+      REQUIRE((*writer)->append(chunk.data).isOk());
+      offset += chunk.data.size();
+    } while (!chunk.isLast());
+    return (*writer)->commitVerified(chunk.totalSize, chunk.crc32);
+  };
+
+  auto damaged = copy(true);
+  REQUIRE_FALSE(damaged.isOk());
+  CHECK_THAT(damaged.message(), Catch::Contains("checksum mismatch"));
+  CHECK_FALSE(fetchedStore->exists(key));
+  auto good = copy(false);
+  REQUIRE(good.isOk());
+  CHECK(*fetchedStore->readAll(key) == bytes);
+}
