@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "lp/linear_program.h"
 #include "sched/max_flow.h"
@@ -151,6 +152,13 @@ Status validateRho(const TetriumOptions& options) {
     return makeError(ErrorCode::kInvalidArgument, "WAN budget rho must be in [0,1]");
   }
   return Status::ok();
+}
+
+std::vector<std::vector<double>> inPlaceFractions(const MapStage& stage, std::size_t n) {
+  const std::vector<double> share = mapSourceShares(stage);
+  std::vector<std::vector<double>> fraction(n, std::vector<double>(n, 0.0));
+  for (std::size_t x = 0; x < n; ++x) fraction[x][x] = share[x];
+  return fraction;
 }
 
 }  // namespace
@@ -321,10 +329,7 @@ StageTimes evaluateReduceFractions(const std::vector<SiteResources>& sites, cons
 
 Result<MapPlacement> inPlaceMap(const std::vector<SiteResources>& sites, const MapStage& stage) {
   TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
-  const std::vector<double> share = mapSourceShares(stage);
-  std::vector<std::vector<double>> fraction(sites.size(), std::vector<double>(sites.size(), 0.0));
-  for (std::size_t x = 0; x < sites.size(); ++x) fraction[x][x] = share[x];
-  return finishMap(sites, stage, std::move(fraction));
+  return finishMap(sites, stage, inPlaceFractions(stage, sites.size()));
 }
 
 Result<ReducePlacement> proportionalReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
@@ -355,11 +360,31 @@ Result<ReducePlacement> centralizedReduce(const std::vector<SiteResources>& site
 
 namespace {
 
+// Whole-wave refinement. The LP counts fractional waves, but a site runs ceil(M/S) waves, so
+// the rounded LP optimum can pay for a partial wave it does not need. With W* the LP's
+// fractional wave count, capping T_map at w·t for w = ceil(W*) (and w + 1) and minimizing the
+// transfer alone gives placements whose ceil evaluation is often better; in place (no
+// transfer) wins for stages with fewer tasks than slots. Candidates are compared by their
+// integer evaluation; the LP relaxation (fraction, lpTimes) is reported unchanged.
+constexpr double kTieWeight = 1e-3;
+
+template <class Placement>
+void keepFaster(Placement& best, Placement&& candidate) {
+  if (candidate.times.totalS() < best.times.totalS() - 1e-9) {
+    best.tasks = std::move(candidate.tasks);
+    best.times = candidate.times;
+    best.wanGB = candidate.wanGB;
+    if constexpr (std::is_same_v<Placement, MapPlacement>) best.tasksAtSite = std::move(candidate.tasksAtSite);
+  }
+}
+
+
 // Reduce LP over r_x, T_shuf, T_red. objectiveCompute: weight of T_red in the objective;
 // shuffleCap: optional upper bound on T_shuf; budget: optional WAN budget.
 struct ReduceLpSpec {
   double shuffleWeight = 1, computeWeight = 1;
   double shuffleCap = kInf;
+  double computeCap = kInf;
   double wanBudget = kInf;
   bool computeRowsOnlyWithSlots = false;
 };
@@ -372,7 +397,7 @@ Result<std::pair<std::vector<double>, double>> solveReduceLp(const std::vector<S
   std::vector<std::size_t> r(n);
   for (std::size_t x = 0; x < n; ++x) r[x] = program.addVariable(0, 1, 0, "r_" + std::to_string(x));
   const std::size_t shuffle = program.addVariable(0, spec.shuffleCap, spec.shuffleWeight, "T_shuf");
-  const std::size_t compute = program.addVariable(0, lp::kInfinity, spec.computeWeight, "T_red");
+  const std::size_t compute = program.addVariable(0, spec.computeCap, spec.computeWeight, "T_red");
   std::vector<std::pair<std::size_t, double>> all;
   for (std::size_t x = 0; x < n; ++x) {
     // I_x (1 - r_x) <= up_x T_shuf
@@ -432,19 +457,33 @@ Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, c
   }
   auto solved = solveReduceLp(sites, stage, spec);
   if (!solved) return Status(solved.error().prepend("tetrium reduce LP"));
-  return finishReduce(sites, stage, solved->first);
+  ReducePlacement placement = finishReduce(sites, stage, solved->first);
+  // Whole-wave refinement, as for maps (see keepFaster above).
+  if (stage.taskS > 0) {
+    const double waves = std::ceil(placement.lpTimes.computeS / stage.taskS - 1e-9);
+    for (double w : {waves, waves + 1}) {
+      ReduceLpSpec capped = spec;
+      capped.computeCap = w * stage.taskS;
+      capped.computeWeight = kTieWeight;
+      auto refined = solveReduceLp(sites, stage, capped);
+      if (refined) keepFaster(placement, finishReduce(sites, stage, refined->first));
+    }
+  }
+  auto proportional = proportionalReduce(sites, stage);
+  if (proportional && proportional->wanGB <= spec.wanBudget + 1e-9) keepFaster(placement, std::move(proportional.value()));
+  return placement;
 }
 
-Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const MapStage& stage,
-                                const TetriumOptions& options) {
-  TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
-  TELLUS_RETURN_IF_ERROR(validateRho(options));
-  if (stage.tasks == 0) return inPlaceMap(sites, stage);
-  // The LP of §3.1 over m[x][y] only constrains, per site, the total it uploads (row sums off
-  // the diagonal), downloads (column sums off the diagonal) and runs. Since the core network
-  // is congestion-free, we solve it over local l_x, export e_x and import g_x (3n+2 columns
-  // instead of n^2+2) and rebuild an m matrix with those marginals afterwards: the optimum
-  // is the same and the LP stays tiny at 100 sites.
+namespace {
+
+// The LP of §3.1 over m[x][y] only constrains, per site, the total it uploads (row sums off
+// the diagonal), downloads (column sums off the diagonal) and runs. Since the core network is
+// congestion-free, we solve it over local l_x, export e_x and import g_x (3n+2 columns instead
+// of n^2+2) and rebuild an m matrix with those marginals afterwards: the optimum is the same
+// and the LP stays tiny at 100 sites. `computeCapS` bounds T_map (whole-wave refinement).
+Result<std::vector<std::vector<double>>> solveMapLp(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                                    const TetriumOptions& options, double computeCapS,
+                                                    double computeWeight) {
   const std::size_t n = sites.size();
   const double total = sum(stage.inputGB);
   const std::vector<double> share = mapSourceShares(stage);
@@ -457,7 +496,7 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
     imported[x] = program.addVariable(0, 1, 0, "g_" + std::to_string(x));
   }
   const std::size_t aggr = program.addVariable(0, lp::kInfinity, 1, "T_aggr");
-  const std::size_t compute = program.addVariable(0, lp::kInfinity, 1, "T_map");
+  const std::size_t compute = program.addVariable(0, computeCapS, computeWeight, "T_map");
   std::vector<std::pair<std::size_t, double>> balance, wan;
   for (std::size_t x = 0; x < n; ++x) {
     program.addEqual({{local[x], 1}, {exported[x], 1}}, share[x]);
@@ -471,7 +510,7 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
   program.addEqual(balance, 0);
   if (options.wanBudgetRho < 1) program.addLessEqual(wan, wanBudget(0, total, options.wanBudgetRho) + 1e-9);
   auto solved = program.solve();
-  if (!solved) return Status(solved.error().prepend("tetrium map LP"));
+  if (!solved) return solved.error();
 
   std::vector<double> l(n), e(n), g(n);
   for (std::size_t x = 0; x < n; ++x) {
@@ -502,7 +541,29 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
     }
     if (left > 1e-9) fraction[x][x] += left;  // numerical residue: keep it local
   }
-  return finishMap(sites, stage, std::move(fraction));
+  return fraction;
+}
+
+}  // namespace
+
+Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
+  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  if (stage.tasks == 0) return inPlaceMap(sites, stage);
+  auto relaxed = solveMapLp(sites, stage, options, lp::kInfinity, 1.0);
+  if (!relaxed) return Status(relaxed.error().prepend("tetrium map LP"));
+  MapPlacement placement = finishMap(sites, stage, std::move(relaxed.value()));
+  if (stage.taskS > 0) {
+    const double waves = std::ceil(placement.lpTimes.computeS / stage.taskS - 1e-9);
+    for (double w : {waves, waves + 1}) {
+      auto capped = solveMapLp(sites, stage, options, w * stage.taskS, kTieWeight);
+      if (capped) keepFaster(placement, finishMap(sites, stage, std::move(capped.value())));
+    }
+  }
+  // In place moves no data, so it is always within the WAN budget.
+  keepFaster(placement, finishMap(sites, stage, inPlaceFractions(stage, sites.size())));
+  return placement;
 }
 
 std::vector<std::vector<int>> orderMapTasks(const std::vector<SiteResources>& sites,

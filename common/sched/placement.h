@@ -50,7 +50,9 @@ struct MapPlacement {
   // row x sums to I_x / I).
   std::vector<std::vector<double>> fraction;
   // tasks[x][y]: integer counts; row x sums to the proportional-to-data count of x, all
-  // cells sum to n exactly, column sums are within 1 of n·sum_x fraction[x][y].
+  // cells sum to n exactly, column sums are within 1 of n·sum_x fraction[x][y] — except for
+  // tetriumMap, which keeps the in-place placement instead when that is faster with whole
+  // waves (the LP's fractional waves undercount stages with fewer tasks than slots).
   std::vector<std::vector<int>> tasks;
   std::vector<int> tasksAtSite;  // column sums M_y
   StageTimes lpTimes;            // the fractional model (LP objective for Tetrium)
@@ -60,7 +62,9 @@ struct MapPlacement {
 
 struct ReducePlacement {
   std::vector<double> fraction;  // r_x, sums to 1
-  std::vector<int> tasks;        // R_x, sums to n exactly
+  // R_x, sums to n exactly; rounded from `fraction`, except that tetriumReduce keeps the
+  // proportional-to-data placement when that is faster with whole waves (and within budget).
+  std::vector<int> tasks;
   StageTimes lpTimes;
   StageTimes times;  // evaluation of `tasks` with ceil waves
   double wanGB = 0;  // shuffle data crossing sites

@@ -1,0 +1,113 @@
+#include <catch2/catch.hpp>
+
+#include "sched/af.h"
+#include "sched/fair_share.h"
+#include "sched/parades.h"
+
+using namespace tellus::sched;
+
+TEST_CASE("Af follows HOUTU Algorithm 1 case by case", "[unit][sched][af]") {
+  const AfParams params{.delta = 0.8, .rho = 2.0};
+  // q = 1: the first desire is one container whatever was observed.
+  AfState s = afDesire(AfState{}, AfObservation{0, 0, true}, params);
+  CHECK(s.period == 1);
+  CHECK(s.desire == 1.0);
+  // Efficient (u >= δ) and satisfied (a = d): grow by ρ.
+  s = afDesire(s, AfObservation{1, 0.9, false}, params);
+  CHECK(s.desire == 2.0);
+  s = afDesire(s, AfObservation{2, 0.95, false}, params);
+  CHECK(s.desire == 4.0);
+  // Efficient and deprived (a < d): keep the desire.
+  s = afDesire(s, AfObservation{3, 0.9, true}, params);
+  CHECK(s.desire == 4.0);
+  // Low utilization but tasks were waiting: efficient; satisfied -> grow.
+  s = afDesire(s, AfObservation{4, 0.1, true}, params);
+  CHECK(s.desire == 8.0);
+  // Inefficient: u < δ and nothing waiting -> shrink by ρ, even when deprived.
+  s = afDesire(s, AfObservation{2, 0.5, false}, params);
+  CHECK(s.desire == 4.0);
+  CHECK(s.period == 6);
+  CHECK(afContainerRequest(s) == 4);
+}
+
+TEST_CASE("Af desire stays within its bounds and rounds up to whole containers", "[unit][sched][af]") {
+  AfParams params{.delta = 0.8, .rho = 1.5, .minDesire = 1.0, .maxDesire = 5.0};
+  AfState s{3, 1.2};
+  s = afDesire(s, AfObservation{1, 0.1, false}, params);  // 1.2 / 1.5 = 0.8 -> clamped to 1
+  CHECK(s.desire == 1.0);
+  s = AfState{3, 4.0};
+  s = afDesire(s, AfObservation{4, 1.0, false}, params);  // 6 -> clamped to 5
+  CHECK(s.desire == 5.0);
+  CHECK(afContainerRequest(AfState{1, 2.25}) == 3);
+  CHECK(afContainerRequest(AfState{1, 2.0}) == 2);
+}
+
+namespace {
+WaitingTask task(std::string id, std::vector<std::string> nodes, std::vector<std::string> racks, double wait,
+                 double p = 10, double r = 0.2) {
+  return WaitingTask{std::move(id), std::move(nodes), std::move(racks), wait, p, r};
+}
+}  // namespace
+
+TEST_CASE("Parades steals when nothing waits", "[unit][sched][parades]") {
+  auto d = paradesOnUpdate({}, ContainerUpdate{"c1", "n1", "r1", 1.0}, ParadesParams{});
+  CHECK(d.steal);
+  CHECK(d.launches.empty());
+  CHECK(d.freeAfter == 1.0);
+}
+
+TEST_CASE("Parades prefers node-local, then rack-local after tau*p, then any after 2tau*p", "[unit][sched][parades]") {
+  const ParadesParams params{.tau = 0.5, .delta = 0.8};
+  const ContainerUpdate container{"c1", "n1", "r1", 0.5};
+  // Only a rack-local task that waited 4 s < τ·p = 5 s and a remote one: nothing launches.
+  std::vector<WaitingTask> waiting = {task("rack", {"n2"}, {"r1"}, 4), task("far", {"n9"}, {"r9"}, 9)};
+  auto d = paradesOnUpdate(waiting, container, params);
+  CHECK(d.launches.empty());
+  CHECK_FALSE(d.steal);
+  // After 5 s the rack-local task may go; the remote one needs 2τ·p = 10 s.
+  waiting[0].waitS = 5;
+  d = paradesOnUpdate(waiting, container, params);
+  REQUIRE(d.launches.size() == 1);
+  CHECK(d.launches[0].taskId == "rack");
+  CHECK(d.launches[0].locality == Locality::kRackLocal);
+  // A node-local task goes first regardless of waiting, and several tasks pack the container.
+  waiting.push_back(task("local", {"n1"}, {"r1"}, 0));
+  waiting[1].waitS = 10;
+  d = paradesOnUpdate(waiting, ContainerUpdate{"c1", "n1", "r1", 1.0}, params);
+  REQUIRE(d.launches.size() == 3);
+  CHECK(d.launches[0].taskId == "local");
+  CHECK(d.launches[0].locality == Locality::kNodeLocal);
+  CHECK(d.launches[1].taskId == "rack");
+  CHECK(d.launches[2].taskId == "far");
+  CHECK(d.launches[2].locality == Locality::kAny);
+  CHECK(d.freeAfter == Approx(0.4));
+}
+
+TEST_CASE("Parades launches non-local work only on an almost idle container and never overfills", "[unit][sched][parades]") {
+  const ParadesParams params{.tau = 0.5, .delta = 0.8};
+  std::vector<WaitingTask> waiting = {task("far", {"n9"}, {"r9"}, 100)};
+  // free 0.15 < 1 - δ = 0.2: the long-waiting remote task must not be packed here.
+  auto d = paradesOnUpdate(waiting, ContainerUpdate{"c", "n1", "r1", 0.15}, params);
+  CHECK(d.launches.empty());
+  // Node-local tasks that do not fit are skipped.
+  waiting = {task("big", {"n1"}, {}, 0, 10, 0.6), task("small", {"n1"}, {}, 0, 10, 0.3)};
+  d = paradesOnUpdate(waiting, ContainerUpdate{"c", "n1", "r1", 0.5}, params);
+  REQUIRE(d.launches.size() == 1);
+  CHECK(d.launches[0].taskId == "small");
+  CHECK(d.freeAfter == Approx(0.2));
+}
+
+TEST_CASE("fair share gives each container to the smallest unmet share", "[unit][sched][fair]") {
+  std::vector<SubJobShare> jobs = {{"a", 5, 3}, {"b", 2, 0}, {"c", 10, 1}};
+  // 6 free: b 0->1, b 1->2 (ties with c at 1, smaller index; desire met), c 1->2, c 2->3,
+  // a and c tie at 3 -> a 3->4, then c 3->4.
+  auto grants = fairShare(jobs, 6);
+  CHECK(grants == std::vector<int>{1, 2, 3});
+  // Desires cap the grants even with plenty free.
+  grants = fairShare(jobs, 100);
+  CHECK(grants == std::vector<int>{2, 2, 9});
+  CHECK(fairShare(jobs, 0) == std::vector<int>{0, 0, 0});
+  // Weights: share = allocated / weight.
+  std::vector<SubJobShare> weighted = {{"heavy", 10, 0, 3.0}, {"light", 10, 0, 1.0}};
+  CHECK(fairShare(weighted, 4) == std::vector<int>{3, 1});
+}

@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+
+#include "sched/max_min.h"
+
+using namespace tellus::sched;
+
+namespace {
+
+// Exhaustive search over all assignments: the lexicographically smallest sorted completion
+// vector among those respecting the slots.
+std::vector<double> bruteForce(const MaxMinProblem& p) {
+  const std::size_t dcs = p.slots.size();
+  std::vector<int> assignment(p.tasks.size(), 0);
+  std::vector<int> used(dcs, 0);
+  std::vector<double> best;
+  bool found = false;
+  std::function<void(std::size_t)> search = [&](std::size_t i) {
+    if (i == p.tasks.size()) {
+      std::vector<double> completion(p.jobs, 0.0);
+      for (std::size_t t = 0; t < p.tasks.size(); ++t) {
+        completion[p.tasks[t].job] = std::max(completion[p.tasks[t].job], p.tasks[t].costS[assignment[t]]);
+      }
+      if (!found || lexSmaller(completion, best)) {
+        best = completion;
+        found = true;
+      }
+      return;
+    }
+    for (std::size_t j = 0; j < dcs; ++j) {
+      if (used[j] >= p.slots[j] || !std::isfinite(p.tasks[i].costS[j])) continue;
+      ++used[j];
+      assignment[i] = static_cast<int>(j);
+      search(i + 1);
+      --used[j];
+    }
+  };
+  search(0);
+  return best;
+}
+
+std::vector<double> sortedDesc(std::vector<double> v) {
+  std::sort(v.begin(), v.end(), std::greater<>());
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("paper 002 section II: the worst completion time is 2 s (A 2 s, B 5/3 s)", "[unit][sched][maxmin]") {
+  // Bandwidths (MB/s) recovered from the example's arithmetic; b[s][d] is s -> d.
+  const std::vector<std::vector<double>> b = {{0, 80, 150}, {80, 0, 120}, {100, 160, 0}};
+  MaxMinProblem p;
+  p.slots = {2, 2, 1};
+  p.jobs = 2;
+  auto addTask = [&](std::size_t job, std::vector<double> inputMB) {
+    MaxMinTask t;
+    t.job = job;
+    for (std::size_t d = 0; d < 3; ++d) t.costS.push_back(maxMinTransferS(inputMB, b, d));
+    p.tasks.push_back(t);
+  };
+  addTask(0, {100, 0, 200});  // tA1
+  addTask(0, {100, 0, 200});  // tA2
+  addTask(1, {0, 200, 200});  // tB1
+  addTask(1, {0, 200, 300});  // tB2
+  // The independent assignment of Fig. 2 costs 1.25 s for A: check the cost model on it.
+  CHECK(std::max(p.tasks[0].costS[1], p.tasks[1].costS[2]) == Approx(1.25));
+  CHECK(std::max(p.tasks[2].costS[0], p.tasks[3].costS[1]) == Approx(2.5));
+
+  auto result = maxMinFairAssign(p);
+  REQUIRE(result.isOk());
+  CHECK(result->provenLexOptimal);
+  CHECK(result->jobCompletionS[0] == Approx(2.0));
+  CHECK(result->jobCompletionS[1] == Approx(5.0 / 3.0));
+  CHECK(result->datacenterOfTask[3] == 2);  // tB2 takes the single slot of DC3
+  CHECK(result->datacenterOfTask[2] == 1);  // tB1 at DC2
+  CHECK(sortedDesc(result->jobCompletionS) == sortedDesc(bruteForce(p)));
+}
+
+TEST_CASE("property: max-min equals exhaustive search's lexicographic optimum", "[unit][sched][maxmin]") {
+  std::mt19937 rng(1234);
+  int instances = 0;
+  for (int round = 0; round < 400; ++round) {
+    MaxMinProblem p;
+    const std::size_t dcs = 2 + rng() % 2;
+    p.jobs = 1 + rng() % 4;
+    const std::size_t tasks = 1 + rng() % 6;
+    int slotTotal = 0;
+    for (std::size_t j = 0; j < dcs; ++j) {
+      p.slots.push_back(static_cast<int>(rng() % 4));
+      slotTotal += p.slots.back();
+    }
+    if (slotTotal < static_cast<int>(tasks)) p.slots[0] += static_cast<int>(tasks) - slotTotal;
+    // Costs from a small set so that ties between jobs are frequent (the hard case).
+    for (std::size_t i = 0; i < tasks; ++i) {
+      MaxMinTask t;
+      t.job = rng() % p.jobs;
+      for (std::size_t j = 0; j < dcs; ++j) {
+        t.costS.push_back(rng() % 7 == 0 ? kNotAllowed : static_cast<double>(1 + rng() % 4));
+      }
+      p.tasks.push_back(t);
+    }
+    const std::vector<double> expected = bruteForce(p);
+    auto got = maxMinFairAssign(p);
+    if (expected.empty()) {
+      CHECK_FALSE(got.isOk());
+      continue;
+    }
+    ++instances;
+    REQUIRE(got.isOk());
+    INFO("round " << round);
+    CHECK(got->provenLexOptimal);
+    CHECK(sortedDesc(got->jobCompletionS) == sortedDesc(expected));
+    // Integral, within slots, allowed datacenters only, completions match the assignment.
+    std::vector<int> used(dcs, 0);
+    std::vector<double> completion(p.jobs, 0.0);
+    for (std::size_t i = 0; i < p.tasks.size(); ++i) {
+      const int dc = got->datacenterOfTask[i];
+      REQUIRE(dc >= 0);
+      REQUIRE(static_cast<std::size_t>(dc) < dcs);
+      ++used[static_cast<std::size_t>(dc)];
+      CHECK(std::isfinite(p.tasks[i].costS[static_cast<std::size_t>(dc)]));
+      completion[p.tasks[i].job] = std::max(completion[p.tasks[i].job], p.tasks[i].costS[static_cast<std::size_t>(dc)]);
+    }
+    for (std::size_t j = 0; j < dcs; ++j) CHECK(used[j] <= p.slots[j]);
+    CHECK(completion == got->jobCompletionS);
+  }
+  CHECK(instances > 300);
+}
+
+TEST_CASE("max-min stays exact with realistic (huge) times where M^(c+e) overflows", "[unit][sched][maxmin]") {
+  // 400^1000 overflows a double; thresholds only compare costs.
+  MaxMinProblem p;
+  p.slots = {1, 1};
+  p.jobs = 2;
+  p.tasks = {MaxMinTask{0, {1000.0, 1500.0}}, MaxMinTask{1, {1200.0, 1100.0}}};
+  auto result = maxMinFairAssign(p);
+  REQUIRE(result.isOk());
+  CHECK(result->jobCompletionS == std::vector<double>{1000.0, 1100.0});
+}
+
+TEST_CASE("max-min rejects bad input and impossible problems", "[unit][sched][maxmin]") {
+  MaxMinProblem p;
+  p.slots = {1};
+  p.jobs = 1;
+  p.tasks = {MaxMinTask{0, {1.0}}, MaxMinTask{0, {1.0}}};
+  auto tooMany = maxMinFairAssign(p);
+  REQUIRE_FALSE(tooMany.isOk());
+  CHECK_THAT(tooMany.message(), Catch::Contains("no assignment fits"));
+  p.tasks = {MaxMinTask{3, {1.0}}};
+  CHECK_THAT(maxMinFairAssign(p).message(), Catch::Contains("job index"));
+  p.tasks = {MaxMinTask{0, {1.0, 2.0}}};
+  CHECK_THAT(maxMinFairAssign(p).message(), Catch::Contains("2 costs for 1 datacenters"));
+}
