@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ostream>
 
@@ -27,6 +28,7 @@ namespace {
 constexpr std::size_t kPipeChunkBytes = 1 << 16;
 constexpr std::size_t kStderrTailBytes = 8 << 10;
 constexpr std::size_t kStderrTailLines = 10;
+constexpr std::uint64_t kMaxTimeoutMs = 7ULL * 24 * 3600 * 1000;
 
 Error systemError(const std::string& what, int errnum) {
   return makeError(ErrorCode::kInternal, what + ": " + std::strerror(errnum));
@@ -112,16 +114,18 @@ class ScopedSigpipeBlock {
   bool wasPending_ = false;
 };
 
-// Owns a spawned child: whatever path we leave by, the child is killed if still running and
-// always reaped. The child stays in our process group on purpose: a worker that kills a
-// container's process group must take the user's commands down with it. Processes the shell
-// started (a pipeline) end when they see EOF or EPIPE on the pipes we close.
+// Owns a spawned child: whatever path we leave by (error, timeout), the child's whole process
+// group is killed if the child is still running, and the child is always reaped. The command
+// runs in a process group of its own so that this kill also reaches what the shell started
+// (`sleep 30` under dash is a grandchild, a pipeline is several). The flip side: killing the
+// executor's process group does not reach the command; it then sees EOF on stdin and EPIPE
+// on stdout, which ends ordinary filters.
 class ChildProcess {
  public:
   explicit ChildProcess(pid_t pid) : pid_(pid) {}
   ~ChildProcess() {
     if (!reaped_) {
-      ::kill(pid_, SIGKILL);
+      ::kill(-pid_, SIGKILL);
       int status = 0;
       while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
@@ -234,7 +238,8 @@ std::string describeExit(int status) {
 
 class ExecOperator final : public Operator {
  public:
-  explicit ExecOperator(std::string command) : Operator("exec"), command_(std::move(command)) {}
+  ExecOperator(std::string command, std::uint64_t timeoutMs)
+      : Operator("exec"), command_(std::move(command)), timeoutMs_(timeoutMs) {}
 
  private:
   Result<pid_t> spawn(const Pipe& toChild, const Pipe& fromChild, const Pipe& errFromChild) const {
@@ -252,10 +257,12 @@ class ExecOperator final : public Operator {
     sigemptyset(&pipeOnly);
     sigaddset(&pipeOnly, SIGPIPE);
     // The child gets an empty signal mask (we block SIGPIPE in this thread) and a default
-    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it).
+    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it), in a new
+    // process group (see ChildProcess).
     posix_spawnattr_setsigmask(&attributes, &noSignals);
     posix_spawnattr_setsigdefault(&attributes, &pipeOnly);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
     std::string shell = "/bin/sh";
     std::string dashC = "-c";
@@ -300,6 +307,7 @@ class ExecOperator final : public Operator {
     std::size_t inputEnd = 0;
     std::size_t nextInput = 0;
     std::vector<char> readBuffer(kPipeChunkBytes);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
 
     while (childStdin.isOpen() || childStdout.isOpen() || childStderr.isOpen()) {
       // Refill the input buffer when drained; close the command's stdin after the last input.
@@ -334,7 +342,16 @@ class ExecOperator final : public Operator {
         fds[count++] = pollfd{childStderr.get(), POLLIN, 0};
       }
       if (count == 0) break;
-      if (::poll(fds, count, -1) < 0) {
+      int pollTimeoutMs = -1;
+      if (timeoutMs_ > 0) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+          return makeError(ErrorCode::kDeadlineExceeded,
+                           "command '" + command_ + "' timed out after " + std::to_string(timeoutMs_) + " ms");
+        }
+        pollTimeoutMs = static_cast<int>(std::min<std::int64_t>(left.count(), 60'000));
+      }
+      if (::poll(fds, count, pollTimeoutMs) < 0) {
         if (errno == EINTR) continue;
         return systemError("poll", errno);
       }
@@ -387,6 +404,7 @@ class ExecOperator final : public Operator {
   }
 
   std::string command_;
+  std::uint64_t timeoutMs_;  // 0: no limit
 };
 
 }  // namespace
@@ -394,7 +412,9 @@ class ExecOperator final : public Operator {
 Result<std::unique_ptr<Operator>> makeExec(ParamReader& params) {
   auto command = params.requiredString("cmd");
   if (!command.isOk()) return command.error();
-  return std::unique_ptr<Operator>(new ExecOperator(*command));
+  auto timeoutMs = params.optionalUint("timeout_ms", 0, kMaxTimeoutMs);
+  if (!timeoutMs.isOk()) return timeoutMs.error();
+  return std::unique_ptr<Operator>(new ExecOperator(*command, *timeoutMs));
 }
 
 }  // namespace tellus::data::internal

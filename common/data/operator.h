@@ -19,6 +19,8 @@
 //                      byte (output = output_bytes + x * input bytes). Reads all inputs.
 //   exec               cmd=<shell command> run with /bin/sh -c; the inputs, concatenated in
 //                      order, are its stdin; its stdout lines are the output, routed by key.
+//                      timeout_ms=<n> (default 0: none) kills it after that long. A non-zero
+//                      exit is an error with the exit status and the last lines of stderr.
 // The key/value aggregators (wordcount.reduce, sum) skip empty lines.
 
 #include <cstdint>

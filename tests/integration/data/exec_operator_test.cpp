@@ -5,8 +5,12 @@
 #include <time.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
+
+#include "temp_dir.h"
 
 #include "data/operator.h"
 #include "data/record.h"
@@ -49,6 +53,14 @@ std::string bigInput(std::size_t lines) {
     text += "k" + std::to_string(i % 1000) + "\tline " + std::to_string(i) + " of a large input for exec\n";
   }
   return text;
+}
+
+// True once the process is gone or a zombie (killed, not yet reaped by its new parent).
+bool processEnded(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pidField, name, state;
+  if (!(stat >> pidField >> name >> state)) return true;
+  return state == "Z" || state == "X";
 }
 
 double threadCpuMs() {
@@ -162,4 +174,34 @@ TEST_CASE("synthetic burns the requested CPU time", "[integration][data]") {
   CHECK(cpuMs < 400);  // stops promptly: the clock is checked every few microseconds
   CHECK(wallMs >= cpuMs - 1);
   WARN("synthetic cpu_ms=200: " << cpuMs << " ms CPU, " << wallMs << " ms wall");
+}
+
+TEST_CASE("exec kills a command that exceeds timeout_ms", "[integration][data]") {
+  const auto started = std::chrono::steady_clock::now();
+  const auto out = runOperator("exec", {{"cmd", "sleep 30"}, {"timeout_ms", "200"}}, {});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  REQUIRE_FALSE(out.status.isOk());
+  CHECK(out.status.code() == ErrorCode::kDeadlineExceeded);
+  CHECK(out.status.message() == "exec: command 'sleep 30' timed out after 200 ms");
+  CHECK(seconds >= 0.2);
+  CHECK(seconds < 10);
+  // A command that finishes in time is unaffected.
+  CHECK(runOperator("exec", {{"cmd", "cat"}, {"timeout_ms", "60000"}}, {"a\n"}).buckets[0] == "a\n");
+}
+
+TEST_CASE("exec's timeout also kills what the shell started", "[integration][data]") {
+  testing::TempDir dir;
+  const auto pidFile = dir.path() / "grandchild.pid";
+  const auto out = runOperator(
+      "exec", {{"cmd", "sleep 30 & echo $! > " + pidFile.string() + "; wait"}, {"timeout_ms", "300"}}, {});
+  REQUIRE(out.status.code() == ErrorCode::kDeadlineExceeded);
+  int grandchild = 0;
+  std::ifstream(pidFile) >> grandchild;
+  REQUIRE(grandchild > 0);
+  // SIGKILL delivery is asynchronous: wait for the real condition, with a deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!processEnded(grandchild) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  CHECK(processEnded(grandchild));
 }

@@ -233,6 +233,8 @@ TEST_CASE("operator params are validated with clear messages", "[unit][data]") {
         "synthetic: param output_ratio: expected a non-negative number, got 'nan'");
   CHECK(error("synthetic", {{"cpu-ms", "5"}}) ==
         "synthetic: unknown param 'cpu-ms' (accepted: cpu_ms, output_bytes, output_ratio)");
+  CHECK(error("exec", {{"cmd", "cat"}, {"timeout_ms", "soon"}}) ==
+        "exec: param timeout_ms: expected a non-negative integer, got 'soon'");
   CHECK(error("wordcount.map", {{"x", "1"}}) == "wordcount.map: unknown param 'x' (accepted: none)");
   CHECK(error("exec", {}) == "exec: missing required param 'cmd'");
   CHECK(error("exec", {{"cmd", ""}}) == "exec: param cmd: must not be empty");
