@@ -221,6 +221,8 @@ Result<std::uint16_t> RpcServer::start(const Endpoint& listenOn) {
 
 std::uint16_t RpcServer::port() const { return core_->port_; }
 
+std::size_t RpcServer::connectionCount() const { return core_->sessions_.size(); }
+
 void RpcServer::stop() {
   // Runs inline on the io thread, otherwise is queued to it: sessions are only touched there.
   asio::dispatch(core_->executor_, [core = core_] { core->stopNow(); });

@@ -89,6 +89,9 @@ class RpcServer {
   // The bound port, 0 before start().
   std::uint16_t port() const;
 
+  // Open connections (for status pages and tests). Call on the io thread.
+  std::size_t connectionCount() const;
+
   // Closes the listener and every connection (their callers see kUnavailable). Handlers
   // still running finish on their own; their responses are dropped. Idempotent.
   void stop();
