@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <istream>
+#include <ostream>
 #include <map>
 #include <memory>
 #include <string>
