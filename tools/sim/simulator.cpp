@@ -1,0 +1,1422 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include "sched/fair_share.h"
+#include "sched/job_order.h"
+#include "sched/placement.h"
+#include "sched/tetrium_round.h"
+#include "sim/event_queue.h"
+#include "sim/network.h"
+
+namespace tellus::sim {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// Parades sees at most this many of a queue's next tasks per decision: all tasks of a stage
+// at a site are alike (same locality, same release time), so the head of the queue is what
+// its longest-waiting-first rule would pick anyway, and the cost stays O(1) per launch.
+constexpr size_t kParadesWindow = 16;
+// Data-less stages (SWAG's workloads) still need placement weights: one byte per task.
+constexpr double kTokenBytes = 1.0;
+
+enum class TaskState : uint8_t { kPending, kQueued, kFetching, kComputing, kDone };
+
+struct TaskRt {
+  double launchedAt = 0;
+  double readySince = 0;
+  int32_t site = -1;
+  uint32_t attempt = 0;
+  int32_t pendingFlows = 0;
+  TaskState state = TaskState::kPending;
+};
+
+struct StageRt {
+  int unfinishedParents = 0;
+  bool released = false;
+  int launched = 0;
+  int finished = 0;
+  int queued = 0;
+  double meanTaskSeconds = 0;
+  double lpSeconds = 0;  // placement model's stage time (Tetrium order key)
+  std::vector<int32_t> children;
+  std::vector<TaskRt> tasks;
+  std::vector<double> outputAtSite;       // bytes written per site
+  std::vector<int32_t> finishedAtSite;    // tasks finished per site (placement weights)
+  std::vector<std::vector<int32_t>> queue;  // per site; back() launches next
+  // For the isolated-time lower bound.
+  std::vector<double> bytesOut, bytesIn, workAtSite;
+  double longestTask = 0;
+  double isolatedPathSeconds = 0;
+};
+
+struct SubJobRt {
+  int queued = 0;
+  int running = 0;
+  int activePosition = -1;  // in SiteRt::active
+  // HOUTU job manager state.
+  bool hasJm = false;
+  int held = 0;
+  int desire = 0;
+  sched::AfState af;
+  double busyArea = 0, heldArea = 0, lastTouch = 0;
+  bool waitedThisPeriod = false;
+};
+
+struct JobRt {
+  JobSpec spec;
+  std::vector<StageRt> stages;
+  std::vector<SubJobRt> sub;  // per site
+  std::vector<int32_t> jmSites;
+  int stagesLeft = 0;
+  int64_t unlaunched = 0;
+  double wanBytes = 0;
+  int64_t rank = 0;                  // position in the global order
+  std::vector<int32_t> siteRank;     // Independent-SRPT: position in each site's order
+  std::unordered_map<uint64_t, std::vector<FlowId>> flowsOfTask;
+};
+
+struct SiteRt {
+  std::string name;
+  int baseSlots = 0;
+  int capacity = 0;
+  int busy = 0;  // running tasks
+  int held = 0;  // containers granted to job managers (HOUTU modes)
+  double baseUp = 0, baseDown = 0;
+  double up = 0, down = 0;
+  std::vector<int64_t> active;  // jobs with queued tasks here
+  std::vector<int64_t> jms;     // jobs with a job manager here
+  bool dirty = false;
+};
+
+uint64_t taskKey(int32_t stage, int32_t task) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 32) | static_cast<uint32_t>(task);
+}
+
+class Engine {
+ public:
+  Engine(const SimConfig& config, WorkloadSource& workload, JobRecordSink* sink)
+      : config_(config), policy_(config.policy), workload_(workload), sink_(sink), network_(ups(config), downs(config)) {
+    for (const auto& spec : config.sites) {
+      SiteRt site;
+      site.name = spec.name;
+      site.baseSlots = site.capacity = spec.slots;
+      site.baseUp = site.up = spec.uplinkBytesPerSecond;
+      site.baseDown = site.down = spec.downlinkBytesPerSecond;
+      sites_.push_back(std::move(site));
+    }
+    summary_.policy = policy_.label;
+  }
+
+  Result<RunSummary> run();
+
+ private:
+  static std::vector<double> ups(const SimConfig& c) {
+    std::vector<double> v;
+    for (const auto& s : c.sites) v.push_back(s.uplinkBytesPerSecond);
+    return v;
+  }
+  static std::vector<double> downs(const SimConfig& c) {
+    std::vector<double> v;
+    for (const auto& s : c.sites) v.push_back(s.downlinkBytesPerSecond);
+    return v;
+  }
+  int siteCount() const { return static_cast<int>(sites_.size()); }
+  bool containerMode() const { return policy_.resources != ResourcePolicy::kSlots; }
+  void fail(Error error) {
+    if (!failure_) failure_ = std::move(error);
+  }
+
+  Status pullNextArrival();
+  void onArrival();
+  void onFlowDone(const CompletedFlow& flow);
+  void onComputeDone(const Event& event);
+  void onClusterChange(const Event& event);
+  void onPeriodTick();
+  void onStealCheck(const Event& event);
+
+  void releaseStage(JobRt& job, int32_t stage);
+  Status placeStage(JobRt& job, int32_t stage);
+  std::vector<sched::SiteResources> siteResources() const;
+  void enqueue(JobRt& job, int32_t stage, int32_t task, int site);
+  void noteQueued(JobRt& job, int site, int delta);
+  void launchTask(JobRt& job, int32_t stage, int32_t task, int site);
+  bool launchNextAt(JobRt& job, int site);
+  void finishStage(JobRt& job, int32_t stage);
+  void finishJob(JobRt& job);
+  void killTask(JobRt& job, int32_t stage, int32_t task);
+
+  void markDirty(int site);
+  void flushScheduling();
+  void recomputeOrder();
+  int64_t rankAt(const JobRt& job, int site) const;
+  std::vector<int64_t> activeByRank(int site) const;
+  void dispatchSlots(int site);
+  void dispatchContainers(int site);
+  void ensureJm(JobRt& job, int site);
+  void touch(SubJobRt& sub) const;
+  void setHeld(JobRt& job, int site, int held);
+  bool paradesLaunch(JobRt& job, int site);
+  std::vector<sched::WaitingTask> waitingWindow(const JobRt& job, int site) const;
+  void reassignAfterDrop();
+  bool roundMode() const { return policy_.tetriumRounds; }
+  void runTetriumRound();
+
+  JobRt* findJob(int64_t id) {
+    const auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : it->second.get();
+  }
+
+  const SimConfig& config_;
+  const PolicyConfig& policy_;
+  WorkloadSource& workload_;
+  JobRecordSink* sink_;
+  FairShareNetwork network_;
+  EventQueue events_;
+  std::vector<SiteRt> sites_;
+  std::map<int64_t, std::unique_ptr<JobRt>> jobs_;
+  std::optional<JobSpec> pendingArrival_;
+  bool workloadDone_ = false;
+  std::vector<int> dirtySites_;
+  bool orderDirty_ = false;
+  bool placing_ = false;
+  bool roundWanted_ = false;     // Tetrium rounds: slots were freed or work was queued
+  bool roundScheduled_ = false;
+  double lastRound_ = -kInfinity;  // job managers are created after a stage's placement is complete
+  bool tickScheduled_ = false;
+  double now_ = 0;
+  bool sawArrival_ = false;
+  std::optional<Error> failure_;
+  RunSummary summary_;
+  std::vector<CompletedFlow> completedFlows_;
+};
+
+// ---- the event loop ----------------------------------------------------------------------
+
+Result<RunSummary> Engine::run() {
+  const auto wallStart = std::chrono::steady_clock::now();
+  if (sites_.empty()) return makeError(ErrorCode::kInvalidArgument, "the cluster has no sites");
+  for (const auto& site : sites_) {
+    if (site.baseSlots < 0 || site.baseUp <= 0 || site.baseDown <= 0) {
+      return makeError(ErrorCode::kInvalidArgument, site.name + ": slots must be >= 0 and bandwidth > 0");
+    }
+  }
+  for (const auto& change : config_.clusterEvents) {
+    if (change.site < 0 || change.site >= siteCount()) {
+      return makeError(ErrorCode::kInvalidArgument, "cluster event for site " + std::to_string(change.site) +
+                                                        ", but there are " + std::to_string(siteCount()) + " sites");
+    }
+    if (change.slotLoss < 0 || change.slotLoss > 1 || change.bandwidthLoss < 0 || change.bandwidthLoss >= 1) {
+      return makeError(ErrorCode::kInvalidArgument, "cluster event: slot loss must be in [0,1], bandwidth loss in [0,1)");
+    }
+  }
+  for (size_t i = 0; i < config_.clusterEvents.size(); ++i) {
+    Event event;
+    event.time = config_.clusterEvents[i].timeSeconds;
+    event.kind = EventKind::kClusterChange;
+    event.task = static_cast<int32_t>(i);
+    event.stage = 0;  // 0 = apply, 1 = restore
+    events_.push(event);
+  }
+  TELLUS_RETURN_IF_ERROR(pullNextArrival());
+
+  while (!failure_) {
+    const double networkTime = network_.nextCompletionTime();
+    const double eventTime = events_.empty() ? kInfinity : events_.top().time;
+    if (networkTime == kInfinity && eventTime == kInfinity) break;
+    if (networkTime <= eventTime) {
+      now_ = networkTime;
+      completedFlows_.clear();
+      network_.completeFlowsAt(now_, completedFlows_);
+      for (const auto& flow : completedFlows_) {
+        onFlowDone(flow);
+        ++summary_.events;
+      }
+    } else {
+      const Event event = events_.pop();
+      now_ = event.time;
+      ++summary_.events;
+      switch (event.kind) {
+        case EventKind::kJobArrival: onArrival(); break;
+        case EventKind::kTaskComputeDone: onComputeDone(event); break;
+        case EventKind::kPeriodTick: onPeriodTick(); break;
+        case EventKind::kStealCheck: onStealCheck(event); break;
+        case EventKind::kClusterChange: onClusterChange(event); break;
+        case EventKind::kSchedulingRound:
+          roundScheduled_ = false;
+          lastRound_ = now_;
+          runTetriumRound();
+          break;
+      }
+    }
+    flushScheduling();
+  }
+  if (failure_) return *failure_;
+  if (!jobs_.empty()) {
+    return makeError(ErrorCode::kInternal, std::to_string(jobs_.size()) +
+                                               " jobs never finished (no slots left where their tasks are placed?)");
+  }
+  summary_.makespanSeconds = summary_.lastFinishSeconds - summary_.firstArrivalSeconds;
+  summary_.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+  summary_.eventsPerSecond = summary_.wallSeconds > 0 ? static_cast<double>(summary_.events) / summary_.wallSeconds : 0;
+  double slots = 0;
+  for (const auto& site : sites_) slots += site.baseSlots;
+  summary_.utilization = summary_.makespanSeconds > 0 && slots > 0
+                             ? summary_.busySlotSeconds / (slots * summary_.makespanSeconds)
+                             : 0;
+  return summary_;
+}
+
+Status Engine::pullNextArrival() {
+  if (workloadDone_) return Status::ok();
+  auto next = workload_.next();
+  if (!next) return next.status();
+  if (!next->has_value()) {
+    workloadDone_ = true;
+    return Status::ok();
+  }
+  JobSpec job = std::move(**next);
+  TELLUS_RETURN_IF_ERROR(validateJob(job, siteCount()));
+  if (job.arrivalSeconds < now_) {
+    return makeError(ErrorCode::kInvalidArgument, "job " + std::to_string(job.id) + " arrives at " +
+                                                      std::to_string(job.arrivalSeconds) +
+                                                      " s, before the previous job: the workload must be sorted");
+  }
+  if (jobs_.contains(job.id)) {
+    return makeError(ErrorCode::kInvalidArgument, "job id " + std::to_string(job.id) + " appears twice");
+  }
+  Event event;
+  event.time = job.arrivalSeconds;
+  event.kind = EventKind::kJobArrival;
+  event.job = job.id;
+  pendingArrival_ = std::move(job);
+  events_.push(event);
+  return Status::ok();
+}
+
+void Engine::onArrival() {
+  auto job = std::make_unique<JobRt>();
+  job->spec = std::move(*pendingArrival_);
+  pendingArrival_.reset();
+  if (!sawArrival_) {
+    summary_.firstArrivalSeconds = now_;
+    sawArrival_ = true;
+  }
+  const int n = siteCount();
+  job->sub.resize(static_cast<size_t>(n));
+  job->stages.resize(job->spec.stages.size());
+  job->stagesLeft = static_cast<int>(job->spec.stages.size());
+  for (size_t s = 0; s < job->spec.stages.size(); ++s) {
+    const StageSpec& spec = job->spec.stages[s];
+    StageRt& stage = job->stages[s];
+    stage.unfinishedParents = static_cast<int>(spec.parents.size());
+    for (int32_t parent : spec.parents) job->stages[static_cast<size_t>(parent)].children.push_back(static_cast<int32_t>(s));
+    stage.tasks.resize(static_cast<size_t>(spec.numTasks()));
+    double total = 0;
+    for (float seconds : spec.taskSeconds) total += seconds;
+    stage.meanTaskSeconds = total / spec.numTasks();
+  }
+  JobRt& ref = *job;
+  jobs_.emplace(ref.spec.id, std::move(job));
+  summary_.peakActiveJobs = std::max<int64_t>(summary_.peakActiveJobs, static_cast<int64_t>(jobs_.size()));
+  for (size_t s = 0; s < ref.stages.size(); ++s) {
+    if (ref.stages[s].unfinishedParents == 0) releaseStage(ref, static_cast<int32_t>(s));
+  }
+  if (policy_.resources == ResourcePolicy::kAf && !tickScheduled_) {
+    Event tick;
+    tick.time = now_ + policy_.periodSeconds;
+    tick.kind = EventKind::kPeriodTick;
+    events_.push(tick);
+    tickScheduled_ = true;
+  }
+  const Status pulled = pullNextArrival();
+  if (!pulled) fail(pulled.error());
+}
+
+// ---- stage release and placement ---------------------------------------------------------
+
+std::vector<sched::SiteResources> Engine::siteResources() const {
+  std::vector<sched::SiteResources> resources;
+  resources.reserve(sites_.size());
+  int total = 0;
+  for (const auto& site : sites_) total += site.capacity;
+  for (const auto& site : sites_) {
+    // With every slot gone (all sites dropped to 0) place as if at full strength: the tasks
+    // will wait for the slots to come back rather than fail.
+    resources.push_back(sched::SiteResources{site.name, total > 0 ? site.capacity : site.baseSlots,
+                                             site.up / kGB, site.down / kGB});
+  }
+  return resources;
+}
+
+void Engine::releaseStage(JobRt& job, int32_t s) {
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  stage.released = true;
+  const size_t n = sites_.size();
+  stage.queue.assign(n, {});
+  stage.outputAtSite.assign(n, 0);
+  stage.finishedAtSite.assign(n, 0);
+  stage.bytesOut.assign(n, 0);
+  stage.bytesIn.assign(n, 0);
+  stage.workAtSite.assign(n, 0);
+  const auto started = std::chrono::steady_clock::now();
+  placing_ = true;
+  const Status placed = placeStage(job, s);
+  placing_ = false;
+  summary_.placementWallSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ++summary_.placementsSolved;
+  if (!placed) {
+    fail(placed.error().prepend("placing job " + std::to_string(job.spec.id) + " stage " + std::to_string(s)));
+    return;
+  }
+  if (containerMode()) {
+    for (int x = 0; x < siteCount(); ++x) {
+      if (job.sub[static_cast<size_t>(x)].queued > 0) ensureJm(job, x);
+    }
+  }
+  if (policy_.resources == ResourcePolicy::kAf && policy_.stealing) {
+    // Parades lets another site take a task once it has waited 2τ·p.
+    Event check;
+    check.time = now_ + 2 * policy_.parades.tau * stage.meanTaskSeconds + 1e-9;
+    check.kind = EventKind::kStealCheck;
+    check.job = job.spec.id;
+    events_.push(check);
+  }
+  orderDirty_ = true;
+  roundWanted_ = true;
+}
+
+Status Engine::placeStage(JobRt& job, int32_t s) {
+  const StageSpec& spec = job.spec.stages[static_cast<size_t>(s)];
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  const int n = siteCount();
+  const std::vector<sched::SiteResources> resources = siteResources();
+  std::vector<int32_t> siteOfTask(static_cast<size_t>(spec.numTasks()), -1);
+  // Launch order per site, first to launch first.
+  std::vector<std::vector<int32_t>> order(static_cast<size_t>(n));
+
+  if (spec.isRoot()) {
+    sched::MapStage map;
+    map.inputGB.assign(static_cast<size_t>(n), 0);
+    map.tasks = spec.numTasks();
+    map.taskS = stage.meanTaskSeconds;
+    const double bytesPerTask = spec.inputBytes / spec.numTasks();
+    const double weight = (bytesPerTask > 0 ? bytesPerTask : kTokenBytes) / kGB;
+    std::vector<std::vector<int32_t>> tasksFrom(static_cast<size_t>(n));
+    for (int32_t t = 0; t < spec.numTasks(); ++t) {
+      const int32_t x = spec.blockSite[static_cast<size_t>(t)];
+      map.inputGB[static_cast<size_t>(x)] += weight;
+      tasksFrom[static_cast<size_t>(x)].push_back(t);
+    }
+    Result<sched::MapPlacement> placement = makeError(ErrorCode::kInternal, "no placement");
+    // In Tetrium's round mode tasks wait where their data is; each round places them anew.
+    switch (roundMode() ? PlacementPolicy::kInPlace : policy_.placement) {
+      case PlacementPolicy::kInPlace:
+      case PlacementPolicy::kProportional:
+      case PlacementPolicy::kIridium: placement = sched::inPlaceMap(resources, map); break;
+      case PlacementPolicy::kCentralized: placement = sched::centralizedMap(resources, map); break;
+      case PlacementPolicy::kTetrium:
+        placement = sched::tetriumMap(resources, map, sched::TetriumOptions{policy_.wanBudgetRho});
+        break;
+    }
+    if (!placement) return placement.status();
+    stage.lpSeconds = placement->lpTimes.totalS();
+    // tasks[x][y] of the tasks whose block is at x run at y.
+    std::vector<std::vector<std::vector<int32_t>>> fromTo(static_cast<size_t>(n),
+                                                          std::vector<std::vector<int32_t>>(static_cast<size_t>(n)));
+    for (int x = 0; x < n; ++x) {
+      auto& pool = tasksFrom[static_cast<size_t>(x)];
+      size_t next = 0;
+      for (int y = 0; y < n && next < pool.size(); ++y) {
+        const int count = placement->tasks[static_cast<size_t>(x)][static_cast<size_t>(y)];
+        for (int i = 0; i < count && next < pool.size(); ++i) {
+          fromTo[static_cast<size_t>(x)][static_cast<size_t>(y)].push_back(pool[next++]);
+        }
+      }
+      // Rounding never leaves a task unplaced, but if it did the task would run where its data is.
+      for (; next < pool.size(); ++next) fromTo[static_cast<size_t>(x)][static_cast<size_t>(x)].push_back(pool[next]);
+    }
+    std::vector<std::vector<int>> counts(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+    for (int x = 0; x < n; ++x) {
+      for (int y = 0; y < n; ++y) {
+        counts[static_cast<size_t>(x)][static_cast<size_t>(y)] =
+            static_cast<int>(fromTo[static_cast<size_t>(x)][static_cast<size_t>(y)].size());
+      }
+    }
+    if (policy_.placement == PlacementPolicy::kTetrium && !roundMode()) {
+      // Tetrium §3.3: remote tasks first, slowest uplinks first, spread across sources.
+      const std::vector<std::vector<int>> sources = sched::orderMapTasks(resources, counts);
+      for (int y = 0; y < n; ++y) {
+        std::vector<size_t> taken(static_cast<size_t>(n), 0);
+        for (int x : sources[static_cast<size_t>(y)]) {
+          auto& list = fromTo[static_cast<size_t>(x)][static_cast<size_t>(y)];
+          if (taken[static_cast<size_t>(x)] < list.size()) order[static_cast<size_t>(y)].push_back(list[taken[static_cast<size_t>(x)]++]);
+        }
+        for (int x = 0; x < n; ++x) {  // anything the order did not list, in index order
+          auto& list = fromTo[static_cast<size_t>(x)][static_cast<size_t>(y)];
+          for (size_t i = taken[static_cast<size_t>(x)]; i < list.size(); ++i) order[static_cast<size_t>(y)].push_back(list[i]);
+        }
+      }
+    } else {
+      for (int y = 0; y < n; ++y) {
+        for (int x = 0; x < n; ++x) {
+          for (int32_t t : fromTo[static_cast<size_t>(x)][static_cast<size_t>(y)]) order[static_cast<size_t>(y)].push_back(t);
+        }
+        std::sort(order[static_cast<size_t>(y)].begin(), order[static_cast<size_t>(y)].end());
+      }
+    }
+  } else {
+    sched::ReduceStage reduce;
+    reduce.shuffleGB.assign(static_cast<size_t>(n), 0);
+    reduce.tasks = spec.numTasks();
+    reduce.taskS = stage.meanTaskSeconds;
+    double totalBytes = 0;
+    for (int32_t parent : spec.parents) {
+      const StageRt& p = job.stages[static_cast<size_t>(parent)];
+      for (int x = 0; x < n; ++x) {
+        reduce.shuffleGB[static_cast<size_t>(x)] += p.outputAtSite[static_cast<size_t>(x)] / kGB;
+        totalBytes += p.outputAtSite[static_cast<size_t>(x)];
+      }
+    }
+    if (totalBytes <= 0) {  // data-less parents: weigh sites by where the parent tasks ran
+      for (int32_t parent : spec.parents) {
+        const StageRt& p = job.stages[static_cast<size_t>(parent)];
+        for (int x = 0; x < n; ++x) {
+          reduce.shuffleGB[static_cast<size_t>(x)] += p.finishedAtSite[static_cast<size_t>(x)] * kTokenBytes / kGB;
+        }
+      }
+    }
+    Result<sched::ReducePlacement> placement = makeError(ErrorCode::kInternal, "no placement");
+    switch (roundMode() ? PlacementPolicy::kInPlace : policy_.placement) {
+      case PlacementPolicy::kInPlace:
+      case PlacementPolicy::kProportional: placement = sched::proportionalReduce(resources, reduce); break;
+      case PlacementPolicy::kIridium: placement = sched::iridiumReduce(resources, reduce); break;
+      case PlacementPolicy::kCentralized: placement = sched::centralizedReduce(resources, reduce); break;
+      case PlacementPolicy::kTetrium:
+        placement = sched::tetriumReduce(resources, reduce, sched::TetriumOptions{policy_.wanBudgetRho});
+        break;
+    }
+    if (!placement) return placement.status();
+    stage.lpSeconds = placement->lpTimes.totalS();
+    // Every reduce task reads the same share of the shuffle, so §3.3's largest-first order
+    // is the index order; it is still asked for, so a skewed partitioning would be honored.
+    const std::vector<size_t> launchOrder = sched::orderReduceTasks(
+        std::vector<double>(static_cast<size_t>(spec.numTasks()), totalBytes / spec.numTasks() / kGB));
+    size_t next = 0;
+    for (int x = 0; x < n; ++x) {
+      for (int i = 0; i < placement->tasks[static_cast<size_t>(x)] && next < launchOrder.size(); ++i) {
+        order[static_cast<size_t>(x)].push_back(static_cast<int32_t>(launchOrder[next++]));
+      }
+    }
+    for (; next < launchOrder.size(); ++next) order[0].push_back(static_cast<int32_t>(launchOrder[next]));
+  }
+
+  for (int y = 0; y < n; ++y) {
+    auto& list = order[static_cast<size_t>(y)];
+    // The queue pops from the back.
+    for (auto it = list.rbegin(); it != list.rend(); ++it) enqueue(job, s, *it, y);
+  }
+  return Status::ok();
+}
+
+void Engine::enqueue(JobRt& job, int32_t s, int32_t t, int site) {
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  TaskRt& task = stage.tasks[static_cast<size_t>(t)];
+  task.state = TaskState::kQueued;
+  task.site = site;
+  task.readySince = now_;
+  // The queue pops from the back: callers push the task that should launch next last.
+  stage.queue[static_cast<size_t>(site)].push_back(t);
+  ++stage.queued;
+  noteQueued(job, site, +1);
+}
+
+void Engine::noteQueued(JobRt& job, int site, int delta) {
+  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  const bool wasActive = sub.queued > 0;
+  sub.queued += delta;
+  job.unlaunched += delta;
+  if (sub.queued > 0) sub.waitedThisPeriod = true;
+  if (!wasActive && sub.queued > 0) {
+    sub.activePosition = static_cast<int>(where.active.size());
+    where.active.push_back(job.spec.id);
+    if (containerMode() && !placing_) ensureJm(job, site);
+  } else if (wasActive && sub.queued == 0) {
+    const int position = sub.activePosition;
+    const int64_t moved = where.active.back();
+    where.active[static_cast<size_t>(position)] = moved;
+    where.active.pop_back();
+    if (moved != job.spec.id) findJob(moved)->sub[static_cast<size_t>(site)].activePosition = position;
+    sub.activePosition = -1;
+  }
+  markDirty(site);
+}
+
+// ---- task life ---------------------------------------------------------------------------
+
+bool Engine::launchNextAt(JobRt& job, int site) {
+  for (size_t s = 0; s < job.stages.size(); ++s) {
+    StageRt& stage = job.stages[s];
+    if (!stage.released || stage.queue.empty()) continue;
+    auto& queue = stage.queue[static_cast<size_t>(site)];
+    if (queue.empty()) continue;
+    const int32_t t = queue.back();
+    queue.pop_back();
+    launchTask(job, static_cast<int32_t>(s), t, site);
+    return true;
+  }
+  return false;
+}
+
+void Engine::launchTask(JobRt& job, int32_t s, int32_t t, int site) {
+  const StageSpec& spec = job.spec.stages[static_cast<size_t>(s)];
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  TaskRt& task = stage.tasks[static_cast<size_t>(t)];
+  // The caller took the task out of the queue of the site it waited at (task.site); it may
+  // run elsewhere (a steal, a Tetrium round).
+  --stage.queued;
+  noteQueued(job, task.site, -1);
+  if (task.site != site && policy_.resources == ResourcePolicy::kAf) ++summary_.tasksStolen;
+  task.state = TaskState::kFetching;
+  task.site = site;
+  task.launchedAt = now_;
+  ++task.attempt;
+  ++stage.launched;
+  ++summary_.tasksLaunched;
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  ++where.busy;
+  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
+  touch(sub);
+  ++sub.running;
+  const double seconds = spec.taskSeconds[static_cast<size_t>(t)];
+  stage.workAtSite[static_cast<size_t>(site)] += seconds;
+  stage.longestTask = std::max(stage.longestTask, seconds);
+
+  const FlowTag tag{job.spec.id, s, t, task.attempt};
+  std::vector<FlowId> flows;
+  auto startFlow = [&](int from, double bytes) {
+    if (from == site || bytes <= 0) return;
+    flows.push_back(network_.addFlow(now_, from, site, bytes, tag));
+    stage.bytesOut[static_cast<size_t>(from)] += bytes;
+    stage.bytesIn[static_cast<size_t>(site)] += bytes;
+  };
+  if (spec.isRoot()) {
+    startFlow(spec.blockSite[static_cast<size_t>(t)], spec.inputBytes / spec.numTasks());
+  } else {
+    for (int32_t parent : spec.parents) {
+      const StageRt& p = job.stages[static_cast<size_t>(parent)];
+      for (int x = 0; x < siteCount(); ++x) startFlow(x, p.outputAtSite[static_cast<size_t>(x)] / spec.numTasks());
+    }
+  }
+  task.pendingFlows = static_cast<int32_t>(flows.size());
+  if (flows.empty()) {
+    task.state = TaskState::kComputing;
+    Event done;
+    done.time = now_ + seconds;
+    done.kind = EventKind::kTaskComputeDone;
+    done.job = job.spec.id;
+    done.stage = s;
+    done.task = t;
+    done.attempt = task.attempt;
+    events_.push(done);
+  } else {
+    job.flowsOfTask[taskKey(s, t)] = std::move(flows);
+  }
+}
+
+void Engine::onFlowDone(const CompletedFlow& flow) {
+  JobRt* job = findJob(flow.tag.job);
+  if (job == nullptr) return;
+  job->wanBytes += flow.bytes;
+  summary_.wanBytes += flow.bytes;
+  TaskRt& task = job->stages[static_cast<size_t>(flow.tag.stage)].tasks[static_cast<size_t>(flow.tag.task)];
+  if (task.attempt != flow.tag.attempt || task.state != TaskState::kFetching) return;
+  if (--task.pendingFlows > 0) return;
+  job->flowsOfTask.erase(taskKey(flow.tag.stage, flow.tag.task));
+  task.state = TaskState::kComputing;
+  Event done;
+  done.time = now_ + job->spec.stages[static_cast<size_t>(flow.tag.stage)].taskSeconds[static_cast<size_t>(flow.tag.task)];
+  done.kind = EventKind::kTaskComputeDone;
+  done.job = flow.tag.job;
+  done.stage = flow.tag.stage;
+  done.task = flow.tag.task;
+  done.attempt = task.attempt;
+  events_.push(done);
+}
+
+void Engine::onComputeDone(const Event& event) {
+  JobRt* job = findJob(event.job);
+  if (job == nullptr) return;
+  StageRt& stage = job->stages[static_cast<size_t>(event.stage)];
+  TaskRt& task = stage.tasks[static_cast<size_t>(event.task)];
+  if (task.attempt != event.attempt || task.state != TaskState::kComputing) return;
+  const StageSpec& spec = job->spec.stages[static_cast<size_t>(event.stage)];
+  task.state = TaskState::kDone;
+  const int site = task.site;
+  summary_.busySlotSeconds += now_ - task.launchedAt;
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  --where.busy;
+  SubJobRt& sub = job->sub[static_cast<size_t>(site)];
+  touch(sub);
+  --sub.running;
+  if (containerMode() && sub.held > sub.desire) setHeld(*job, site, sub.held - 1);  // Af shrank: give it back
+  ++stage.finished;
+  roundWanted_ = true;
+  stage.outputAtSite[static_cast<size_t>(site)] += spec.outputBytes / spec.numTasks();
+  ++stage.finishedAtSite[static_cast<size_t>(site)];
+  markDirty(site);
+  if (stage.finished == spec.numTasks()) finishStage(*job, event.stage);
+}
+
+void Engine::finishStage(JobRt& job, int32_t s) {
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  const StageSpec& spec = job.spec.stages[static_cast<size_t>(s)];
+  // Isolated lower bound: compute needs at least work/slots (and the longest task) at every
+  // site; the network at least the busiest uplink/downlink time; the two can overlap.
+  double compute = stage.longestTask;
+  double network = 0;
+  for (size_t x = 0; x < sites_.size(); ++x) {
+    const double slots = std::max(1, sites_[x].baseSlots);
+    compute = std::max(compute, stage.workAtSite[x] / slots);
+    network = std::max(network, stage.bytesOut[x] / sites_[x].baseUp);
+    network = std::max(network, stage.bytesIn[x] / sites_[x].baseDown);
+  }
+  double before = 0;
+  for (int32_t parent : spec.parents) before = std::max(before, job.stages[static_cast<size_t>(parent)].isolatedPathSeconds);
+  stage.isolatedPathSeconds = before + std::max(compute, network);
+  // Free what later stages do not need.
+  stage.queue.clear();
+  stage.queue.shrink_to_fit();
+  stage.bytesOut = {};
+  stage.bytesIn = {};
+  stage.workAtSite = {};
+  --job.stagesLeft;
+  for (int32_t child : stage.children) {
+    if (--job.stages[static_cast<size_t>(child)].unfinishedParents == 0) releaseStage(job, child);
+  }
+  orderDirty_ = true;
+  if (job.stagesLeft == 0) finishJob(job);
+}
+
+void Engine::finishJob(JobRt& job) {
+  JobRecord record;
+  record.id = job.spec.id;
+  record.name = job.spec.name;
+  record.arrivalSeconds = job.spec.arrivalSeconds;
+  record.finishSeconds = now_;
+  record.responseSeconds = now_ - job.spec.arrivalSeconds;
+  for (const auto& stage : job.stages) record.isolatedSeconds = std::max(record.isolatedSeconds, stage.isolatedPathSeconds);
+  record.slowdown = record.isolatedSeconds > 0 ? record.responseSeconds / record.isolatedSeconds : 1.0;
+  record.wanBytes = job.wanBytes;
+  record.tasks = job.spec.totalTasks();
+  record.stages = static_cast<int32_t>(job.spec.stages.size());
+  ++summary_.jobs;
+  summary_.response.add(record.responseSeconds);
+  summary_.slowdown.add(record.slowdown);
+  summary_.lastFinishSeconds = std::max(summary_.lastFinishSeconds, now_);
+  if (sink_ != nullptr) sink_->onJobFinished(record);
+  // Job managers exit and hand their containers back.
+  for (int32_t site : job.jmSites) {
+    setHeld(job, site, 0);
+    auto& jms = sites_[static_cast<size_t>(site)].jms;
+    jms.erase(std::remove(jms.begin(), jms.end(), job.spec.id), jms.end());
+    markDirty(site);
+  }
+  orderDirty_ = true;
+  jobs_.erase(job.spec.id);
+}
+
+void Engine::killTask(JobRt& job, int32_t s, int32_t t) {
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  TaskRt& task = stage.tasks[static_cast<size_t>(t)];
+  const auto flows = job.flowsOfTask.find(taskKey(s, t));
+  if (flows != job.flowsOfTask.end()) {
+    for (FlowId id : flows->second) {
+      const double delivered = network_.cancelFlow(now_, id);
+      job.wanBytes += delivered;
+      summary_.wanBytes += delivered;
+    }
+    job.flowsOfTask.erase(flows);
+  }
+  const int site = task.site;
+  summary_.busySlotSeconds += now_ - task.launchedAt;
+  --sites_[static_cast<size_t>(site)].busy;
+  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
+  touch(sub);
+  --sub.running;
+  --stage.launched;
+  ++task.attempt;  // its pending completion event is now stale
+  ++summary_.tasksKilled;
+  enqueue(job, s, t, site);
+}
+
+// ---- scheduling --------------------------------------------------------------------------
+
+void Engine::markDirty(int site) {
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  if (!where.dirty) {
+    where.dirty = true;
+    dirtySites_.push_back(site);
+  }
+}
+
+void Engine::flushScheduling() {
+  if (failure_) return;
+  if (roundMode()) {
+    // Tetrium schedules in rounds over batches of free slots (§5 "Batching of Slots"): at
+    // most one round per interval, and only when slots were freed or work was queued.
+    for (int site : dirtySites_) sites_[static_cast<size_t>(site)].dirty = false;
+    dirtySites_.clear();
+    if (roundWanted_ && !roundScheduled_) {
+      Event round;
+      round.time = std::max(now_, lastRound_ + policy_.roundIntervalSeconds);
+      round.kind = EventKind::kSchedulingRound;
+      events_.push(round);
+      roundScheduled_ = true;
+      roundWanted_ = false;
+    }
+    return;
+  }
+  if (orderDirty_) {
+    recomputeOrder();
+    orderDirty_ = false;
+  }
+  // Dispatch in site order so that the outcome does not depend on which event came first.
+  std::sort(dirtySites_.begin(), dirtySites_.end());
+  std::vector<int> sites;
+  sites.swap(dirtySites_);
+  for (int site : sites) sites_[static_cast<size_t>(site)].dirty = false;
+  for (int site : sites) {
+    if (containerMode()) {
+      dispatchContainers(site);
+    } else {
+      dispatchSlots(site);
+    }
+  }
+  // Launching can dirty sites again only through container grants; those were handled.
+  for (int site : dirtySites_) sites_[static_cast<size_t>(site)].dirty = false;
+  dirtySites_.clear();
+}
+
+void Engine::recomputeOrder() {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<JobRt*> candidates;
+  for (auto& [id, job] : jobs_) {
+    if (job->unlaunched > 0) candidates.push_back(job.get());
+  }
+  const int n = siteCount();
+  // Jobs with nothing queued are not ordered; they rank after every ordered job.
+  for (auto& [id, job] : jobs_) job->rank = (int64_t{1} << 40) + id;
+  auto assignGlobal = [&](const std::vector<size_t>& order) {
+    for (size_t i = 0; i < order.size(); ++i) candidates[order[i]]->rank = static_cast<int64_t>(i);
+  };
+  switch (policy_.order) {
+    case JobOrderPolicy::kFair: return;  // decided per dispatch by the fair scheduler
+    case JobOrderPolicy::kFixed: {
+      std::unordered_map<int64_t, size_t> position;
+      for (size_t i = 0; i < policy_.fixedOrder.size(); ++i) position.emplace(policy_.fixedOrder[i], i);
+      std::vector<size_t> order(candidates.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      auto key = [&](size_t i) {
+        const auto it = position.find(candidates[i]->spec.id);
+        return it == position.end() ? policy_.fixedOrder.size() + static_cast<size_t>(candidates[i]->spec.id) : it->second;
+      };
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+      assignGlobal(order);
+      break;
+    }
+    case JobOrderPolicy::kTetrium: {
+      std::vector<sched::JobOrderKey> keys;
+      for (JobRt* job : candidates) {
+        double remaining = 0;
+        for (size_t s = 0; s < job->stages.size(); ++s) {
+          const StageRt& stage = job->stages[s];
+          if (!stage.released || stage.finished == static_cast<int>(stage.tasks.size())) continue;
+          remaining += stage.lpSeconds * stage.queued / static_cast<double>(stage.tasks.size());
+        }
+        keys.push_back(sched::JobOrderKey{job->stagesLeft, remaining});
+      }
+      assignGlobal(sched::tetriumJobOrder(keys));
+      break;
+    }
+    default: {
+      sched::OrderingInput input;
+      for (JobRt* job : candidates) {
+        sched::QueuedJob queued;
+        queued.id = std::to_string(job->spec.id);
+        queued.arrivalS = job->spec.arrivalSeconds;
+        queued.remainingTasks.resize(static_cast<size_t>(n));
+        for (int x = 0; x < n; ++x) queued.remainingTasks[static_cast<size_t>(x)] = job->sub[static_cast<size_t>(x)].queued;
+        input.jobs.push_back(std::move(queued));
+      }
+      if (policy_.normalizeBySlots) {
+        for (const auto& site : sites_) input.slots.push_back(std::max(1, site.capacity));
+      }
+      sched::OrderPolicy which = sched::OrderPolicy::kFcfs;
+      switch (policy_.order) {
+        case JobOrderPolicy::kFcfs: which = sched::OrderPolicy::kFcfs; break;
+        case JobOrderPolicy::kGlobalSrpt: which = sched::OrderPolicy::kGlobalSrpt; break;
+        case JobOrderPolicy::kIndependentSrpt: which = sched::OrderPolicy::kIndependentSrpt; break;
+        case JobOrderPolicy::kGlobalSrptReordering: which = sched::OrderPolicy::kGlobalSrptReordering; break;
+        case JobOrderPolicy::kIndependentSrptReordering: which = sched::OrderPolicy::kIndependentSrptReordering; break;
+        case JobOrderPolicy::kSwag: which = sched::OrderPolicy::kSwag; break;
+        default: break;
+      }
+      const sched::SiteOrders orders = sched::computeOrders(input, which);
+      if (policy_.order == JobOrderPolicy::kIndependentSrpt) {
+        for (JobRt* job : candidates) job->siteRank.assign(static_cast<size_t>(n), std::numeric_limits<int32_t>::max());
+        for (int x = 0; x < n && static_cast<size_t>(x) < orders.perSite.size(); ++x) {
+          const auto& order = orders.perSite[static_cast<size_t>(x)];
+          for (size_t i = 0; i < order.size(); ++i) {
+            candidates[order[i]]->siteRank[static_cast<size_t>(x)] = static_cast<int32_t>(i);
+          }
+        }
+      } else if (!orders.perSite.empty()) {
+        assignGlobal(orders.perSite[0]);
+      }
+      break;
+    }
+  }
+  ++summary_.ordersComputed;
+  summary_.orderWallSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+int64_t Engine::rankAt(const JobRt& job, int site) const {
+  switch (policy_.order) {
+    case JobOrderPolicy::kFair: return job.spec.id;
+    case JobOrderPolicy::kIndependentSrpt:
+      return job.siteRank.empty() ? std::numeric_limits<int32_t>::max() : job.siteRank[static_cast<size_t>(site)];
+    default: return job.rank;
+  }
+}
+
+std::vector<int64_t> Engine::activeByRank(int site) const {
+  std::vector<std::pair<int64_t, int64_t>> ranked;
+  for (int64_t id : sites_[static_cast<size_t>(site)].active) {
+    ranked.emplace_back(rankAt(*jobs_.at(id), site), id);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<int64_t> ids;
+  ids.reserve(ranked.size());
+  for (const auto& [rank, id] : ranked) ids.push_back(id);
+  return ids;
+}
+
+void Engine::dispatchSlots(int site) {
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  int free = where.capacity - where.busy;
+  if (free <= 0 || where.active.empty()) return;
+  if (policy_.order == JobOrderPolicy::kFair) {
+    // The site's fair scheduler (HOUTU §4.4) over the jobs waiting here, one slot per task.
+    std::vector<int64_t> ids = where.active;
+    std::sort(ids.begin(), ids.end());
+    std::vector<sched::SubJobShare> shares;
+    shares.reserve(ids.size());
+    for (int64_t id : ids) {
+      const SubJobRt& sub = jobs_.at(id)->sub[static_cast<size_t>(site)];
+      shares.push_back(sched::SubJobShare{"", sub.running + sub.queued, sub.running, 1.0});
+    }
+    const std::vector<int> grants = sched::fairShare(shares, free);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      JobRt& job = *jobs_.at(ids[i]);
+      for (int g = 0; g < grants[i]; ++g) {
+        if (!launchNextAt(job, site)) break;
+      }
+    }
+    return;
+  }
+  for (int64_t id : activeByRank(site)) {
+    JobRt& job = *jobs_.at(id);
+    while (free > 0 && launchNextAt(job, site)) --free;
+    if (free == 0) break;
+  }
+}
+
+// ---- HOUTU: job managers, containers, Af, Parades ----------------------------------------
+
+void Engine::touch(SubJobRt& sub) const {
+  if (now_ > sub.lastTouch) {
+    sub.busyArea += sub.running * (now_ - sub.lastTouch);
+    sub.heldArea += sub.held * (now_ - sub.lastTouch);
+  }
+  sub.lastTouch = now_;
+}
+
+void Engine::setHeld(JobRt& job, int site, int held) {
+  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
+  touch(sub);
+  sites_[static_cast<size_t>(site)].held += held - sub.held;
+  sub.held = held;
+  markDirty(site);
+}
+
+void Engine::ensureJm(JobRt& job, int site) {
+  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
+  if (sub.hasJm) return;
+  sub.hasJm = true;
+  sub.lastTouch = now_;
+  job.jmSites.push_back(site);
+  sites_[static_cast<size_t>(site)].jms.push_back(job.spec.id);
+  const int capacity = sites_[static_cast<size_t>(site)].baseSlots;
+  if (policy_.resources == ResourcePolicy::kStatic) {
+    // Spark-style static allocation: sized once, held until the job ends.
+    const int wanted = policy_.staticContainers > 0 ? policy_.staticContainers : sub.queued;
+    sub.desire = std::clamp(wanted, 1, std::max(1, capacity));
+  } else {
+    sched::AfParams params = policy_.af;
+    params.maxDesire = std::max(1, capacity);
+    sub.af = sched::afDesire(sched::AfState{}, sched::AfObservation{}, params);  // q = 1
+    sub.desire = sched::afContainerRequest(sub.af);
+  }
+}
+
+void Engine::onPeriodTick() {
+  tickScheduled_ = false;
+  for (auto& [id, job] : jobs_) {
+    for (int32_t site : job->jmSites) {
+      SubJobRt& sub = job->sub[static_cast<size_t>(site)];
+      touch(sub);
+      sched::AfObservation observation;
+      observation.allocation = sub.held;
+      observation.utilization = sub.heldArea > 0 ? std::min(1.0, sub.busyArea / sub.heldArea) : 0.0;
+      observation.hasWaitingTasks = sub.waitedThisPeriod || sub.queued > 0;
+      sched::AfParams params = policy_.af;
+      params.maxDesire = std::max(1, sites_[static_cast<size_t>(site)].baseSlots);
+      // A job manager with nothing queued or running may shrink to zero and free its last
+      // container; one with work keeps asking for at least one (the library's default).
+      if (sub.queued == 0 && sub.running == 0) params.minDesire = 0;
+      sub.af = sched::afDesire(sub.af, observation, params);
+      sub.desire = sched::afContainerRequest(sub.af);
+      sub.busyArea = sub.heldArea = 0;
+      sub.waitedThisPeriod = sub.queued > 0;
+      if (sub.held > sub.desire) {
+        const int idle = sub.held - sub.running;
+        setHeld(*job, site, sub.held - std::min(idle, sub.held - sub.desire));
+      }
+      markDirty(site);
+    }
+  }
+  // Ticks stop while the cluster is idle; the next arrival starts them again.
+  if (!jobs_.empty()) {
+    Event tick;
+    tick.time = now_ + policy_.periodSeconds;
+    tick.kind = EventKind::kPeriodTick;
+    events_.push(tick);
+    tickScheduled_ = true;
+  }
+}
+
+void Engine::onStealCheck(const Event& event) {
+  JobRt* job = findJob(event.job);
+  if (job == nullptr) return;
+  for (int32_t site : job->jmSites) {
+    const SubJobRt& sub = job->sub[static_cast<size_t>(site)];
+    if (sub.held > sub.running) markDirty(site);
+  }
+}
+
+void Engine::dispatchContainers(int site) {
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  // 1. Grants: the fair scheduler (or the job order) hands free containers to job managers
+  //    whose desire is unmet.
+  const int free = where.capacity - where.held;
+  if (free > 0 && !where.jms.empty()) {
+    std::vector<int64_t> ids = where.jms;
+    if (policy_.order == JobOrderPolicy::kFair) {
+      std::sort(ids.begin(), ids.end());
+      std::vector<sched::SubJobShare> shares;
+      for (int64_t id : ids) {
+        const SubJobRt& sub = jobs_.at(id)->sub[static_cast<size_t>(site)];
+        shares.push_back(sched::SubJobShare{"", sub.desire, sub.held, 1.0});
+      }
+      const std::vector<int> grants = sched::fairShare(shares, free);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (grants[i] > 0) {
+          JobRt& job = *jobs_.at(ids[i]);
+          setHeld(job, site, job.sub[static_cast<size_t>(site)].held + grants[i]);
+        }
+      }
+    } else {
+      // With a cross-site job order the master serves job managers in that order.
+      std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) {
+        const int64_t ra = rankAt(*jobs_.at(a), site), rb = rankAt(*jobs_.at(b), site);
+        return ra != rb ? ra < rb : a < b;
+      });
+      int left = free;
+      for (int64_t id : ids) {
+        if (left == 0) break;
+        JobRt& job = *jobs_.at(id);
+        const SubJobRt& sub = job.sub[static_cast<size_t>(site)];
+        // Jobs with nothing queued anywhere are not in the order: serve them last.
+        const int grant = std::min(left, std::max(0, sub.desire - sub.held));
+        if (grant > 0) {
+          setHeld(job, site, sub.held + grant);
+          left -= grant;
+        }
+      }
+    }
+  }
+  // 2. Every job manager with an idle container runs Parades on it.
+  std::vector<int64_t> ids = where.jms;
+  std::sort(ids.begin(), ids.end());
+  for (int64_t id : ids) {
+    JobRt* job = findJob(id);
+    if (job == nullptr) continue;
+    while (true) {
+      const SubJobRt& sub = job->sub[static_cast<size_t>(site)];
+      if (sub.held <= sub.running || where.busy >= where.capacity) break;
+      if (!paradesLaunch(*job, site)) break;
+    }
+  }
+}
+
+std::vector<sched::WaitingTask> Engine::waitingWindow(const JobRt& job, int site) const {
+  std::vector<sched::WaitingTask> window;
+  for (size_t s = 0; s < job.stages.size() && window.size() < kParadesWindow; ++s) {
+    const StageRt& stage = job.stages[s];
+    if (!stage.released || stage.queue.empty()) continue;
+    const auto& queue = stage.queue[static_cast<size_t>(site)];
+    for (auto it = queue.rbegin(); it != queue.rend() && window.size() < kParadesWindow; ++it) {
+      const TaskRt& task = stage.tasks[static_cast<size_t>(*it)];
+      sched::WaitingTask waiting;
+      waiting.id = std::to_string(s) + ":" + std::to_string(*it);
+      waiting.preferredNodes = {sites_[static_cast<size_t>(site)].name};
+      waiting.preferredRacks = {sites_[static_cast<size_t>(site)].name};
+      waiting.waitS = now_ - task.readySince;
+      waiting.processingS = stage.meanTaskSeconds;
+      waiting.resource = 1.0;
+      window.push_back(std::move(waiting));
+    }
+  }
+  return window;
+}
+
+bool Engine::paradesLaunch(JobRt& job, int site) {
+  const SiteRt& where = sites_[static_cast<size_t>(site)];
+  sched::ContainerUpdate update;
+  update.containerId = where.name;
+  update.node = where.name;
+  update.rack = where.name;
+  update.free = 1.0;
+  auto take = [&](const sched::ParadesDecision& decision, int from) {
+    const std::string& id = decision.launches.front().taskId;
+    const size_t colon = id.find(':');
+    const auto s = static_cast<int32_t>(std::stol(id.substr(0, colon)));
+    const auto t = static_cast<int32_t>(std::stol(id.substr(colon + 1)));
+    auto& queue = job.stages[static_cast<size_t>(s)].queue[static_cast<size_t>(from)];
+    queue.erase(std::find(queue.begin(), queue.end(), t));
+    // A stolen task (from != site) runs at the thief's site and fetches its input there.
+    launchTask(job, s, t, site);
+  };
+  const sched::ParadesDecision own = sched::paradesOnUpdate(waitingWindow(job, site), update, policy_.parades);
+  if (!own.launches.empty()) {
+    take(own, site);
+    return true;
+  }
+  if (!own.steal || policy_.resources != ResourcePolicy::kAf || !policy_.stealing) return false;
+  // STEAL: ask the job's other managers, the one with the most waiting work first.
+  std::vector<int32_t> victims;
+  for (int32_t other : job.jmSites) {
+    if (other != site && job.sub[static_cast<size_t>(other)].queued > 0) victims.push_back(other);
+  }
+  std::stable_sort(victims.begin(), victims.end(), [&](int32_t a, int32_t b) {
+    return job.sub[static_cast<size_t>(a)].queued > job.sub[static_cast<size_t>(b)].queued;
+  });
+  for (int32_t victim : victims) {
+    const sched::ParadesDecision stolen = sched::paradesOnUpdate(waitingWindow(job, victim), update, policy_.parades);
+    if (!stolen.launches.empty()) {
+      take(stolen, victim);
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- resource dynamics -------------------------------------------------------------------
+
+void Engine::onClusterChange(const Event& event) {
+  const ClusterEventSpec& change = config_.clusterEvents[static_cast<size_t>(event.task)];
+  SiteRt& where = sites_[static_cast<size_t>(change.site)];
+  const bool restore = event.stage == 1;
+  const double slotKeep = restore ? 1.0 : 1.0 - change.slotLoss;
+  const double bandwidthKeep = restore ? 1.0 : 1.0 - change.bandwidthLoss;
+  where.capacity = static_cast<int>(std::floor(where.baseSlots * slotKeep + 1e-9));
+  where.up = where.baseUp * bandwidthKeep;
+  where.down = where.baseDown * bandwidthKeep;
+  network_.setBandwidth(now_, change.site, where.up, where.down);
+  if (!restore && change.durationSeconds < kInfinity) {
+    Event back = event;
+    back.time = now_ + change.durationSeconds;
+    back.stage = 1;
+    events_.push(back);
+  }
+  if (!restore && change.killsTasks) {
+    // Spot VMs are gone with their containers: give back idle containers first, then kill
+    // the most recently launched tasks (they lose the least work).
+    if (containerMode()) {
+      for (int64_t id : std::vector<int64_t>(where.jms)) {
+        if (where.held <= where.capacity) break;
+        JobRt& job = *jobs_.at(id);
+        const SubJobRt& sub = job.sub[static_cast<size_t>(change.site)];
+        const int idle = sub.held - sub.running;
+        setHeld(job, change.site, sub.held - std::min(idle, where.held - where.capacity));
+      }
+    }
+    struct Victim {
+      double launchedAt;
+      int64_t job;
+      int32_t stage, task;
+    };
+    std::vector<Victim> running;
+    for (auto& [id, job] : jobs_) {
+      for (size_t s = 0; s < job->stages.size(); ++s) {
+        const StageRt& stage = job->stages[s];
+        if (!stage.released) continue;
+        for (size_t t = 0; t < stage.tasks.size(); ++t) {
+          const TaskRt& task = stage.tasks[t];
+          if (task.site == change.site && (task.state == TaskState::kFetching || task.state == TaskState::kComputing)) {
+            running.push_back(Victim{task.launchedAt, id, static_cast<int32_t>(s), static_cast<int32_t>(t)});
+          }
+        }
+      }
+    }
+    std::sort(running.begin(), running.end(), [](const Victim& a, const Victim& b) {
+      if (a.launchedAt != b.launchedAt) return a.launchedAt > b.launchedAt;
+      if (a.job != b.job) return a.job < b.job;
+      return a.stage != b.stage ? a.stage < b.stage : a.task < b.task;
+    });
+    const int over = containerMode() ? where.held - where.capacity : where.busy - where.capacity;
+    for (int i = 0; i < over && static_cast<size_t>(i) < running.size(); ++i) {
+      JobRt& job = *jobs_.at(running[static_cast<size_t>(i)].job);
+      killTask(job, running[static_cast<size_t>(i)].stage, running[static_cast<size_t>(i)].task);
+      if (containerMode()) setHeld(job, change.site, job.sub[static_cast<size_t>(change.site)].held - 1);
+    }
+  }
+  if (!restore && policy_.reassignK > 0) reassignAfterDrop();
+  roundWanted_ = true;
+  for (int x = 0; x < siteCount(); ++x) markDirty(x);
+}
+
+void Engine::runTetriumRound() {
+  // One Tetrium scheduling instance (§4.1, §4.4) over the slots free right now: every job's
+  // current stage (its queued tasks) is ordered and placed by the library's round, and each
+  // allocated job launches d_x tasks at each site x, remote map tasks first (§3.3).
+  const int n = siteCount();
+  std::vector<sched::SiteResources> resources = siteResources();
+  int freeTotal = 0;
+  for (int x = 0; x < n; ++x) {
+    const SiteRt& site = sites_[static_cast<size_t>(x)];
+    resources[static_cast<size_t>(x)].slots = std::max(0, site.capacity - site.busy);
+    freeTotal += resources[static_cast<size_t>(x)].slots;
+  }
+  if (freeTotal == 0) return;
+  struct Candidate {
+    JobRt* job;
+    int32_t stage;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<sched::TetriumJob> input;
+  for (auto& [id, job] : jobs_) {
+    for (size_t s = 0; s < job->stages.size(); ++s) {
+      StageRt& stage = job->stages[s];
+      if (!stage.released || stage.queued == 0) continue;
+      const StageSpec& spec = job->spec.stages[s];
+      sched::TetriumJob tj;
+      tj.id = std::to_string(id);
+      tj.remainingStages = job->stagesLeft;
+      if (spec.isRoot()) {
+        tj.kind = sched::StageKind::kMap;
+        tj.map.inputGB.assign(static_cast<size_t>(n), 0);
+        tj.map.tasks = stage.queued;
+        tj.map.taskS = stage.meanTaskSeconds;
+        const double weight = std::max(kTokenBytes, spec.inputBytes / spec.numTasks()) / kGB;
+        for (int x = 0; x < n; ++x) {
+          for (int32_t t : stage.queue[static_cast<size_t>(x)]) {
+            tj.map.inputGB[static_cast<size_t>(spec.blockSite[static_cast<size_t>(t)])] += weight;
+          }
+        }
+      } else {
+        tj.kind = sched::StageKind::kReduce;
+        tj.reduce.shuffleGB.assign(static_cast<size_t>(n), 0);
+        tj.reduce.tasks = stage.queued;
+        tj.reduce.taskS = stage.meanTaskSeconds;
+        for (int32_t parent : spec.parents) {
+          for (int x = 0; x < n; ++x) {
+            tj.reduce.shuffleGB[static_cast<size_t>(x)] +=
+                std::max(kTokenBytes, job->stages[static_cast<size_t>(parent)].outputAtSite[static_cast<size_t>(x)]) / kGB;
+          }
+        }
+      }
+      candidates.push_back(Candidate{job.get(), static_cast<int32_t>(s)});
+      input.push_back(std::move(tj));
+      break;  // a job's current stage: its first stage with queued tasks
+    }
+  }
+  if (input.empty()) return;
+  const auto started = std::chrono::steady_clock::now();
+  sched::TetriumRoundOptions options;
+  options.placement.wanBudgetRho = policy_.wanBudgetRho;
+  options.fairnessEpsilon = policy_.fairnessEpsilon;
+  auto round = sched::tetriumSchedulingRound(resources, input, options);
+  summary_.placementWallSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ++summary_.placementsSolved;
+  if (!round) {
+    fail(round.error().prepend("Tetrium round at t=" + std::to_string(now_)));
+    return;
+  }
+  // Takes a queued task of the stage, preferring one waiting at `site` with its block at
+  // `blockSite` (-1: any block).
+  auto takeQueued = [&](JobRt& job, int32_t s, int site, int blockSite) -> int32_t {
+    StageRt& stage = job.stages[static_cast<size_t>(s)];
+    const StageSpec& spec = job.spec.stages[static_cast<size_t>(s)];
+    auto matches = [&](int32_t t) { return blockSite < 0 || spec.blockSite[static_cast<size_t>(t)] == blockSite; };
+    auto takeFrom = [&](int from) -> int32_t {
+      auto& queue = stage.queue[static_cast<size_t>(from)];
+      for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
+        if (matches(*it)) {
+          const int32_t t = *it;
+          queue.erase(std::next(it).base());
+          return t;
+        }
+      }
+      return -1;
+    };
+    const int32_t here = takeFrom(site);
+    if (here >= 0) return here;
+    for (int x = 0; x < n; ++x) {
+      if (x == site) continue;
+      const int32_t t = takeFrom(x);
+      if (t >= 0) return t;
+    }
+    return -1;
+  };
+  for (const sched::JobAllocation& allocation : round->allocations) {
+    JobRt& job = *candidates[allocation.job].job;
+    const int32_t s = candidates[allocation.job].stage;
+    if (job.spec.stages[static_cast<size_t>(s)].isRoot()) {
+      const std::vector<std::vector<int>> sources = sched::orderMapTasks(resources, allocation.map.tasks);
+      for (int y = 0; y < n; ++y) {
+        int budget = allocation.slots[static_cast<size_t>(y)];
+        std::vector<int> left(static_cast<size_t>(n), 0);
+        for (int x = 0; x < n; ++x) left[static_cast<size_t>(x)] = allocation.map.tasks[static_cast<size_t>(x)][static_cast<size_t>(y)];
+        for (int x : sources[static_cast<size_t>(y)]) {
+          if (budget == 0) break;
+          if (left[static_cast<size_t>(x)] == 0) continue;
+          const int32_t t = takeQueued(job, s, x, x);
+          if (t < 0) continue;
+          --left[static_cast<size_t>(x)];
+          launchTask(job, s, t, y);
+          --budget;
+        }
+      }
+    } else {
+      for (int x = 0; x < n; ++x) {
+        for (int i = 0; i < allocation.slots[static_cast<size_t>(x)]; ++i) {
+          const int32_t t = takeQueued(job, s, x, -1);
+          if (t < 0) break;
+          launchTask(job, s, t, x);
+        }
+      }
+    }
+  }
+}
+
+void Engine::reassignAfterDrop() {
+  // Tetrium §4.2: recompute every queued stage's ideal placement under the new resources and
+  // move queued tasks between at most k sites towards it.
+  const int n = siteCount();
+  const std::vector<sched::SiteResources> resources = siteResources();
+  for (auto& [id, job] : jobs_) {
+    for (size_t s = 0; s < job->stages.size(); ++s) {
+      StageRt& stage = job->stages[s];
+      if (!stage.released || stage.queued == 0) continue;
+      const StageSpec& spec = job->spec.stages[s];
+      std::vector<int> current(static_cast<size_t>(n), 0);
+      for (int x = 0; x < n; ++x) current[static_cast<size_t>(x)] = static_cast<int>(stage.queue[static_cast<size_t>(x)].size());
+      std::vector<int> ideal;
+      if (spec.isRoot()) {
+        sched::MapStage map;
+        map.inputGB.assign(static_cast<size_t>(n), 0);
+        map.tasks = stage.queued;
+        map.taskS = stage.meanTaskSeconds;
+        const double weight = std::max(kTokenBytes, spec.inputBytes / spec.numTasks()) / kGB;
+        for (int x = 0; x < n; ++x) {
+          for (int32_t t : stage.queue[static_cast<size_t>(x)]) map.inputGB[static_cast<size_t>(spec.blockSite[static_cast<size_t>(t)])] += weight;
+        }
+        auto placed = policy_.placement == PlacementPolicy::kTetrium
+                          ? sched::tetriumMap(resources, map, sched::TetriumOptions{policy_.wanBudgetRho})
+                          : sched::inPlaceMap(resources, map);
+        if (!placed) {
+          fail(placed.error().prepend("re-placing job " + std::to_string(id)));
+          return;
+        }
+        ideal = placed->tasksAtSite;
+      } else {
+        sched::ReduceStage reduce;
+        reduce.shuffleGB.assign(static_cast<size_t>(n), 0);
+        reduce.tasks = stage.queued;
+        reduce.taskS = stage.meanTaskSeconds;
+        for (int32_t parent : spec.parents) {
+          for (int x = 0; x < n; ++x) {
+            reduce.shuffleGB[static_cast<size_t>(x)] +=
+                std::max(kTokenBytes, job->stages[static_cast<size_t>(parent)].outputAtSite[static_cast<size_t>(x)]) / kGB;
+          }
+        }
+        auto placed = policy_.placement == PlacementPolicy::kTetrium
+                          ? sched::tetriumReduce(resources, reduce, sched::TetriumOptions{policy_.wanBudgetRho})
+                          : sched::proportionalReduce(resources, reduce);
+        if (!placed) {
+          fail(placed.error().prepend("re-placing job " + std::to_string(id)));
+          return;
+        }
+        ideal = placed->tasks;
+      }
+      auto moved = sched::reassignKSites(current, ideal, policy_.reassignK);
+      if (!moved) {
+        fail(moved.error().prepend("k-site re-assignment of job " + std::to_string(id)));
+        return;
+      }
+      // Take the surplus from the end of over-full queues (the tasks that would launch last)
+      // and give it to the sites that gained, to launch next.
+      std::vector<int32_t> pool;
+      for (int x = 0; x < n; ++x) {
+        auto& queue = stage.queue[static_cast<size_t>(x)];
+        const int surplus = current[static_cast<size_t>(x)] - moved->tasks[static_cast<size_t>(x)];
+        for (int i = 0; i < surplus && !queue.empty(); ++i) {
+          pool.push_back(queue.front());
+          queue.erase(queue.begin());
+          --stage.queued;
+          noteQueued(*job, x, -1);
+        }
+      }
+      size_t next = 0;
+      for (int y = 0; y < n && next < pool.size(); ++y) {
+        const int deficit = moved->tasks[static_cast<size_t>(y)] - current[static_cast<size_t>(y)];
+        for (int i = 0; i < deficit && next < pool.size(); ++i) enqueue(*job, static_cast<int32_t>(s), pool[next++], y);
+      }
+      // Whatever the rounding left goes back where it came from (cannot happen when the
+      // totals match, which reassignKSites guarantees).
+      for (; next < pool.size(); ++next) {
+        enqueue(*job, static_cast<int32_t>(s), pool[next], stage.tasks[static_cast<size_t>(pool[next])].site);
+      }
+      summary_.tasksReassigned += static_cast<int64_t>(pool.size());
+    }
+  }
+  orderDirty_ = true;
+}
+
+}  // namespace
+
+Result<RunSummary> runSimulation(const SimConfig& config, WorkloadSource& workload, JobRecordSink* sink) {
+  Engine engine(config, workload, sink);
+  return engine.run();
+}
+
+}  // namespace tellus::sim
