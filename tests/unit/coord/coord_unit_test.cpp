@@ -1,0 +1,136 @@
+// Pure parts of common/coord: path rules, chroot mapping, error mapping, retry
+// classification, backoff and election order. No ZooKeeper server is involved.
+#include <zookeeper/zookeeper.h>
+
+#include <catch2/catch.hpp>
+
+#include "coord/election.h"
+#include "coord/errors.h"
+#include "coord/paths.h"
+
+using namespace tellus::coord;
+using tellus::ErrorCode;
+using std::chrono::milliseconds;
+
+TEST_CASE("valid and invalid ZooKeeper paths", "[unit][coord]") {
+  for (const char* good : {"/", "/a", "/a/b", "/jobs/job-0000000001/election/n_0000000003", "/a.b/c-d_e"}) {
+    INFO(good);
+    CHECK(validatePath(good).isOk());
+  }
+  struct Bad {
+    const char* path;
+    const char* why;
+  };
+  for (auto [path, why] : {Bad{"", "empty"}, Bad{"a/b", "must start with '/'"}, Bad{"/a/", "must not end with '/'"},
+                           Bad{"/a//b", "empty component"}, Bad{"/a/./b", "relative component"},
+                           Bad{"/a/..", "relative component"}, Bad{"/a\tb", "control"}}) {
+    INFO(path);
+    auto st = validatePath(path);
+    REQUIRE_FALSE(st.isOk());
+    CHECK(st.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains(why));
+    CHECK_THAT(st.message(), Catch::Contains("'" + std::string(path) + "'"));
+  }
+  CHECK_FALSE(validatePath(std::string("/a\0b", 4)).isOk());
+}
+
+TEST_CASE("chroot normalization and mapping", "[unit][coord]") {
+  CHECK(*normalizeChroot("") == "");
+  CHECK(*normalizeChroot("/") == "");
+  CHECK(*normalizeChroot("/tellus") == "/tellus");
+  CHECK(*normalizeChroot("/a/b") == "/a/b");
+  auto bad = normalizeChroot("tellus");
+  REQUIRE_FALSE(bad.isOk());
+  CHECK_THAT(bad.message(), Catch::StartsWith("chroot: "));
+  CHECK_FALSE(normalizeChroot("/tellus/").isOk());
+
+  CHECK(applyChroot("/tellus", "/jobs/1") == "/tellus/jobs/1");
+  CHECK(applyChroot("/tellus", "/") == "/tellus");
+  CHECK(applyChroot("", "/jobs") == "/jobs");
+
+  CHECK(stripChroot("/tellus", "/tellus/jobs/1") == std::optional<std::string>("/jobs/1"));
+  CHECK(stripChroot("/tellus", "/tellus") == std::optional<std::string>("/"));
+  CHECK(stripChroot("/tellus", "/tellusx/jobs") == std::nullopt);
+  CHECK(stripChroot("/tellus", "/other") == std::nullopt);
+  CHECK(stripChroot("", "/a") == std::optional<std::string>("/a"));
+  for (const char* p : {"/", "/a", "/a/b/c"}) CHECK(stripChroot("/x/y", applyChroot("/x/y", p)) == std::string(p));
+}
+
+TEST_CASE("path helpers", "[unit][coord]") {
+  CHECK(joinPath("/a/b", "c") == "/a/b/c");
+  CHECK(joinPath("/", "c") == "/c");
+  CHECK(parentPath("/a/b") == "/a");
+  CHECK(parentPath("/a") == "/");
+  CHECK(parentPath("/") == "/");
+  CHECK(baseName("/a/b") == "b");
+  CHECK(baseName("/") == "");
+  CHECK(sequenceNumber("n_0000000042") == 42);
+  CHECK(sequenceNumber("n_abc_0000000000") == 0);
+  CHECK(sequenceNumber("job-2147483647x") == std::nullopt);
+  CHECK(sequenceNumber("n_00042") == std::nullopt);
+  CHECK(sequenceNumber("") == std::nullopt);
+}
+
+TEST_CASE("ZooKeeper codes map to error codes with clear messages", "[unit][coord]") {
+  struct Case {
+    int rc;
+    ErrorCode code;
+    const char* name;
+  };
+  for (auto [rc, code, name] :
+       {Case{ZNONODE, ErrorCode::kNotFound, "ZNONODE"}, Case{ZNODEEXISTS, ErrorCode::kAlreadyExists, "ZNODEEXISTS"},
+        Case{ZBADVERSION, ErrorCode::kConflict, "ZBADVERSION"}, Case{ZNOTEMPTY, ErrorCode::kConflict, "ZNOTEMPTY"},
+        Case{ZCONNECTIONLOSS, ErrorCode::kUnavailable, "ZCONNECTIONLOSS"},
+        Case{ZOPERATIONTIMEOUT, ErrorCode::kUnavailable, "ZOPERATIONTIMEOUT"},
+        Case{ZSESSIONEXPIRED, ErrorCode::kUnavailable, "ZSESSIONEXPIRED"},
+        Case{ZBADARGUMENTS, ErrorCode::kInvalidArgument, "ZBADARGUMENTS"},
+        Case{ZNOCHILDRENFOREPHEMERALS, ErrorCode::kInvalidArgument, "ZNOCHILDRENFOREPHEMERALS"},
+        Case{ZNOAUTH, ErrorCode::kInternal, "ZNOAUTH"}}) {
+    auto e = zkError(rc, "get", "/jobs/7");
+    INFO(e.message);
+    CHECK(e.code == code);
+    CHECK_THAT(e.message, Catch::StartsWith("get /jobs/7: "));
+    CHECK_THAT(e.message, Catch::EndsWith(std::string("(") + name + ")"));
+  }
+  CHECK(zkError(ZNONODE, "get", "/x").message == "get /x: no node (ZNONODE)");
+  CHECK(zkCodeName(-999) == "ZUNKNOWN(-999)");
+  CHECK(zkError(-999, "get", "/x").code == ErrorCode::kInternal);
+
+  // Only connection-level failures of non-idempotent writes leave the outcome unknown.
+  CHECK_THAT(zkError(ZCONNECTIONLOSS, "create", "/x", true).message, Catch::Contains("may or may not"));
+  CHECK_THAT(zkError(ZNODEEXISTS, "create", "/x", true).message, !Catch::Contains("may or may not"));
+  CHECK_THAT(zkError(ZCONNECTIONLOSS, "get", "/x").message, !Catch::Contains("may or may not"));
+}
+
+TEST_CASE("retry classification", "[unit][coord]") {
+  for (int rc : {ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZTHROTTLEDOP, ZSESSIONEXPIRED, ZINVALIDSTATE}) {
+    INFO(zkCodeName(rc));
+    CHECK(isRetryableForIdempotent(rc));
+  }
+  for (int rc : {ZOK, ZNONODE, ZNODEEXISTS, ZBADVERSION, ZNOTEMPTY, ZBADARGUMENTS, ZNOAUTH}) {
+    INFO(zkCodeName(rc));
+    CHECK_FALSE(isRetryableForIdempotent(rc));
+    CHECK_FALSE(isConnectionError(rc));
+  }
+  CHECK(isConnectionError(ZCONNECTIONLOSS));
+  CHECK_FALSE(isConnectionError(ZTHROTTLEDOP));  // the server refused it: nothing was applied
+}
+
+TEST_CASE("backoff doubles up to its cap and resets", "[unit][coord]") {
+  Backoff backoff(milliseconds(20), milliseconds(100));
+  CHECK(backoff.next() == milliseconds(20));
+  CHECK(backoff.next() == milliseconds(40));
+  CHECK(backoff.next() == milliseconds(80));
+  CHECK(backoff.next() == milliseconds(100));
+  CHECK(backoff.next() == milliseconds(100));
+  backoff.reset();
+  CHECK(backoff.next() == milliseconds(20));
+}
+
+TEST_CASE("election order follows sequence numbers, not names", "[unit][coord]") {
+  std::vector<std::string> kids = {"n_ffff_0000000003", "n_0000_0000000010", "n_aaaa_0000000001", "junk",
+                                   "n_bbbb_0000000002"};
+  CHECK(electionOrder(kids) ==
+        std::vector<std::string>{"n_aaaa_0000000001", "n_bbbb_0000000002", "n_ffff_0000000003", "n_0000_0000000010"});
+  CHECK(electionOrder({}).empty());
+}
