@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "lp/linear_program.h"
+#include "sched/lp_value.h"
 #include "sched/max_flow.h"
 
 namespace tellus::sched {
@@ -442,11 +443,9 @@ Result<ReducePlacement> iridiumReduce(const std::vector<SiteResources>& sites, c
   return finishReduce(sites, stage, second->first);
 }
 
-Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
-                                      const TetriumOptions& options) {
-  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
-  TELLUS_RETURN_IF_ERROR(validateRho(options));
-  if (stage.tasks == 0) return proportionalReduce(sites, stage);
+namespace {
+
+ReduceLpSpec tetriumReduceSpec(const ReduceStage& stage, const TetriumOptions& options) {
   ReduceLpSpec spec;
   if (options.wanBudgetRho < 1) {
     // W_min: keep everything at the site holding the most shuffle data (the LP of eq. 11-13
@@ -455,9 +454,38 @@ Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, c
     const double largest = *std::max_element(stage.shuffleGB.begin(), stage.shuffleGB.end());
     spec.wanBudget = wanBudget(total - largest, total, options.wanBudgetRho);
   }
+  return spec;
+}
+
+}  // namespace
+
+Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                        const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  if (stage.tasks == 0) return StageTimes{};
+  if (options.wanBudgetRho >= 1) {
+    const StageTimes value = detail::reduceLpValue(sites, stage);
+    if (!std::isfinite(value.totalS())) {
+      return makeError(ErrorCode::kInvalidArgument, "tetrium reduce LP: LP is infeasible");
+    }
+    return value;
+  }
+  auto solved = solveReduceLp(sites, stage, tetriumReduceSpec(stage, options));
+  if (!solved) return Status(solved.error().prepend("tetrium reduce LP"));
+  return evaluateReduceFractions(sites, stage, solved->first);
+}
+
+Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                      const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  if (stage.tasks == 0) return proportionalReduce(sites, stage);
+  const ReduceLpSpec spec = tetriumReduceSpec(stage, options);
   auto solved = solveReduceLp(sites, stage, spec);
   if (!solved) return Status(solved.error().prepend("tetrium reduce LP"));
   ReducePlacement placement = finishReduce(sites, stage, solved->first);
+  if (!options.refineWholeWaves) return placement;
   // Whole-wave refinement, as for maps (see keepFaster above).
   if (stage.taskS > 0) {
     const double waves = std::ceil(placement.lpTimes.computeS / stage.taskS - 1e-9);
@@ -546,6 +574,21 @@ Result<std::vector<std::vector<double>>> solveMapLp(const std::vector<SiteResour
 
 }  // namespace
 
+Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                     const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
+  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  if (stage.tasks == 0) return StageTimes{};
+  if (options.wanBudgetRho >= 1) {
+    const StageTimes value = detail::mapLpValue(sites, stage);
+    if (!std::isfinite(value.totalS())) return makeError(ErrorCode::kInvalidArgument, "tetrium map LP: LP is infeasible");
+    return value;
+  }
+  auto relaxed = solveMapLp(sites, stage, options, lp::kInfinity, 1.0);
+  if (!relaxed) return Status(relaxed.error().prepend("tetrium map LP"));
+  return evaluateMapFractions(sites, stage, relaxed.value());
+}
+
 Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const MapStage& stage,
                                 const TetriumOptions& options) {
   TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
@@ -554,6 +597,7 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
   auto relaxed = solveMapLp(sites, stage, options, lp::kInfinity, 1.0);
   if (!relaxed) return Status(relaxed.error().prepend("tetrium map LP"));
   MapPlacement placement = finishMap(sites, stage, std::move(relaxed.value()));
+  if (!options.refineWholeWaves) return placement;
   if (stage.taskS > 0) {
     const double waves = std::ceil(placement.lpTimes.computeS / stage.taskS - 1e-9);
     for (double w : {waves, waves + 1}) {

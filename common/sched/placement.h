@@ -73,6 +73,9 @@ struct ReducePlacement {
 struct TetriumOptions {
   // WAN budget knob ρ in [0,1] (§4.3): W = W_min + ρ(W_max - W_min); 1 = no limit.
   double wanBudgetRho = 1.0;
+  // Whole-wave refinement of the integer placement (two more LPs, see tetriumMap). Off gives
+  // the plain rounding of the LP relaxation: about 3x cheaper, used to rank jobs.
+  bool refineWholeWaves = true;
 };
 
 // ---- building blocks ---------------------------------------------------------------------
@@ -123,6 +126,16 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
 // Tetrium reduce LP (§3.2) with the WAN budget (§4.3), solved with Clp.
 Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
                                       const TetriumOptions& options = {});
+
+// The LP optimum alone (T_aggr + T_map, resp. T_shuf + T_red, fractional waves), without
+// rounding or refinement, for ranking jobs by remaining time (§4.1). Without a WAN budget
+// (ρ = 1) it is computed combinatorially (same optimum as the Clp LP up to ~1e-9 relative,
+// checked by property tests, ~50x cheaper); with a budget it is one Clp solve. The split
+// between the two times may differ from Clp's when the optimum is not unique.
+Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, const MapStage& stage,
+                                     const TetriumOptions& options = {});
+Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                        const TetriumOptions& options = {});
 
 // ---- task ordering (§3.3) ----------------------------------------------------------------
 

@@ -62,16 +62,17 @@ Result<TetriumRound> tetriumSchedulingRound(const std::vector<SiteResources>& si
   for (std::size_t x = 0; x < n; ++x) freeSlots[x] = sites[x].slots;
   const int totalSlots = std::accumulate(freeSlots.begin(), freeSlots.end(), 0);
 
-  // T^j for ordering: each job alone on all of the round's free slots.
+  // T^j for ordering: the LP relaxation of each job alone on all of the round's free slots
+  // (the integer refinement is only worth its cost for jobs that get slots).
   std::vector<JobAllocation> isolated(jobs.size());
   std::vector<JobOrderKey> keys(jobs.size());
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     isolated[j].job = j;
-    double lpTime = 0;
-    Status placed = place(sites, jobs[j], options.placement, isolated[j], lpTime);
-    if (!placed) return Status(placed.error().prepend("job '" + jobs[j].id + "'"));
-    isolated[j].isolatedS = lpTime;
-    keys[j] = JobOrderKey{jobs[j].remainingStages, lpTime};
+    auto lpTimes = jobs[j].kind == StageKind::kMap ? tetriumMapLpTimes(sites, jobs[j].map, options.placement)
+                                                   : tetriumReduceLpTimes(sites, jobs[j].reduce, options.placement);
+    if (!lpTimes) return Status(lpTimes.error().prepend("job '" + jobs[j].id + "'"));
+    isolated[j].isolatedS = lpTimes->totalS();
+    keys[j] = JobOrderKey{jobs[j].remainingStages, lpTimes->totalS()};
   }
 
   TetriumRound round;
@@ -92,7 +93,11 @@ Result<TetriumRound> tetriumSchedulingRound(const std::vector<SiteResources>& si
     reservedAhead -= reserved[j];
     const int free = std::accumulate(freeSlots.begin(), freeSlots.end(), 0);
     if (stageTasks(job) == 0) {
+      // Nothing to run: an empty placement that takes no slot and completes at once.
       JobAllocation empty = isolated[j];
+      double unused = 0;
+      Status placed = place(sites, job, options.placement, empty, unused);
+      if (!placed) return Status(placed.error().prepend("job '" + job.id + "'"));
       empty.slots.assign(n, 0);
       round.allocations.push_back(std::move(empty));
       continue;
@@ -105,12 +110,8 @@ Result<TetriumRound> tetriumSchedulingRound(const std::vector<SiteResources>& si
     allocation.job = j;
     allocation.isolatedS = isolated[j].isolatedS;
     double lpTime = 0;
-    if (free == totalSlots) {
-      allocation = isolated[j];
-    } else {
-      Status placed = place(withSlots(sites, freeSlots), job, options.placement, allocation, lpTime);
-      if (!placed) return Status(placed.error().prepend("job '" + job.id + "'"));
-    }
+    Status placed = place(withSlots(sites, freeSlots), job, options.placement, allocation, lpTime);
+    if (!placed) return Status(placed.error().prepend("job '" + job.id + "'"));
     std::vector<int> take(n);
     for (std::size_t x = 0; x < n; ++x) take[x] = std::min(freeSlots[x], allocation.tasksAtSite[x]);
     const int wanted = std::accumulate(take.begin(), take.end(), 0);
@@ -121,7 +122,7 @@ Result<TetriumRound> tetriumSchedulingRound(const std::vector<SiteResources>& si
       const int allowed = std::max(1, static_cast<int>(std::floor(cap + 1e-9)));
       std::vector<double> weights(take.begin(), take.end());
       const std::vector<int> capped = proportionalToData(weights, allowed);
-      Status placed = place(withSlots(sites, capped), job, options.placement, allocation, lpTime);
+      placed = place(withSlots(sites, capped), job, options.placement, allocation, lpTime);
       if (!placed) return Status(placed.error().prepend("job '" + job.id + "' (fairness cap)"));
       for (std::size_t x = 0; x < n; ++x) take[x] = std::min(capped[x], allocation.tasksAtSite[x]);
     }

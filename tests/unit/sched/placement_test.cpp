@@ -343,3 +343,34 @@ TEST_CASE("k-site reassignment matches exhaustive search and respects k", "[unit
     CHECK(got->distance == Approx(std::sqrt(best)));
   }
 }
+
+TEST_CASE("property: the combinatorial LP optimum used for ranking equals Clp's", "[unit][sched][placement]") {
+  std::mt19937 rng(777);
+  for (int instance = 0; instance < 300; ++instance) {
+    const std::size_t n = 1 + rng() % 8;
+    auto sites = randomSites(rng, n);
+    // Some sites without slots or without a link direction.
+    for (auto& s : sites) {
+      if (rng() % 6 == 0) s.slots = 0;
+      if (rng() % 8 == 0) s.upGBps = 0;
+      if (rng() % 8 == 0) s.downGBps = 0;
+    }
+    std::vector<double> data(n);
+    for (double& v : data) v = rng() % 3 == 0 ? 0.0 : static_cast<double>(rng() % 60);
+    const MapStage map{data, static_cast<int>(1 + rng() % 900), 0.1 + (rng() % 50) / 10.0};
+    const ReduceStage reduce{data, static_cast<int>(1 + rng() % 400), 0.1 + (rng() % 50) / 10.0};
+    INFO("instance " << instance);
+    auto clpMap = tetriumMap(sites, map);
+    auto fastMap = tetriumMapLpTimes(sites, map);
+    CHECK(clpMap.isOk() == fastMap.isOk());
+    if (clpMap.isOk() && fastMap.isOk()) {
+      CHECK(fastMap->totalS() == Approx(clpMap->lpTimes.totalS()).epsilon(1e-6).margin(1e-9));
+    }
+    auto clpReduce = tetriumReduce(sites, reduce);
+    auto fastReduce = tetriumReduceLpTimes(sites, reduce);
+    CHECK(clpReduce.isOk() == fastReduce.isOk());
+    if (clpReduce.isOk() && fastReduce.isOk()) {
+      CHECK(fastReduce->totalS() == Approx(clpReduce->lpTimes.totalS()).epsilon(1e-6).margin(1e-9));
+    }
+  }
+}
