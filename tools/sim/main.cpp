@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
   double blockMiB = 128, reduceMiB = 1024;
   app.add_option("--block-mb", blockMiB, "fb2009/dag: MiB of input per map task")->check(CLI::PositiveNumber);
   app.add_option("--reduce-mb", reduceMiB, "fb2009: MiB of shuffle per reduce task")->check(CLI::PositiveNumber);
+  double processingMiBps = 8;
+  app.add_option("--slot-mbps", processingMiBps, "fb2009/dag: MiB a slot processes per second (task compute time)")
+      ->check(CLI::PositiveNumber);
   double dataSkew = 2.0;
   app.add_option("--data-skew", dataSkew, "Zipf skew of input (task) placement over sites; -1 = one site per job");
   app.add_option("--task-max-ratio", options.synthetic.maxTaskOverMean, "synthetic: Pareto truncation, max/mean")
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
   options.trace.blockBytes = blockMiB * tellus::sim::kMiB;
   options.trace.reduceBytesPerTask = reduceMiB * tellus::sim::kMiB;
   options.dag.blockBytes = blockMiB * tellus::sim::kMiB;
+  options.trace.processingBytesPerSecond = options.dag.processingBytesPerSecond = processingMiBps * tellus::sim::kMiB;
   options.trace.dataSkew = options.dag.dataSkew = dataSkew < 0 ? 0 : dataSkew;
   options.synthetic.dataSkew = dataSkew;
   if (dagMaxGB < dagMinGB) {

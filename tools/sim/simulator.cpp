@@ -346,11 +346,16 @@ std::vector<sched::SiteResources> Engine::siteResources() const {
   resources.reserve(sites_.size());
   int total = 0;
   for (const auto& site : sites_) total += site.capacity;
-  for (const auto& site : sites_) {
+  for (size_t x = 0; x < sites_.size(); ++x) {
+    const SiteRt& site = sites_[x];
+    // Bandwidth as the LPs should see it: what one more flow would get next to the flows
+    // already running there (Tetrium §5 measures available bandwidth; flows share fairly).
     // With every slot gone (all sites dropped to 0) place as if at full strength: the tasks
     // will wait for the slots to come back rather than fail.
+    const int x32 = static_cast<int>(x);
     resources.push_back(sched::SiteResources{site.name, total > 0 ? site.capacity : site.baseSlots,
-                                             site.up / kGB, site.down / kGB});
+                                             site.up / (1 + network_.flowsOut(x32)) / kGB,
+                                             site.down / (1 + network_.flowsIn(x32)) / kGB});
   }
   return resources;
 }

@@ -53,7 +53,10 @@ std::vector<int32_t> placeBlocks(int blocks, int sites, const ZipfDistribution& 
 }
 
 int tasksFor(double bytes, double bytesPerTask) {
-  return std::max(1, static_cast<int>(std::ceil(bytes / bytesPerTask - 1e-9)));
+  int tasks = static_cast<int>(std::ceil(bytes / bytesPerTask));
+  // Division rounding must not add a task for an exact multiple of the block size.
+  if (tasks > 1 && (tasks - 1) * bytesPerTask >= bytes) --tasks;
+  return std::max(1, tasks);
 }
 
 }  // namespace

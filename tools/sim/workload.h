@@ -113,7 +113,7 @@ class TraceReader {
 struct TraceToJobOptions {
   double blockBytes = 128 * kMiB;             // one map task per block of map input
   double reduceBytesPerTask = 1024 * kMiB;    // one reduce task per this much shuffle data
-  double processingBytesPerSecond = 64 * kMiB;  // per slot: a 128 MiB block takes 2 s
+  double processingBytesPerSecond = 8 * kMiB;   // per slot: a 128 MiB block takes 16 s
   double taskOverheadSeconds = 0.5;           // launch/JVM cost of any task
   double stragglerShape = 1.259;              // Pareto multiplier (mean 1), 0 = none
   double stragglerMax = 10;                   // the multiplier's upper bound
@@ -206,7 +206,7 @@ struct DagOptions {
   double joinProbability = 0.25;            // a stage also joins a fresh input table
   double blockBytes = 128 * kMiB;
   double bytesPerLaterTask = 256 * kMiB;
-  double processingBytesPerSecond = 64 * kMiB;
+  double processingBytesPerSecond = 8 * kMiB;
   double taskOverheadSeconds = 0.5;
   double stragglerShape = 1.259;
   double stragglerMax = 10;

@@ -1,0 +1,265 @@
+#include <catch2/catch.hpp>
+#include <map>
+#include <sstream>
+
+#include "sim/output.h"
+#include "sim/simulator.h"
+
+using namespace tellus::sim;
+
+namespace {
+
+SiteSpec site(int slots, double bytesPerSecond) {
+  static int next = 0;
+  return SiteSpec{"s" + std::to_string(next++), slots, bytesPerSecond, bytesPerSecond};
+}
+
+StageSpec root(std::vector<int32_t> blocks, std::vector<float> seconds, double inputBytes, double outputBytes) {
+  StageSpec stage;
+  stage.blockSite = std::move(blocks);
+  stage.taskSeconds = std::move(seconds);
+  stage.inputBytes = inputBytes;
+  stage.outputBytes = outputBytes;
+  return stage;
+}
+
+StageSpec after(std::vector<int32_t> parents, std::vector<float> seconds, double outputBytes) {
+  StageSpec stage;
+  stage.parents = std::move(parents);
+  stage.taskSeconds = std::move(seconds);
+  stage.outputBytes = outputBytes;
+  return stage;
+}
+
+JobSpec job(int64_t id, double arrival, std::vector<StageSpec> stages) {
+  JobSpec spec;
+  spec.id = id;
+  spec.name = "j" + std::to_string(id);
+  spec.arrivalSeconds = arrival;
+  spec.stages = std::move(stages);
+  return spec;
+}
+
+struct Collect : JobRecordSink {
+  std::map<int64_t, JobRecord> records;
+  void onJobFinished(const JobRecord& record) override { records[record.id] = record; }
+};
+
+RunSummary run(std::vector<SiteSpec> sites, const std::string& policy, std::vector<JobSpec> jobs, Collect& out,
+               std::vector<ClusterEventSpec> events = {}) {
+  SimConfig config;
+  config.sites = std::move(sites);
+  config.clusterEvents = std::move(events);
+  auto parsed = parsePolicy(policy);
+  REQUIRE(parsed.isOk());
+  config.policy = parsed.value();
+  VectorWorkload workload(std::move(jobs));
+  auto summary = runSimulation(config, workload, &out);
+  REQUIRE(summary.isOk());
+  return summary.value();
+}
+
+}  // namespace
+
+TEST_CASE("a tiny scenario matches the response times derived by hand", "[unit][sim]") {
+  // Two sites, one slot each, 100 B/s up and down.
+  // Job 1 (t=0): maps at site 0 (1 s) and site 1 (2 s) read 100 B each in place and write
+  //   50 B each; one reduce (1 s) reads both outputs.
+  // Job 2 (t=0.5): one 1 s task at site 0.
+  // Site 0 runs job 1's map 0-1, then job 2's task 1-2 (response 1.5). Job 1's maps end at
+  // 2; its reduce goes where the shuffle data is (50/50: ties go to site 0), starts at 2,
+  // fetches 50 B from site 1 at 100 B/s (0.5 s) and computes 1 s: done at 3.5.
+  Collect out;
+  const RunSummary summary =
+      run({site(1, 100), site(1, 100)}, "inplace+fcfs",
+          {job(1, 0, {root({0, 1}, {1, 2}, 200, 100), after({0}, {1}, 0)}), job(2, 0.5, {root({0}, {1}, 0, 0)})}, out);
+  REQUIRE(out.records.size() == 2);
+  CHECK(out.records[1].responseSeconds == Approx(3.5));
+  CHECK(out.records[1].wanBytes == Approx(50));
+  // Alone: map stage needs 2 s (its longest task), the reduce max(1 s compute, 0.5 s net).
+  CHECK(out.records[1].isolatedSeconds == Approx(3.0));
+  CHECK(out.records[1].slowdown == Approx(3.5 / 3.0));
+  CHECK(out.records[2].responseSeconds == Approx(1.5));
+  CHECK(out.records[2].wanBytes == 0);
+  CHECK(summary.jobs == 2);
+  CHECK(summary.response.mean() == Approx(2.5));
+  CHECK(summary.makespanSeconds == Approx(3.5));
+  CHECK(summary.tasksLaunched == 4);
+}
+
+TEST_CASE("concurrent fetches from one site share its uplink", "[unit][sim]") {
+  // Centralized placement sends every task to the strongest site (site 1, 2 slots). Each job
+  // has one 1 s task whose 100 B block sits at site 0 (uplink 100 B/s). Alone: 1 s fetch +
+  // 1 s compute. Together: two flows at 50 B/s each, 2 s fetch + 1 s compute.
+  Collect alone;
+  run({site(1, 100), site(2, 1000)}, "centralized", {job(1, 0, {root({0}, {1}, 100, 0)})}, alone);
+  CHECK(alone.records[1].responseSeconds == Approx(2.0));
+  Collect both;
+  run({site(1, 100), site(2, 1000)}, "centralized",
+      {job(1, 0, {root({0}, {1}, 100, 0)}), job(2, 0, {root({0}, {1}, 100, 0)})}, both);
+  CHECK(both.records[1].responseSeconds == Approx(3.0));
+  CHECK(both.records[2].responseSeconds == Approx(3.0));
+}
+
+TEST_CASE("Tetrium moves work off a compute-starved site, in-place does not", "[unit][sim]") {
+  // Ten 10 s tasks with tiny inputs at site 0 (1 slot); site 1 has 10 slots.
+  std::vector<int32_t> blocks(10, 0);
+  std::vector<float> seconds(10, 10.0f);
+  const std::vector<SiteSpec> sites = {site(1, 1e9), site(10, 1e9)};
+  Collect inPlace;
+  run(sites, "inplace", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, inPlace);
+  CHECK(inPlace.records[1].responseSeconds == Approx(100.0));
+  Collect tetrium;
+  run(sites, "tetrium", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, tetrium);
+  CHECK(tetrium.records[1].responseSeconds < 25.0);
+  CHECK(tetrium.records[1].wanBytes > 0);
+}
+
+TEST_CASE("static job managers hold their containers; Af + Parades steals", "[unit][sim]") {
+  // Eight 10 s tasks at site 0 and one at site 1 (4 slots each). Static: site 0's manager
+  // holds 4 containers, two waves: 20 s. With Af+Parades the manager at site 1 finishes its
+  // task and steals waiting tasks from site 0 once they waited 2τ·p.
+  std::vector<int32_t> blocks = {0, 0, 0, 0, 0, 0, 0, 0, 1};
+  std::vector<float> seconds(9, 10.0f);
+  const std::vector<SiteSpec> sites = {site(4, 1e9), site(4, 1e9)};
+  Collect staticOut;
+  const RunSummary staticRun = run(sites, "decent-stat", {job(1, 0, {root(blocks, seconds, 0, 0)})}, staticOut);
+  CHECK(staticOut.records[1].responseSeconds == Approx(20.0));
+  CHECK(staticRun.tasksStolen == 0);
+  Collect afOut;
+  const RunSummary afRun = run(sites, "houtu", {job(1, 0, {root(blocks, seconds, 0, 0)})}, afOut);
+  CHECK(afRun.tasksStolen > 0);
+  CHECK(afOut.records.size() == 1);
+  Collect noSteal;
+  const RunSummary noStealRun = run(sites, "houtu+nosteal", {job(1, 0, {root(blocks, seconds, 0, 0)})}, noSteal);
+  CHECK(noStealRun.tasksStolen == 0);
+}
+
+TEST_CASE("a spot-VM loss kills tasks, which are re-run", "[unit][sim]") {
+  // Four 10 s tasks on 4 slots. At t=5 half the slots die for 100 s: the two most recently
+  // launched (all started together: the first two by index) are killed and re-run on the
+  // surviving slots after the others finish at 10: done at 20.
+  ClusterEventSpec loss;
+  loss.timeSeconds = 5;
+  loss.site = 0;
+  loss.slotLoss = 0.5;
+  loss.durationSeconds = 100;
+  loss.killsTasks = true;
+  Collect out;
+  const RunSummary summary =
+      run({site(4, 1e9)}, "inplace", {job(1, 0, {root({0, 0, 0, 0}, {10, 10, 10, 10}, 0, 0)})}, out, {loss});
+  CHECK(summary.tasksKilled == 2);
+  CHECK(out.records[1].responseSeconds == Approx(20.0));
+}
+
+TEST_CASE("k-site re-assignment moves queued tasks after a drop", "[unit][sim]") {
+  std::vector<int32_t> blocks(40, 0);
+  std::vector<float> seconds(40, 10.0f);
+  ClusterEventSpec drop;
+  drop.timeSeconds = 1;
+  drop.site = 1;
+  drop.slotLoss = 0.75;
+  drop.bandwidthLoss = 0.5;
+  const std::vector<SiteSpec> sites = {site(2, 1e9), site(8, 1e9), site(8, 1e9)};
+  Collect out;
+  const RunSummary summary = run(sites, "tetrium+k=2", {job(1, 0, {root(blocks, seconds, 40000, 0)})}, out, {drop});
+  CHECK(summary.tasksReassigned > 0);
+  CHECK(out.records.size() == 1);
+  Collect none;
+  const RunSummary without = run(sites, "tetrium", {job(1, 0, {root(blocks, seconds, 40000, 0)})}, none, {drop});
+  CHECK(without.tasksReassigned == 0);
+  CHECK(out.records[1].responseSeconds <= none.records[1].responseSeconds);
+}
+
+TEST_CASE("same seed, same output, byte for byte", "[unit][sim]") {
+  auto runOnce = [](const std::string& policy, uint64_t seed) {
+    SyntheticOptions options;
+    options.jobs = 40;
+    options.sites = 6;
+    options.totalSlots = 60;
+    options.sizes = JobSizeModel::kFacebook;
+    SyntheticWorkload workload(options, Rng(seed));
+    SimConfig config;
+    for (int i = 0; i < 6; ++i) config.sites.push_back(SiteSpec{"s" + std::to_string(i), 10, 1e8, 1e8});
+    config.policy = parsePolicy(policy).value();
+    std::ostringstream csv;
+    CsvJobWriter writer(csv, policy);
+    auto summary = runSimulation(config, workload, &writer);
+    REQUIRE(summary.isOk());
+    return csv.str();
+  };
+  for (const char* policy : {"swag", "isrpt-reorder", "houtu"}) {
+    const std::string first = runOnce(policy, 7);
+    CHECK(first == runOnce(policy, 7));
+    CHECK(first != runOnce(policy, 8));
+    CHECK(first.size() > 200);
+  }
+}
+
+TEST_CASE("a DAG workload under Tetrium's rounds is deterministic too", "[unit][sim]") {
+  auto runOnce = [](uint64_t seed) {
+    DagOptions options;
+    options.jobs = 6;
+    options.sites = 4;
+    options.maxStages = 4;
+    options.minInputBytes = 1e9;
+    options.maxInputBytes = 4e9;
+    DagWorkload workload(options, Rng(seed));
+    SimConfig config;
+    for (int i = 0; i < 4; ++i) config.sites.push_back(SiteSpec{"s" + std::to_string(i), 10 * (i + 1), 1e8, 1e8});
+    config.policy = parsePolicy("tetrium+eps=0.5").value();
+    std::ostringstream csv;
+    CsvJobWriter writer(csv, "t");
+    auto summary = runSimulation(config, workload, &writer);
+    REQUIRE(summary.isOk());
+    CHECK(summary->jobs == 6);
+    return csv.str();
+  };
+  CHECK(runOnce(3) == runOnce(3));
+}
+
+TEST_CASE("policy names: presets, overrides, knobs and clear errors", "[unit][sim]") {
+  auto tetrium = parsePolicy("tetrium+swag+af");
+  REQUIRE(tetrium.isOk());
+  CHECK(tetrium->placement == PlacementPolicy::kTetrium);
+  CHECK(tetrium->order == JobOrderPolicy::kSwag);
+  CHECK(tetrium->resources == ResourcePolicy::kAf);
+  auto knobs = parsePolicy("tetrium+rho=0.25+k=5");
+  REQUIRE(knobs.isOk());
+  CHECK(knobs->wanBudgetRho == 0.25);
+  CHECK(knobs->reassignK == 5);
+  CHECK(knobs->order == JobOrderPolicy::kTetrium);
+  CHECK(parsePolicy("tetrium+eps=0.5")->tetriumRounds);
+
+  auto unknown = parsePolicy("inplace+teleport");
+  REQUIRE_FALSE(unknown.isOk());
+  CHECK_THAT(unknown.message(), Catch::Contains("unknown token 'teleport'"));
+  auto twice = parsePolicy("inplace+iridium");
+  REQUIRE_FALSE(twice.isOk());
+  CHECK_THAT(twice.message(), Catch::Contains("two different placements"));
+  auto range = parsePolicy("tetrium+rho=2");
+  REQUIRE_FALSE(range.isOk());
+  CHECK_THAT(range.message(), Catch::Contains("rho must be in"));
+  auto notNumber = parsePolicy("tetrium+rho=abc");
+  REQUIRE_FALSE(notNumber.isOk());
+  CHECK_THAT(notNumber.message(), Catch::Contains("must be a number"));
+  CHECK_FALSE(parsePolicy("swag+eps=0.5").isOk());
+  CHECK_FALSE(parsePolicy("").isOk());
+  CHECK_FALSE(parsePolicy("swag++fcfs").isOk());
+}
+
+TEST_CASE("bad configurations are rejected with a message", "[unit][sim]") {
+  SimConfig config;
+  config.policy = parsePolicy("inplace").value();
+  VectorWorkload empty({});
+  CHECK_FALSE(runSimulation(config, empty, nullptr).isOk());  // no sites
+  config.sites = {SiteSpec{"a", 1, 1, 1}};
+  VectorWorkload outside({job(1, 0, {root({3}, {1}, 0, 0)})});
+  auto result = runSimulation(config, outside, nullptr);
+  REQUIRE_FALSE(result.isOk());
+  CHECK_THAT(result.message(), Catch::Contains("site 3"));
+  VectorWorkload unsorted({job(1, 5, {root({0}, {1}, 0, 0)}), job(2, 1, {root({0}, {1}, 0, 0)})});
+  auto order = runSimulation(config, unsorted, nullptr);
+  REQUIRE_FALSE(order.isOk());
+  CHECK_THAT(order.message(), Catch::Contains("sorted"));
+}
