@@ -48,17 +48,23 @@ ErrorCode fromRpcStatus(pb::RpcStatus status) {
   }
 }
 
-Result<std::string> encodeFrame(const pb::RpcMeta& meta, std::string_view body, std::size_t maxFrameBytes) {
-  const std::size_t metaBytes = meta.ByteSizeLong();
+Status checkFrameSize(std::size_t metaBytes, std::size_t bodyBytes, std::size_t maxFrameBytes) {
   if (metaBytes > kMaxMetaBytes) {
     return makeError(ErrorCode::kInvalidArgument,
                      fmt::format("frame meta of {} bytes exceeds the limit of {} bytes", metaBytes, kMaxMetaBytes));
   }
-  const std::size_t frameBytes = kFrameHeaderBytes + metaBytes + body.size();
+  const std::size_t frameBytes = kFrameHeaderBytes + metaBytes + bodyBytes;
   if (frameBytes > maxFrameBytes) {
     return makeError(ErrorCode::kInvalidArgument,
                      fmt::format("frame of {} bytes exceeds the limit of {} bytes", frameBytes, maxFrameBytes));
   }
+  return Status::ok();
+}
+
+Result<std::string> encodeFrame(const pb::RpcMeta& meta, std::string_view body, std::size_t maxFrameBytes) {
+  const std::size_t metaBytes = meta.ByteSizeLong();
+  TELLUS_RETURN_IF_ERROR(checkFrameSize(metaBytes, body.size(), maxFrameBytes));
+  const std::size_t frameBytes = kFrameHeaderBytes + metaBytes + body.size();
   std::string frame(kFrameHeaderBytes, '\0');
   frame[0] = kMagic[0];
   frame[1] = kMagic[1];

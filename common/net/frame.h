@@ -40,6 +40,11 @@ struct Frame {
 pb::RpcStatus toRpcStatus(ErrorCode code);
 ErrorCode fromRpcStatus(pb::RpcStatus status);
 
+// Whether a frame with a meta of metaBytes and a body of bodyBytes may be sent; the same
+// check encodeFrame() makes, for callers that encode later.
+[[nodiscard]] Status checkFrameSize(std::size_t metaBytes, std::size_t bodyBytes,
+                                    std::size_t maxFrameBytes = kDefaultMaxFrameBytes);
+
 // Serializes meta and body into one frame. Fails (kInvalidArgument) when the meta exceeds
 // kMaxMetaBytes or the frame exceeds maxFrameBytes.
 [[nodiscard]] Result<std::string> encodeFrame(const pb::RpcMeta& meta, std::string_view body,

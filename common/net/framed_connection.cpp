@@ -7,6 +7,9 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "util/log.h"
 
 namespace tellus::net::detail {
@@ -33,16 +36,19 @@ void FramedConnection::start() {
   startWriting();
 }
 
-Status FramedConnection::send(const pb::RpcMeta& meta, std::string_view body) {
+Status FramedConnection::send(pb::RpcMeta meta, std::string body,
+                              std::optional<std::chrono::steady_clock::time_point> deadline) {
   if (closed_) return makeError(ErrorCode::kUnavailable, fmt::format("connection to {} is closed", peer_));
-  auto frame = encodeFrame(meta, body, options_.maxFrameBytes);
-  if (!frame) return frame.status();
-  if (queuedBytes_ > 0 && queuedBytes_ + frame->size() > options_.maxQueuedBytes) {
+  // Restamping timeout_ms at write time can only shrink the meta, so the check holds then too.
+  const std::size_t metaBytes = meta.ByteSizeLong();
+  TELLUS_RETURN_IF_ERROR(checkFrameSize(metaBytes, body.size(), options_.maxFrameBytes));
+  const std::size_t frameBytes = kFrameHeaderBytes + metaBytes + body.size();
+  if (queuedBytes_ > 0 && queuedBytes_ + frameBytes > options_.maxQueuedBytes) {
     return makeError(ErrorCode::kUnavailable, fmt::format("send queue to {} is full ({} bytes waiting)", peer_,
                                                           queuedBytes_));
   }
-  queuedBytes_ += frame->size();
-  sendQueue_.push_back(std::move(*frame));
+  queuedBytes_ += frameBytes;
+  sendQueue_.push_back(Outgoing{std::move(meta), std::move(body), deadline, frameBytes});
   startWriting();
   return Status::ok();
 }
@@ -112,11 +118,32 @@ asio::awaitable<void> FramedConnection::readLoop(std::shared_ptr<FramedConnectio
 asio::awaitable<void> FramedConnection::writeLoop(std::shared_ptr<FramedConnection> self) {
   boost::system::error_code ec;
   while (!self->closed_ && !self->sendQueue_.empty()) {
-    std::string frame = std::move(self->sendQueue_.front());
+    Outgoing out = std::move(self->sendQueue_.front());
     self->sendQueue_.pop_front();
-    co_await asio::async_write(self->socket_, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+    if (out.deadline) {
+      // The receiver's deadline is relative (no clock sync between sites), so it must be
+      // measured now, after the time spent connecting or queued behind other frames.
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(*out.deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        spdlog::debug("rpc: not sending call {} '{}' to {}: its deadline passed in the send queue",
+                      out.meta.call_id(), out.meta.method(), self->peer_);
+        self->queuedBytes_ -= out.frameBytes;
+        continue;
+      }
+      out.meta.set_timeout_ms(static_cast<std::uint32_t>(
+          std::min<std::chrono::milliseconds::rep>(left.count(), std::numeric_limits<std::uint32_t>::max())));
+    }
+    auto frame = encodeFrame(out.meta, out.body, self->options_.maxFrameBytes);
+    out.body = std::string();  // the frame holds a copy; do not keep two while writing
+    if (!frame) {  // checked in send(); only a broken invariant gets here
+      spdlog::error("rpc: cannot encode frame for {}: {}", self->peer_, frame.message());
+      self->queuedBytes_ -= out.frameBytes;
+      continue;
+    }
+    co_await asio::async_write(self->socket_, asio::buffer(*frame), asio::redirect_error(asio::use_awaitable, ec));
     if (self->closed_) co_return;  // close() already reset the queue accounting
-    self->queuedBytes_ -= frame.size();
+    self->queuedBytes_ -= out.frameBytes;
     if (ec) {
       spdlog::info("rpc: writing to {} failed: {}", self->peer_, ec.message());
       self->close(makeError(ErrorCode::kUnavailable,

@@ -13,9 +13,11 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,7 +50,10 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
 
   // Queues one frame. One write is in flight at a time. Errors: kUnavailable when closed or
   // the queue is full, kInvalidArgument when the frame exceeds the maximum size.
-  [[nodiscard]] Status send(const pb::RpcMeta& meta, std::string_view body);
+  // A request with a deadline is stamped with the time left (meta.timeout_ms) when it is
+  // written, and dropped unsent if the deadline passes while it waits in the queue.
+  [[nodiscard]] Status send(pb::RpcMeta meta, std::string body,
+                            std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
   // Idempotent. Closes the socket, drops queued frames and calls onClosed(reason) once.
   void close(const Error& reason);
@@ -75,11 +80,18 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   static boost::asio::awaitable<void> writeLoop(std::shared_ptr<FramedConnection> self);
   void startWriting();
 
+  struct Outgoing {
+    pb::RpcMeta meta;
+    std::string body;
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::size_t frameBytes;  // as accounted in queuedBytes_
+  };
+
   boost::asio::ip::tcp::socket socket_;
   ConnectionOptions options_;
   std::string peer_;
   FrameDecoder decoder_;
-  std::deque<std::string> sendQueue_;
+  std::deque<Outgoing> sendQueue_;
   std::size_t queuedBytes_ = 0;  // bytes in sendQueue_ plus the frame being written
   bool started_ = false;
   bool writing_ = false;

@@ -177,15 +177,18 @@ asio::awaitable<Result<std::string>> runCall(std::shared_ptr<ClientCore> core, s
   }
   auto connection = core->connection();
   const std::uint64_t callId = core->nextCallId_++;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   pb::RpcMeta meta;
   meta.set_call_id(callId);
   meta.set_method(method);
   meta.set_timeout_ms(static_cast<std::uint32_t>(
       std::min<std::chrono::milliseconds::rep>(timeout.count(), std::numeric_limits<std::uint32_t>::max())));
-  if (Status sent = connection->send(meta, body); !sent) co_return sent.error().prepend(context());
+  if (Status sent = connection->send(std::move(meta), std::move(body), deadline); !sent) {
+    co_return sent.error().prepend(context());
+  }
 
   auto call = std::make_shared<PendingCall>(core->executor_);
-  call->timer.expires_after(timeout);
+  call->timer.expires_at(deadline);
   connection->pending_.emplace(callId, call);
   boost::system::error_code ec;
   co_await call->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));

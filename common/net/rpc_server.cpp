@@ -75,7 +75,7 @@ class ServerSession final : public FramedConnection {
  private:
   static asio::awaitable<void> runCall(std::shared_ptr<ServerSession> self, RawHandler handler,
                                        std::uint64_t callId, std::string body, CallContext context);
-  void respond(std::uint64_t callId, const Result<std::string>& result);
+  void respond(std::uint64_t callId, Result<std::string> result);
 
   std::weak_ptr<ServerCore> server_;
   std::uint64_t id_;
@@ -132,26 +132,26 @@ asio::awaitable<void> ServerSession::runCall(std::shared_ptr<ServerSession> self
                   self->peer());
     co_return;
   }
-  self->respond(callId, *result);
+  self->respond(callId, std::move(*result));
 }
 
-void ServerSession::respond(std::uint64_t callId, const Result<std::string>& result) {
+void ServerSession::respond(std::uint64_t callId, Result<std::string> result) {
   pb::RpcMeta meta;
   meta.set_call_id(callId);
   meta.set_is_response(true);
   Status sent;
   if (result) {
-    sent = send(meta, *result);
+    sent = send(meta, std::move(*result));
     if (!sent && sent.code() == ErrorCode::kInvalidArgument) {
       // The response does not fit in a frame: tell the caller instead of leaving it waiting.
       meta.set_status(pb::RPC_INTERNAL);
       meta.set_error_message("response too large: " + sent.message());
-      sent = send(meta, {});
+      sent = send(std::move(meta), {});
     }
   } else {
     meta.set_status(toRpcStatus(result.error().code));
     meta.set_error_message(result.message().substr(0, kMaxErrorMessageBytes));
-    sent = send(meta, {});
+    sent = send(std::move(meta), {});
   }
   if (!sent) spdlog::warn("rpc: dropping response to call {} from {}: {}", callId, peer(), sent.message());
 }
