@@ -1,0 +1,61 @@
+#pragma once
+// Plumbing shared by the three daemons (master, worker, JM): one io_context run by one
+// thread, coroutines spawned on it whose failures are logged, shutdown on SIGTERM/SIGINT, and
+// protobuf decoding with a clear error. Daemon classes own their servers and clients; this
+// file owns only the process lifecycle so it is written once.
+
+#include <utility>  // Boost 1.74's awaitable.hpp needs std::exchange
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
+
+namespace tellus::daemon {
+
+// The event loop of one daemon process: one io_context, run by one thread.
+class Runtime {
+ public:
+  boost::asio::io_context& io() { return io_; }
+
+  // Starts a coroutine. An exception escaping it is a bug: it is logged with `what` and the
+  // loop is stopped so the daemon exits non-zero (its supervisor restarts it) instead of
+  // running on half-broken. Cancellation (operation_aborted) is a normal end.
+  void spawn(boost::asio::awaitable<void> task, std::string what);
+
+  // Runs the loop on the calling thread until SIGTERM/SIGINT (then calls onSignal, which must
+  // let the loop run out of work: stop servers, cancel loops) or until it runs out of work.
+  // Returns the process exit code: 0, or 1 if a spawned coroutine failed.
+  int run(std::function<void()> onSignal);
+
+  // Ends run() now (e.g. a JM whose job is over); suspended coroutines are destroyed with
+  // the io_context.
+  void shutdown() { io_.stop(); }
+
+ private:
+  boost::asio::io_context io_{1};
+  bool failed_ = false;
+};
+
+// Waits on the current coroutine's executor (a timer, not a thread sleep).
+boost::asio::awaitable<void> sleepFor(std::chrono::milliseconds d);
+
+// Milliseconds since the Unix epoch (for timestamps shown to users, never for timing).
+int64_t nowUnixMs();
+
+// Parses serialized protobuf `bytes` as M; the error names `what` (e.g. a znode path).
+template <class M>
+Result<M> parseProto(const std::string& bytes, std::string_view what) {
+  M m;
+  if (!m.ParseFromString(bytes)) {
+    return makeError(ErrorCode::kInternal, "malformed " + m.GetTypeName() + " in " + std::string(what));
+  }
+  return m;
+}
+
+}  // namespace tellus::daemon

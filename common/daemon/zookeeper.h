@@ -1,0 +1,15 @@
+#pragma once
+// The one place a daemon's ZooKeeper config becomes a client.
+
+#include <memory>
+
+#include "config/config.h"
+#include "coord/zk_client.h"
+
+namespace tellus::daemon {
+
+// Starts connecting (does not wait: use waitConnected()).
+Result<std::shared_ptr<coord::ZkClient>> connectZooKeeper(boost::asio::any_io_executor executor,
+                                                          const config::ZooKeeperConfig& config);
+
+}  // namespace tellus::daemon

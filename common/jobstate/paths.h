@@ -1,0 +1,49 @@
+#pragma once
+// The ZooKeeper layout, in one place (relative to the chroot). See DESIGN.md.
+//
+//   /sites/<site>                      persistent: SiteInfo (last published)
+//   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master
+//   /sites/<site>/datasets/<name>      persistent: SiteDataset loaded with `tellus put`
+//   /jobs/<id>                         persistent (sequential: job-0000000001)
+//   /jobs/<id>/spec                    JobSpec
+//   /jobs/<id>/status                  JobStatus
+//   /jobs/<id>/epoch                   decimal primary epoch; its version fences stale primaries
+//   /jobs/<id>/jms/<site>              ephemeral JmInfo
+//   /jobs/<id>/election/n_<seq>        ephemeral sequential: lowest is the primary
+//   /jobs/<id>/stages/<s>/inputs       StageInputs (dataset stages: one InputRef per task)
+//   /jobs/<id>/stages/<s>/taskmap      TaskMap (created when the stage is released; CAS)
+//   /jobs/<id>/stages/<s>/parts/<t>    PartitionLocation of finished task t
+//   /jobs/<id>/attempts/<s>-<t>-<n>    one node per task execution started (for audits/tests)
+//
+// A live site's node is a child of a persistent one because ephemeral nodes cannot have
+// children, and `put` datasets must outlive a master restart.
+
+#include <cstdint>
+#include <string>
+
+namespace tellus::jobstate {
+
+inline std::string sitesPath() { return "/sites"; }
+inline std::string sitePath(const std::string& site) { return "/sites/" + site; }
+inline std::string siteLivePath(const std::string& site) { return sitePath(site) + "/live"; }
+inline std::string siteDatasetsPath(const std::string& site) { return sitePath(site) + "/datasets"; }
+inline std::string jobsPath() { return "/jobs"; }
+inline std::string jobPrefix() { return "/jobs/job-"; }
+inline std::string jobPath(const std::string& id) { return "/jobs/" + id; }
+inline std::string specPath(const std::string& id) { return jobPath(id) + "/spec"; }
+inline std::string statusPath(const std::string& id) { return jobPath(id) + "/status"; }
+inline std::string epochPath(const std::string& id) { return jobPath(id) + "/epoch"; }
+inline std::string jmsPath(const std::string& id) { return jobPath(id) + "/jms"; }
+inline std::string jmPath(const std::string& id, const std::string& site) { return jmsPath(id) + "/" + site; }
+inline std::string electionPath(const std::string& id) { return jobPath(id) + "/election"; }
+inline std::string stagesPath(const std::string& id) { return jobPath(id) + "/stages"; }
+inline std::string stagePath(const std::string& id, uint32_t s) { return stagesPath(id) + "/" + std::to_string(s); }
+inline std::string inputsPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/inputs"; }
+inline std::string taskmapPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/taskmap"; }
+inline std::string partsPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/parts"; }
+inline std::string partPath(const std::string& id, uint32_t s, uint32_t t) {
+  return partsPath(id, s) + "/" + std::to_string(t);
+}
+inline std::string attemptsPath(const std::string& id) { return jobPath(id) + "/attempts"; }
+
+}  // namespace tellus::jobstate

@@ -1,0 +1,96 @@
+#include "jobstate/placement.h"
+
+#include <map>
+
+namespace tellus::jobstate {
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+std::vector<sched::SiteResources> resources(const std::vector<SiteCapacity>& sites) {
+  std::vector<sched::SiteResources> out;
+  for (const auto& s : sites) out.push_back(sched::SiteResources{s.site, std::max(1, s.slots), s.upGBps, s.downGBps});
+  return out;
+}
+
+double meanTaskS(const std::vector<SiteCapacity>& sites) {
+  double sum = 0;
+  for (const auto& s : sites) sum += s.taskS;
+  return sites.empty() ? 1.0 : sum / static_cast<double>(sites.size());
+}
+
+}  // namespace
+
+Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, const std::string& placement,
+                                   const std::vector<SiteCapacity>& sites) {
+  if (sites.empty()) return makeError(ErrorCode::kInvalidArgument, "no sites to place stage " + std::to_string(s));
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < sites.size(); ++i) index[sites[i].site] = i;
+  const uint32_t n = taskCount(job, s);
+  pb::TaskMap map;
+  auto res = resources(sites);
+
+  if (isDatasetStage(job.spec, s)) {
+    const auto& parts = job.stages[s].inputs.partitions();
+    std::vector<std::string> owner(n);
+    for (uint32_t t = 0; t < n; ++t) {
+      const auto& site = parts[static_cast<int>(t)].site();
+      if (!index.count(site)) return makeError(ErrorCode::kInvalidArgument, "input site " + site + " is not a job site");
+      owner[t] = site;
+    }
+    if (placement == "tetrium" || placement == "centralized") {
+      sched::MapStage stage;
+      stage.inputGB.assign(sites.size(), 0);
+      for (const auto& p : parts) stage.inputGB[index[p.site()]] += static_cast<double>(p.bytes()) / kGB;
+      stage.tasks = static_cast<int>(n);
+      stage.taskS = meanTaskS(sites);
+      auto plan = placement == "tetrium" ? sched::tetriumMap(res, stage) : sched::centralizedMap(res, stage);
+      if (!plan) return plan.error().prepend("placing stage " + std::to_string(s));
+      // plan->tasks[x][y]: how many of the tasks reading at x run at y. Hand x's movable tasks
+      // out in index order; residency-local partitions never leave x.
+      for (size_t x = 0; x < sites.size(); ++x) {
+        std::vector<uint32_t> movable;
+        for (uint32_t t = 0; t < n; ++t) {
+          if (owner[t] == sites[x].site && !parts[static_cast<int>(t)].residency_local()) movable.push_back(t);
+        }
+        size_t next = 0;
+        for (size_t y = 0; y < sites.size(); ++y) {
+          if (y == x) continue;
+          for (int k = 0; k < plan->tasks[x][y] && next < movable.size(); ++k) owner[movable[next++]] = sites[y].site;
+        }
+      }
+    } else if (placement != "proportional" && placement != "in-place") {
+      return makeError(ErrorCode::kInvalidArgument, "unknown placement '" + placement + "'");
+    }
+    for (const auto& o : owner) map.add_owner_site(o);
+    return map;
+  }
+
+  auto bytes = inputBytesBySite(job, s);
+  std::vector<int> counts;
+  if (placement == "proportional" || placement == "in-place") {
+    std::vector<double> weights;
+    for (const auto& site : sites) weights.push_back(bytes.count(site.site) ? bytes[site.site] : 0.0);
+    counts = sched::proportionalToData(weights, static_cast<int>(n));
+  } else if (placement == "tetrium" || placement == "centralized") {
+    sched::ReduceStage stage;
+    for (const auto& site : sites) stage.shuffleGB.push_back((bytes.count(site.site) ? bytes[site.site] : 0.0) / kGB);
+    stage.tasks = static_cast<int>(n);
+    stage.taskS = meanTaskS(sites);
+    auto plan = placement == "tetrium" ? sched::tetriumReduce(res, stage) : sched::centralizedReduce(res, stage);
+    if (!plan) return plan.error().prepend("placing stage " + std::to_string(s));
+    counts = plan->tasks;
+  } else {
+    return makeError(ErrorCode::kInvalidArgument, "unknown placement '" + placement + "'");
+  }
+  for (size_t i = 0; i < sites.size(); ++i) {
+    for (int k = 0; k < counts[i]; ++k) map.add_owner_site(sites[i].site);
+  }
+  if (static_cast<uint32_t>(map.owner_site_size()) != n) {
+    return makeError(ErrorCode::kInternal, "placement of stage " + std::to_string(s) + " lost tasks");
+  }
+  return map;
+}
+
+}  // namespace tellus::jobstate

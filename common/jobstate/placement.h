@@ -1,0 +1,37 @@
+#pragma once
+// The initial taskMap of a released stage (HOUTU §4.3 step 6): which site's JM owns each
+// task, by the job's placement policy. Pure: the pJM passes what it knows of the sites.
+
+#include <string>
+#include <vector>
+
+#include "jobstate/job_view.h"
+#include "sched/placement.h"
+#include "tellus.pb.h"
+#include "util/result.h"
+
+namespace tellus::jobstate {
+
+// What the pJM knows of each involved site when it releases a stage.
+struct SiteCapacity {
+  std::string site;
+  int slots = 1;          // containers the site offers
+  double upGBps = 1.0;    // WAN uplink (measured or configured)
+  double downGBps = 1.0;  // WAN downlink
+  double taskS = 1.0;     // expected task duration there (stage mean so far, or 1)
+};
+
+// Owner site of every task of stage s under `placement` (proportional | in-place |
+// centralized | tetrium; see docs/jobs.md):
+//  - dataset stages: proportional and in-place put each task where its partition is (HOUTU's
+//    proportional-to-data initial assignment); a residency-local partition always stays;
+//    tetrium solves the map LP and moves tasks between sites as it says; centralized puts
+//    every movable task at the strongest site.
+//  - other stages: per-site counts from sched::proportionalToData over the bytes each site
+//    holds (proportional, in-place), the reduce LP (tetrium) or the strongest site
+//    (centralized); tasks are handed out in index order, site by site.
+// `sites` must include every site holding input of s.
+Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, const std::string& placement,
+                                   const std::vector<SiteCapacity>& sites);
+
+}  // namespace tellus::jobstate

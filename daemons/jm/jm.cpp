@@ -1,0 +1,531 @@
+#include "jm/jm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "daemon/zookeeper.h"
+#include "job/spec.h"
+#include "jobstate/paths.h"
+#include "jobstate/placement.h"
+#include "sched/parades.h"
+#include "util/log.h"
+
+namespace tellus::jm {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using std::chrono::milliseconds;
+using namespace tellus::jobstate;
+
+namespace {
+
+constexpr milliseconds kTick{100};
+constexpr milliseconds kMasterCallTimeout{2000};
+constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
+// A JM that has never appeared gets this long to start before the primary asks again.
+constexpr auto kJmGrace = std::chrono::seconds(2);
+constexpr auto kJmRequestInterval = std::chrono::seconds(5);
+constexpr uint32_t kDefaultMaxAttempts = 4;
+
+bool terminal(pb::JobState s) { return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED; }
+
+std::string slotKeyOf(const pb::ContainerId& id) { return id.worker_id() + "/" + std::to_string(id.slot()); }
+
+std::string taskName(uint32_t s, uint32_t t) { return std::to_string(s) + "/" + std::to_string(t); }
+
+}  // namespace
+
+JobManager::JobManager(daemon::Runtime& runtime, config::JmConfig config)
+    : runtime_(runtime),
+      config_(std::move(config)),
+      server_(runtime.io().get_executor()),
+      clients_(runtime.io().get_executor()) {}
+
+JobManager::~JobManager() { stop(); }
+
+Status JobManager::start() {
+  auto listen = net::Endpoint::parse(config_.listen);
+  if (!listen) return listen.status().prepend("listen");
+  auto port = server_.start(*listen);
+  if (!port) return port.status().prepend("listen on " + config_.listen);
+  address_ = listen->host + ":" + std::to_string(*port);
+
+  auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
+  if (!zk) return zk.status().prepend("zookeeper");
+  zk_ = std::move(zk).value();
+  subscriptions_.push_back(zk_->onSessionEvent([this](coord::SessionEvent e) {
+    spdlog::info("zookeeper session: {}", coord::toString(e));
+    // Without a session we cannot know whether someone else is primary now: stop acting as
+    // one at once; the loop re-registers and rejoins the election on the new session.
+    if (e == coord::SessionEvent::kExpired) {
+      stepDown("session expired");
+      sessionLost_ = true;
+    }
+  }));
+  spdlog::info("JM of job {} at site {} ({}) serving on {}", config_.job_id, config_.site,
+               config_.primary ? "started as primary" : "started as secondary", address_);
+  runtime_.spawn(mainLoop(), "job manager loop");
+  return {};
+}
+
+void JobManager::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  subscriptions_.clear();
+  server_.stop();
+  clients_.closeAll();
+  if (zk_) zk_->close();
+}
+
+void JobManager::stepDown(const std::string& why) {
+  if (primary_) spdlog::warn("no longer primary: {}", why);
+  primary_ = false;
+  epochVersion_ = -1;
+}
+
+awaitable<Status> JobManager::loadJob() {
+  auto spec = co_await zk_->get(specPath(config_.job_id));
+  if (!spec) co_return spec.status().prepend("job " + config_.job_id);
+  auto parsed = daemon::parseProto<pb::JobSpec>(spec->data, specPath(config_.job_id));
+  if (!parsed) co_return parsed.status();
+  view_.jobId = config_.job_id;
+  view_.spec = *parsed;
+  view_.stages.assign(static_cast<size_t>(parsed->stages_size()), StageView{});
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    if (!isDatasetStage(view_.spec, s)) continue;
+    auto inputs = co_await zk_->get(inputsPath(config_.job_id, s));
+    if (!inputs) co_return inputs.status().prepend("inputs of stage " + std::to_string(s));
+    auto p = daemon::parseProto<pb::StageInputs>(inputs->data, inputsPath(config_.job_id, s));
+    if (!p) co_return p.status();
+    view_.stages[s].inputs = *p;
+  }
+  loaded_ = true;
+  co_return Status::ok();
+}
+
+awaitable<Status> JobManager::refresh() {
+  auto st = co_await zk_->get(statusPath(config_.job_id));
+  if (!st) co_return st.status();
+  auto parsed = daemon::parseProto<pb::JobStatus>(st->data, statusPath(config_.job_id));
+  if (!parsed) co_return parsed.status();
+  status_ = *parsed;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    auto& stage = view_.stages[s];
+    auto tm = co_await zk_->get(taskmapPath(config_.job_id, s));
+    if (tm) {
+      auto map = daemon::parseProto<pb::TaskMap>(tm->data, taskmapPath(config_.job_id, s));
+      if (!map) co_return map.status();
+      stage.taskmap = *map;
+      stage.taskmapVersion = tm->stat.version;
+    } else if (tm.error().code != ErrorCode::kNotFound) {
+      co_return tm.status();
+    }
+    if (!stage.taskmap) continue;
+    auto names = co_await zk_->children(partsPath(config_.job_id, s));
+    if (!names) co_return names.status();
+    std::set<uint32_t> present;
+    for (const auto& name : *names) {
+      auto t = static_cast<uint32_t>(std::stoul(name));
+      present.insert(t);
+      if (stage.parts.count(t)) continue;
+      auto node = co_await zk_->get(partPath(config_.job_id, s, t));
+      if (!node) continue;  // removed meanwhile (lineage recovery)
+      auto loc = daemon::parseProto<pb::PartitionLocation>(node->data, partPath(config_.job_id, s, t));
+      if (loc) stage.parts[t] = *loc;
+    }
+    // A part removed from ZooKeeper (its only copy was lost) must be recomputed.
+    std::erase_if(stage.parts, [&](const auto& kv) { return !present.count(kv.first); });
+  }
+  co_return Status::ok();
+}
+
+awaitable<Status> JobManager::registerSelf() {
+  pb::JmInfo info;
+  info.set_site(config_.site);
+  info.set_address(address_);
+  info.set_role(primary_ ? pb::JM_PRIMARY : pb::JM_SECONDARY);
+  info.set_epoch(epoch_);
+  info.set_worker_id(config_.worker_id);
+  info.set_pid(static_cast<int64_t>(::getpid()));
+  auto path = jmPath(config_.job_id, config_.site);
+  auto stat = co_await zk_->exists(path);
+  if (!stat) co_return stat.status();
+  if (*stat && (*stat)->ephemeralOwner == zk_->sessionId()) {
+    auto set = co_await zk_->set(path, info.SerializeAsString(), -1);
+    co_return set.status();
+  }
+  if (*stat) {
+    // The node of this site's previous JM, whose session has not expired yet: we replace it.
+    (void)co_await zk_->remove(path);
+  }
+  auto created = co_await zk_->create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);
+  if (!created) co_return created.status();
+  registered_ = true;
+  co_return Status::ok();
+}
+
+awaitable<bool> JobManager::takeOverEpoch() {
+  auto node = co_await zk_->get(epochPath(config_.job_id));
+  if (!node) co_return false;
+  uint64_t previous = std::strtoull(node->data.c_str(), nullptr, 10);
+  auto set = co_await zk_->set(epochPath(config_.job_id), std::to_string(previous + 1), node->stat.version);
+  if (!set) co_return false;
+  epoch_ = previous + 1;
+  epochVersion_ = set->version;
+  co_return true;
+}
+
+awaitable<void> JobManager::elect() {
+  auto electionDir = electionPath(config_.job_id);
+  if (electionNode_.empty()) {
+    // A secondary joins only once a primary has acted (epoch > 0), so the JM the submitting
+    // master started is the first primary, as in HOUTU.
+    if (!config_.primary) {
+      auto node = co_await zk_->get(epochPath(config_.job_id));
+      if (!node || node->data == "0") co_return;
+    }
+    auto created = co_await zk_->create(electionDir + "/n_", config_.site, coord::CreateMode::kEphemeralSequential);
+    if (!created) co_return;
+    electionNode_ = created->substr(created->rfind('/') + 1);
+  }
+  auto contenders = co_await zk_->children(electionDir);
+  if (!contenders) co_return;
+  if (std::find(contenders->begin(), contenders->end(), electionNode_) == contenders->end()) {
+    // Our node went with an expired session.
+    electionNode_.clear();
+    stepDown("left the election");
+    co_return;
+  }
+  // Sequence numbers have a fixed width, so the smallest name is the lowest number.
+  const auto& leader = *std::min_element(contenders->begin(), contenders->end());
+  if (leader != electionNode_ || primary_) co_return;
+  if (!co_await takeOverEpoch()) co_return;
+  primary_ = true;
+  spdlog::info("primary of job {} with epoch {}", config_.job_id, epoch_);
+  (void)co_await registerSelf();  // publish the role change
+}
+
+awaitable<Status> JobManager::fencedWrite(std::vector<coord::ZkOp> ops) {
+  if (!primary_) co_return makeError(ErrorCode::kConflict, "not primary");
+  ops.insert(ops.begin(), coord::ZkOp::check(epochPath(config_.job_id), epochVersion_));
+  auto r = co_await zk_->multi(std::move(ops));
+  if (!r && r.error().code == ErrorCode::kConflict) stepDown("fenced by a newer epoch: " + r.message());
+  co_return r.status();
+}
+
+awaitable<void> JobManager::ensureJms() {
+  auto present = co_await zk_->children(jmsPath(config_.job_id));
+  if (!present) co_return;
+  auto now = Clock::now();
+  for (const auto& site : status_.sites()) {
+    if (site == config_.site) continue;
+    if (std::find(present->begin(), present->end(), site) != present->end()) {
+      jmMissingSince_.erase(site);
+      continue;
+    }
+    auto since = jmMissingSince_.try_emplace(site, now).first->second;
+    auto asked = jmRequestedAt_.find(site);
+    if (now - since < kJmGrace || (asked != jmRequestedAt_.end() && now - asked->second < kJmRequestInterval)) continue;
+    jmRequestedAt_[site] = now;
+    auto live = co_await zk_->get(siteLivePath(site));
+    if (!live) {
+      spdlog::warn("site {} has no JM and no live master", site);
+      continue;
+    }
+    auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
+    if (!info) continue;
+    auto ep = net::Endpoint::parse(info->master_address());
+    if (!ep) continue;
+    pb::StartJmRequest req;
+    req.set_job_id(config_.job_id);
+    req.set_role(pb::JM_SECONDARY);
+    spdlog::warn("site {} has no JM: asking its master for one", site);
+    auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", req, kMasterCallTimeout);
+    if (!r) spdlog::warn("site {} could not start a JM: {}", site, r.message());
+  }
+}
+
+awaitable<void> JobManager::primaryDuties() {
+  for (uint32_t s : releasableStages(view_)) {
+    std::vector<SiteCapacity> sites;
+    for (const auto& site : status_.sites()) {
+      SiteCapacity cap;
+      cap.site = site;
+      auto live = co_await zk_->get(siteLivePath(site));
+      if (live) {
+        auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
+        if (info) cap.slots = static_cast<int>(std::max<uint32_t>(1, info->containers_total()));
+      }
+      sites.push_back(cap);
+    }
+    auto map = initialTaskMap(view_, s, view_.spec.placement().empty() ? "proportional" : view_.spec.placement(), sites);
+    if (!map) {
+      co_await failJob("placing stage " + view_.spec.stages(static_cast<int>(s)).name() + ": " + map.message());
+      co_return;
+    }
+    map->set_epoch(epoch_);
+    // (A named vector: GCC 12 miscompiles an initializer list inside co_await.)
+    std::vector<coord::ZkOp> ops{coord::ZkOp::create(taskmapPath(config_.job_id, s), map->SerializeAsString())};
+    auto st = co_await fencedWrite(std::move(ops));
+    if (!st && st.code() != ErrorCode::kAlreadyExists) {
+      spdlog::warn("releasing stage {}: {}", s, st.message());
+      co_return;
+    }
+    view_.stages[s].taskmap = *map;
+    view_.stages[s].taskmapVersion = 0;
+    std::map<std::string, int> counts;
+    for (const auto& o : map->owner_site()) ++counts[o];
+    std::string summary;
+    for (const auto& [site, n] : counts) summary += " " + site + ":" + std::to_string(n);
+    spdlog::info("released stage {} ({} tasks):{}", view_.spec.stages(static_cast<int>(s)).name(),
+                 map->owner_site_size(), summary);
+  }
+  if (jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
+    pb::JobStatus done = status_;
+    done.set_state(pb::JOB_SUCCEEDED);
+    done.set_finish_unix_ms(daemon::nowUnixMs());
+    std::vector<coord::ZkOp> ops{coord::ZkOp::set(statusPath(config_.job_id), done.SerializeAsString(), -1)};
+    auto st = co_await fencedWrite(std::move(ops));
+    if (st) {
+      status_ = done;
+      spdlog::info("job {} succeeded in {} ms", config_.job_id, done.finish_unix_ms() - done.submit_unix_ms());
+    }
+    co_return;
+  }
+  co_await ensureJms();
+}
+
+awaitable<void> JobManager::failJob(std::string reason) {
+  spdlog::error("job {} failed: {}", config_.job_id, reason);
+  for (int tries = 0; tries < 5; ++tries) {
+    auto node = co_await zk_->get(statusPath(config_.job_id));
+    if (!node) co_return;
+    auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(config_.job_id));
+    if (!st || terminal(st->state())) co_return;
+    st->set_state(pb::JOB_FAILED);
+    st->set_error(reason);
+    st->set_finish_unix_ms(daemon::nowUnixMs());
+    if (co_await zk_->set(statusPath(config_.job_id), st->SerializeAsString(), node->stat.version)) co_return;
+  }
+}
+
+awaitable<void> JobManager::exchangeWithMaster() {
+  auto master = net::Endpoint::parse(config_.master);
+  if (!master) co_return;
+  // Work this sub-job still has: its unfinished tasks of released stages.
+  size_t unfinished = 0;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) unfinished += unfinishedTasks(view_, s, config_.site).size();
+
+  auto now = Clock::now();
+  if (sampleCount_ == 0 || now - lastAf_ >= milliseconds(config_.period_ms)) {
+    sched::AfObservation obs;
+    obs.allocation = static_cast<double>(slots_.size());
+    obs.utilization = sampleCount_ > 0 ? busySamples_ / sampleCount_ : 0.0;
+    obs.hasWaitingTasks = hadWaiting_;
+    sched::AfParams params;
+    params.maxDesire = std::max<double>(1.0, static_cast<double>(unfinished));
+    af_ = sched::afDesire(af_, obs, params);
+    lastAf_ = now;
+    busySamples_ = sampleCount_ = 0;
+    hadWaiting_ = false;
+  }
+  int desire = unfinished == 0 ? 0 : std::min(sched::afContainerRequest(af_), static_cast<int>(unfinished));
+
+  pb::JmUpdateRequest req;
+  req.set_job_id(config_.job_id);
+  req.set_jm_address(address_);
+  req.set_desire(static_cast<uint32_t>(desire));
+  // When the desire drops, give back idle containers first.
+  int excess = static_cast<int>(slots_.size()) - desire;
+  for (auto it = slots_.begin(); it != slots_.end() && excess > 0;) {
+    if (!it->second.task) {
+      *req.add_release() = it->second.container.id();
+      it = slots_.erase(it);
+      --excess;
+    } else {
+      ++it;
+    }
+  }
+  auto resp = co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", req, kMasterCallTimeout);
+  if (!resp) {
+    spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
+    co_return;
+  }
+  std::set<std::string> granted;
+  for (const auto& c : resp->granted()) {
+    auto key = slotKeyOf(c.id());
+    granted.insert(key);
+    slots_.try_emplace(key, Slot{c, std::nullopt});
+  }
+  // Revoked containers go once their task is done.
+  std::erase_if(slots_, [&](const auto& kv) { return !granted.count(kv.first) && !kv.second.task; });
+  if (!slots_.empty()) {
+    double busy = 0;
+    for (const auto& [k, slot] : slots_) busy += slot.task ? 1 : 0;
+    busySamples_ += busy / static_cast<double>(slots_.size());
+    sampleCount_ += 1;
+  }
+}
+
+void JobManager::launchTasks() {
+  // The tasks this site owns that can run now, as Parades sees them.
+  std::vector<sched::WaitingTask> waiting;
+  std::map<std::string, TaskId> byId;
+  auto now = Clock::now();
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    double meanS = 0;
+    for (const auto& [t, loc] : view_.stages[s].parts) meanS += loc.elapsed_s();
+    if (!view_.stages[s].parts.empty()) meanS /= static_cast<double>(view_.stages[s].parts.size());
+    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
+      TaskId id{s, t};
+      if (running_.count(id)) continue;
+      auto inputs = taskInputs(view_, s, t);
+      if (!inputs) continue;  // an upstream output is being recomputed
+      auto since = waitingSince_.try_emplace(id, now).first->second;
+      sched::WaitingTask w;
+      w.id = taskName(s, t);
+      for (const auto& in : *inputs) {
+        if (in.site() == config_.site) w.preferredNodes.push_back(in.worker_id());
+      }
+      w.preferredRacks.push_back(config_.site);
+      w.waitS = std::chrono::duration<double>(now - since).count();
+      w.processingS = meanS;
+      w.resource = 1.0;
+      byId[w.id] = id;
+      waiting.push_back(std::move(w));
+    }
+  }
+  if (!waiting.empty()) hadWaiting_ = true;
+  for (auto& [key, slot] : slots_) {
+    if (slot.task || waiting.empty()) continue;
+    sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, 1.0};
+    auto decision = sched::paradesOnUpdate(waiting, update, sched::ParadesParams{});
+    for (const auto& launch : decision.launches) {
+      TaskId id = byId[launch.taskId];
+      slot.task = id;
+      running_.insert(id);
+      waitingSince_.erase(id);
+      std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
+      runtime_.spawn(runTask(key, id), "task " + launch.taskId);
+      break;  // one task per container: each task is given a whole container
+    }
+  }
+}
+
+awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
+  auto [s, t] = id;
+  uint32_t attempt = ++attempts_[id];
+  auto finish = [&] {
+    running_.erase(id);
+    auto it = slots_.find(slotKey);
+    if (it != slots_.end()) it->second.task.reset();
+  };
+  auto slotIt = slots_.find(slotKey);
+  auto inputs = taskInputs(view_, s, t);
+  if (slotIt == slots_.end() || !inputs) {
+    finish();
+    co_return;
+  }
+  pb::Container container = slotIt->second.container;
+  const auto& stage = view_.spec.stages(static_cast<int>(s));
+  pb::RunTaskRequest req;
+  req.set_job_id(config_.job_id);
+  req.set_stage(s);
+  req.set_task(t);
+  req.set_attempt(attempt);
+  *req.mutable_container() = container.id();
+  req.set_op(stage.op());
+  *req.mutable_params() = stage.params();
+  for (auto& in : *inputs) *req.add_inputs() = std::move(in);
+  req.set_buckets(job::outputBuckets(view_.spec, s));
+  req.set_epoch(epoch_);
+  // One node per execution started: the audit trail that shows no finished task ran twice.
+  (void)co_await zk_->create(attemptsPath(config_.job_id) + "/" + std::to_string(s) + "-" + std::to_string(t) + "-",
+                             config_.site + " " + container.id().worker_id(), coord::CreateMode::kPersistentSequential);
+  spdlog::info("task {} attempt {} on {}", taskName(s, t), attempt, slotKey);
+  auto ep = net::Endpoint::parse(container.worker_address());
+  Result<pb::RunTaskResponse> r = ep ? co_await clients_.get(*ep)->call<pb::RunTaskResponse>("worker.RunTask", req, kTaskTimeout)
+                                     : Result<pb::RunTaskResponse>(ep.error());
+  finish();
+  if (r) {
+    view_.stages[s].parts[t] = r->location();
+    spdlog::info("task {} done on {} in {:.3f} s", taskName(s, t), slotKey, r->location().elapsed_s());
+    co_return;
+  }
+  spdlog::warn("task {} attempt {} on {} failed: {}", taskName(s, t), attempt, slotKey, r.message());
+  if (r.error().code == ErrorCode::kUnavailable) {
+    // The worker is gone: stop using its containers until the master grants them again.
+    std::erase_if(slots_, [&](const auto& kv) {
+      return kv.second.container.id().worker_id() == container.id().worker_id() && !kv.second.task;
+    });
+  }
+  uint32_t maxAttempts = view_.spec.max_task_attempts() ? view_.spec.max_task_attempts() : kDefaultMaxAttempts;
+  if (attempt >= maxAttempts) co_await failJob("task " + taskName(s, t) + " failed " + std::to_string(attempt) + " times: " + r.message());
+}
+
+awaitable<void> JobManager::mainLoop() {
+  if (auto st = co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms * 2)); !st) {
+    spdlog::critical("cannot reach ZooKeeper: {}", st.message());
+    runtime_.shutdown();
+    co_return;
+  }
+  if (auto st = co_await loadJob(); !st) {
+    spdlog::critical("cannot load job: {}", st.message());
+    runtime_.shutdown();
+    co_return;
+  }
+  while (!stopping_) {
+    if (sessionLost_) {
+      sessionLost_ = false;
+      registered_ = false;
+      electionNode_.clear();
+    }
+    if (!registered_) {
+      if (auto st = co_await registerSelf(); !st) spdlog::warn("registering JM: {}", st.message());
+    }
+    if (auto st = co_await refresh(); !st) {
+      spdlog::warn("reading job state: {}", st.message());
+      co_await daemon::sleepFor(kTick);
+      continue;
+    }
+    if (terminal(status_.state())) {
+      pb::JmUpdateRequest bye;
+      bye.set_job_id(config_.job_id);
+      bye.set_finished(true);
+      if (auto master = net::Endpoint::parse(config_.master)) {
+        (void)co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", bye, kMasterCallTimeout);
+      }
+      spdlog::info("job {} is over ({}): JM exits", config_.job_id, pb::JobState_Name(status_.state()));
+      stop();
+      runtime_.shutdown();
+      co_return;
+    }
+    co_await elect();
+    if (primary_) co_await primaryDuties();
+    co_await exchangeWithMaster();
+    launchTasks();
+    co_await daemon::sleepFor(kTick);
+  }
+}
+
+int run(const std::string& configPath) {
+  auto config = config::loadJmConfig(configPath);
+  if (!config) {
+    std::fprintf(stderr, "tellus-jm: %s\n", config.message().c_str());
+    return 2;
+  }
+  initLogging("jm/" + config->job_id + "/" + config->site, config->log_level);
+  daemon::Runtime runtime;
+  JobManager jm(runtime, *config);
+  if (auto st = jm.start(); !st) {
+    spdlog::critical("cannot start: {}", st.message());
+    return 1;
+  }
+  return runtime.run([&] {
+    jm.stop();
+    runtime.shutdown();
+  });
+}
+
+}  // namespace tellus::jm

@@ -1,0 +1,92 @@
+#pragma once
+// tellus-jm: the job manager of one job at one site (HOUTU §3). Every JM of a job reads the
+// job state from ZooKeeper, asks its own master for containers (desire from Af), and runs the
+// tasks its site owns in the taskMap. The primary (elected through ZooKeeper; fenced by the
+// epoch node) also releases stages with their initial taskMap, finishes the job, and has
+// missing JMs replaced.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "coord/zk_client.h"
+#include "daemon/daemon.h"
+#include "jobstate/job_view.h"
+#include "net/rpc_client.h"
+#include "net/rpc_server.h"
+#include "sched/af.h"
+#include "tellus.pb.h"
+
+namespace tellus::jm {
+
+class JobManager {
+ public:
+  JobManager(daemon::Runtime& runtime, config::JmConfig config);
+  ~JobManager();
+
+  Status start();
+  void stop();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using TaskId = std::pair<uint32_t, uint32_t>;  // (stage, task)
+  struct Slot {
+    pb::Container container;
+    std::optional<TaskId> task;  // running here
+  };
+
+  boost::asio::awaitable<void> mainLoop();
+  boost::asio::awaitable<Status> loadJob();
+  boost::asio::awaitable<Status> refresh();
+  boost::asio::awaitable<Status> registerSelf();
+  boost::asio::awaitable<void> elect();
+  boost::asio::awaitable<bool> takeOverEpoch();
+  boost::asio::awaitable<void> primaryDuties();
+  boost::asio::awaitable<Status> fencedWrite(std::vector<coord::ZkOp> ops);
+  boost::asio::awaitable<void> ensureJms();
+  boost::asio::awaitable<void> exchangeWithMaster();
+  void launchTasks();
+  boost::asio::awaitable<void> runTask(std::string slotKey, TaskId task);
+  boost::asio::awaitable<void> failJob(std::string reason);
+  void stepDown(const std::string& why);
+
+  daemon::Runtime& runtime_;
+  config::JmConfig config_;
+  std::string address_;
+  net::RpcServer server_;
+  net::ClientPool clients_;
+  std::shared_ptr<coord::ZkClient> zk_;
+  std::vector<coord::Subscription> subscriptions_;
+
+  jobstate::JobView view_;
+  pb::JobStatus status_;
+  bool loaded_ = false;
+  bool registered_ = false;
+  bool sessionLost_ = false;      // set by the session listener; handled in the loop
+  std::string electionNode_;      // our n_ node, "" when not in the election
+  bool primary_ = false;
+  uint64_t epoch_ = 0;
+  int32_t epochVersion_ = -1;     // version of the epoch node we wrote: the fencing token
+  std::map<std::string, Clock::time_point> jmMissingSince_;
+  std::map<std::string, Clock::time_point> jmRequestedAt_;
+
+  std::map<std::string, Slot> slots_;  // granted containers by "worker/slot"
+  std::set<TaskId> running_;
+  std::map<TaskId, uint32_t> attempts_;
+  std::map<TaskId, Clock::time_point> waitingSince_;
+  sched::AfState af_;
+  Clock::time_point lastAf_;
+  double busySamples_ = 0, sampleCount_ = 0;  // utilization over the current Af period
+  bool hadWaiting_ = false;
+  bool stopping_ = false;
+};
+
+// Loads the config and runs the JM until its job ends. The body of tellus-jm's main.
+int run(const std::string& configPath);
+
+}  // namespace tellus::jm

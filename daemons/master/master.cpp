@@ -1,0 +1,753 @@
+#include "master/master.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/zookeeper.h"
+#include "job/spec.h"
+#include "jobstate/paths.h"
+#include "sched/fair_share.h"
+#include "util/log.h"
+
+namespace tellus::master {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using std::chrono::milliseconds;
+using namespace tellus::jobstate;
+
+namespace {
+
+constexpr milliseconds kPeerCallTimeout{3000};
+constexpr milliseconds kPublishPeriod{500};
+
+bool terminal(pb::JobState s) { return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED; }
+
+std::string stateName(pb::JobState s) {
+  switch (s) {
+    case pb::JOB_PENDING: return "pending";
+    case pb::JOB_RUNNING: return "running";
+    case pb::JOB_SUCCEEDED: return "succeeded";
+    case pb::JOB_FAILED: return "failed";
+    case pb::JOB_KILLED: return "killed";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
+
+Master::Master(daemon::Runtime& runtime, config::MasterConfig config)
+    : runtime_(runtime),
+      config_(std::move(config)),
+      server_(runtime.io().get_executor()),
+      http_(runtime.io().get_executor()),
+      clients_(runtime.io().get_executor()) {}
+
+Master::~Master() { stop(); }
+
+Status Master::start() {
+  loadConfiguredDatasets();
+  using std::function;
+  server_.handle<pb::SubmitRequest, pb::SubmitResponse>(
+      "master.Submit", [this](pb::SubmitRequest r, net::CallContext c) { return submit(std::move(r), c); });
+  server_.handle<pb::StartJmRequest, pb::StartJmResponse>(
+      "master.StartJm", [this](pb::StartJmRequest r, net::CallContext c) { return startJm(std::move(r), c); });
+  server_.handle<pb::JobRequest, pb::JobStatusResponse>(
+      "master.Status", [this](pb::JobRequest r, net::CallContext c) { return status(std::move(r), c); });
+  server_.handle<pb::ListJobsRequest, pb::ListJobsResponse>(
+      "master.List", [this](pb::ListJobsRequest r, net::CallContext c) { return list(std::move(r), c); });
+  server_.handle<pb::ListSitesRequest, pb::ListSitesResponse>(
+      "master.Sites", [this](pb::ListSitesRequest r, net::CallContext c) { return sites(std::move(r), c); });
+  server_.handle<pb::JobRequest, pb::KillResponse>(
+      "master.Kill", [this](pb::JobRequest r, net::CallContext c) { return kill(std::move(r), c); });
+  server_.handle<pb::ResultRequest, pb::ResultResponse>(
+      "master.Result", [this](pb::ResultRequest r, net::CallContext c) { return result(std::move(r), c); });
+  server_.handle<pb::PutRequest, pb::PutResponse>(
+      "master.Put", [this](pb::PutRequest r, net::CallContext c) { return put(std::move(r), c); });
+  server_.handle<pb::RegisterWorkerRequest, pb::RegisterWorkerResponse>(
+      "master.RegisterWorker", function<Result<pb::RegisterWorkerResponse>(const pb::RegisterWorkerRequest&)>(
+                                   [this](const pb::RegisterWorkerRequest& r) { return registerWorker(r); }));
+  server_.handle<pb::WorkerHeartbeat, pb::HeartbeatResponse>(
+      "master.Heartbeat", function<Result<pb::HeartbeatResponse>(const pb::WorkerHeartbeat&)>(
+                              [this](const pb::WorkerHeartbeat& r) { return heartbeat(r); }));
+  server_.handle<pb::JmUpdateRequest, pb::JmUpdateResponse>(
+      "master.JmUpdate", function<Result<pb::JmUpdateResponse>(const pb::JmUpdateRequest&)>(
+                             [this](const pb::JmUpdateRequest& r) { return jmUpdate(r); }));
+
+  auto listen = net::Endpoint::parse(config_.listen);
+  if (!listen) return listen.status().prepend("listen");
+  auto port = server_.start(*listen);
+  if (!port) return port.status().prepend("listen on " + config_.listen);
+  address_ = listen->host + ":" + std::to_string(*port);
+
+  if (!config_.http_listen.empty()) {
+    http_.get("/status", [this] {
+      nlohmann::json j;
+      j["site"] = config_.site;
+      j["address"] = address_;
+      for (const auto& [id, w] : workers_) {
+        j["workers"].push_back({{"id", id}, {"address", w.address}, {"containers", w.containers}, {"alive", w.alive}});
+      }
+      for (const auto& [id, s] : subJobs_) {
+        j["sub_jobs"].push_back({{"job_id", id}, {"desire", s.desire}, {"granted", grantsOf(id).size()}});
+      }
+      auto info = siteInfo();
+      j["containers_total"] = info.containers_total();
+      j["containers_free"] = info.containers_free();
+      return net::HttpResponse{"application/json", j.dump(2) + "\n", 200};
+    });
+    http_.get("/metrics", [this] {
+      auto info = siteInfo();
+      std::string m;
+      m += "# HELP tellus_master_workers Live workers registered with this master.\n# TYPE tellus_master_workers gauge\n";
+      m += "tellus_master_workers{site=\"" + config_.site + "\"} " + std::to_string(info.workers()) + "\n";
+      m += "# HELP tellus_master_containers Containers offered by live workers.\n# TYPE tellus_master_containers gauge\n";
+      m += "tellus_master_containers{site=\"" + config_.site + "\",state=\"total\"} " + std::to_string(info.containers_total()) + "\n";
+      m += "tellus_master_containers{site=\"" + config_.site + "\",state=\"free\"} " + std::to_string(info.containers_free()) + "\n";
+      m += "# HELP tellus_master_sub_jobs Sub-jobs holding or asking for containers.\n# TYPE tellus_master_sub_jobs gauge\n";
+      m += "tellus_master_sub_jobs{site=\"" + config_.site + "\"} " + std::to_string(subJobs_.size()) + "\n";
+      return net::HttpResponse{"text/plain; version=0.0.4", m, 200};
+    });
+    auto hl = net::Endpoint::parse(config_.http_listen);
+    if (!hl) return hl.status().prepend("http_listen");
+    auto hp = http_.start(*hl);
+    if (!hp) return hp.status().prepend("http_listen on " + config_.http_listen);
+    httpAddress_ = hl->host + ":" + std::to_string(*hp);
+  }
+
+  auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
+  if (!zk) return zk.status().prepend("zookeeper");
+  zk_ = std::move(zk).value();
+  spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, address_, httpAddress_,
+               config_.zookeeper.connect, config_.zookeeper.chroot);
+  runtime_.spawn(publishLoop(), "site publisher");
+  runtime_.spawn(scheduleLoop(), "container scheduler");
+  return {};
+}
+
+void Master::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  subscriptions_.clear();
+  server_.stop();
+  http_.stop();
+  clients_.closeAll();
+  if (zk_) zk_->close();
+}
+
+void Master::loadConfiguredDatasets() {
+  for (const auto& d : config_.datasets) {
+    pb::SiteDataset ds;
+    ds.set_name(d.name);
+    ds.set_residency_local(d.residency_local);
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(d.dir, ec)) {
+      if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path());
+    }
+    if (ec) spdlog::warn("dataset {}: cannot list {}: {}", d.name, d.dir, ec.message());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto* p = ds.add_partitions();
+      p->set_index(static_cast<uint32_t>(ds.partitions_size() - 1));
+      p->set_file(std::filesystem::absolute(f).string());
+      p->set_worker_id(d.worker);
+      p->set_bytes(std::filesystem::file_size(f, ec));
+    }
+    spdlog::info("dataset {}: {} partitions in {} on worker {}", d.name, ds.partitions_size(), d.dir, d.worker);
+    datasets_[d.name] = ds;
+  }
+}
+
+awaitable<void> Master::loadPutDatasets() {
+  auto names = co_await zk_->children(siteDatasetsPath(config_.site));
+  if (!names) co_return;
+  for (const auto& name : *names) {
+    if (datasets_.count(name)) continue;  // configured datasets take precedence
+    auto node = co_await zk_->get(siteDatasetsPath(config_.site) + "/" + name);
+    if (!node) continue;
+    auto ds = daemon::parseProto<pb::SiteDataset>(node->data, name);
+    if (ds) datasets_[name] = *ds;
+  }
+}
+
+pb::SiteInfo Master::siteInfo() const {
+  pb::SiteInfo info;
+  info.set_site(config_.site);
+  info.set_master_address(address_);
+  info.set_http_address(httpAddress_);
+  uint32_t live = 0, total = 0, free = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.alive) continue;
+    ++live;
+    total += w.containers;
+  }
+  for (const auto& [key, holder] : slots_) {
+    if (holder.empty()) ++free;
+  }
+  info.set_workers(live);
+  info.set_containers_total(total);
+  info.set_containers_free(free);
+  for (const auto& [name, ds] : datasets_) {
+    auto* out = info.add_datasets();
+    *out = ds;
+    for (auto& p : *out->mutable_partitions()) {
+      auto w = workers_.find(p.worker_id());
+      if (w != workers_.end() && w->second.alive) p.set_worker_address(w->second.address);
+    }
+  }
+  return info;
+}
+
+awaitable<Status> Master::publishSite() {
+  auto info = siteInfo().SerializeAsString();
+  auto live = siteLivePath(config_.site);
+  auto stat = co_await zk_->exists(live);
+  if (!stat) co_return stat.status();
+  if (*stat && (*stat)->ephemeralOwner != zk_->sessionId()) {
+    // Left by this site's previous master process whose session has not expired yet.
+    (void)co_await zk_->remove(live);
+    *stat = std::nullopt;
+  }
+  if (!*stat) {
+    auto created = co_await zk_->create(live, info, coord::CreateMode::kEphemeral);
+    if (!created) co_return created.status();
+    spdlog::info("site {} published in ZooKeeper", config_.site);
+  } else {
+    auto set = co_await zk_->set(live, info, -1);
+    if (!set) co_return set.status();
+  }
+  co_return Status::ok();
+}
+
+awaitable<void> Master::publishLoop() {
+  bool prepared = false;
+  while (!stopping_) {
+    if (!prepared) {
+      if (auto st = co_await zk_->waitConnected(milliseconds(5000)); !st) {
+        spdlog::warn("waiting for ZooKeeper: {}", st.message());
+        continue;
+      }
+      bool ok = (co_await zk_->ensurePath(jobsPath())).isOk() &&
+                (co_await zk_->ensurePath(siteDatasetsPath(config_.site))).isOk();
+      if (!ok) {
+        co_await daemon::sleepFor(kPublishPeriod);
+        continue;
+      }
+      co_await loadPutDatasets();
+      prepared = true;
+    }
+    if (auto st = co_await publishSite(); !st) spdlog::warn("publishing site: {}", st.message());
+    co_await daemon::sleepFor(kPublishPeriod);
+  }
+}
+
+std::vector<pb::Container> Master::grantsOf(const std::string& jobId) const {
+  std::vector<pb::Container> out;
+  for (const auto& [key, holder] : slots_) {
+    if (holder != jobId) continue;
+    pb::Container c;
+    c.mutable_id()->set_worker_id(key.first);
+    c.mutable_id()->set_slot(key.second);
+    auto w = workers_.find(key.first);
+    if (w != workers_.end()) c.set_worker_address(w->second.address);
+    c.set_site(config_.site);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void Master::allocate() {
+  std::vector<sched::SubJobShare> shares;
+  std::map<std::string, int> held;
+  for (const auto& [key, holder] : slots_) {
+    if (!holder.empty()) ++held[holder];
+  }
+  for (const auto& [id, s] : subJobs_) {
+    shares.push_back(sched::SubJobShare{id, s.desire, held[id], 1.0});
+  }
+  std::vector<SlotKey> free;
+  for (const auto& [key, holder] : slots_) {
+    if (holder.empty()) free.push_back(key);
+  }
+  if (free.empty() || shares.empty()) return;
+  // Spread grants over workers: interleave the free slots by slot index.
+  std::stable_sort(free.begin(), free.end(), [](const SlotKey& a, const SlotKey& b) { return a.second < b.second; });
+  auto grants = sched::fairShare(shares, static_cast<int>(free.size()));
+  size_t next = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    for (int g = 0; g < grants[i] && next < free.size(); ++g) slots_[free[next++]] = shares[i].id;
+  }
+}
+
+awaitable<void> Master::scheduleLoop() {
+  while (!stopping_) {
+    co_await daemon::sleepFor(milliseconds(config_.schedule_period_ms));
+    auto now = Clock::now();
+    for (auto& [id, w] : workers_) {
+      if (w.alive && now - w.lastHeartbeat > milliseconds(config_.worker_timeout_ms)) {
+        spdlog::warn("worker {} missed heartbeats for {} ms: its containers are no longer offered", id,
+                     config_.worker_timeout_ms);
+        w.alive = false;
+        std::erase_if(slots_, [&](const auto& kv) { return kv.first.first == id; });
+      }
+    }
+    // Containers of jobs that have ended go back to the pool even if their JM never said so.
+    std::set<std::string> holders;
+    for (const auto& [key, holder] : slots_) {
+      if (!holder.empty()) holders.insert(holder);
+    }
+    for (const auto& [id, s] : subJobs_) holders.insert(id);
+    for (const auto& jobId : holders) {
+      auto st = co_await readStatus(jobId);
+      if ((st && terminal(st->state())) || (!st && st.error().code == ErrorCode::kNotFound)) {
+        for (auto& [key, holder] : slots_) {
+          if (holder == jobId) holder.clear();
+        }
+        subJobs_.erase(jobId);
+      }
+    }
+    allocate();
+  }
+}
+
+Result<pb::RegisterWorkerResponse> Master::registerWorker(const pb::RegisterWorkerRequest& req) {
+  if (req.worker_id().empty() || req.address().empty() || req.containers() == 0) {
+    return makeError(ErrorCode::kInvalidArgument, "registration needs worker_id, address and containers >= 1");
+  }
+  auto& w = workers_[req.worker_id()];
+  bool known = w.alive && !w.id.empty();
+  w.id = req.worker_id();
+  w.address = req.address();
+  w.containers = req.containers();
+  w.lastHeartbeat = Clock::now();
+  w.alive = true;
+  std::erase_if(slots_, [&](const auto& kv) { return kv.first.first == w.id && kv.first.second >= w.containers; });
+  for (uint32_t s = 0; s < w.containers; ++s) slots_.try_emplace(SlotKey{w.id, s}, "");
+  // A worker re-registering after a master restart tells us which containers are busy.
+  for (int i = 0; i < req.running_size() && i < req.running_jobs_size(); ++i) {
+    slots_[SlotKey{w.id, req.running(i).id().slot()}] = req.running_jobs(i);
+  }
+  spdlog::info("worker {} {} at {} with {} containers", w.id, known ? "re-registered" : "registered", w.address,
+               w.containers);
+  pb::RegisterWorkerResponse resp;
+  for (const auto& [name, ds] : datasets_) {
+    pb::SiteDataset mine;
+    mine.set_name(name);
+    for (const auto& p : ds.partitions()) {
+      if (p.worker_id() == w.id) *mine.add_partitions() = p;
+    }
+    if (mine.partitions_size() > 0) *resp.add_datasets() = mine;
+  }
+  return resp;
+}
+
+Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) {
+  pb::HeartbeatResponse resp;
+  auto it = workers_.find(req.worker_id());
+  if (it == workers_.end() || !it->second.alive) {
+    resp.set_reregister(true);
+    return resp;
+  }
+  it->second.lastHeartbeat = Clock::now();
+  for (const auto& job : req.dead_jms()) {
+    spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
+  }
+  return resp;
+}
+
+Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
+  if (req.job_id().empty()) return makeError(ErrorCode::kInvalidArgument, "JmUpdate without job_id");
+  for (const auto& c : req.release()) {
+    auto it = slots_.find(SlotKey{c.worker_id(), c.slot()});
+    if (it != slots_.end() && it->second == req.job_id()) it->second.clear();
+  }
+  if (req.finished()) {
+    for (auto& [key, holder] : slots_) {
+      if (holder == req.job_id()) holder.clear();
+    }
+    subJobs_.erase(req.job_id());
+    return pb::JmUpdateResponse();
+  }
+  auto& s = subJobs_[req.job_id()];
+  s.jobId = req.job_id();
+  s.jmAddress = req.jm_address();
+  s.desire = static_cast<int>(req.desire());
+  s.lastUpdate = Clock::now();
+  allocate();
+  pb::JmUpdateResponse resp;
+  for (auto& c : grantsOf(req.job_id())) *resp.add_granted() = std::move(c);
+  return resp;
+}
+
+Result<std::string> Master::pickWorkerForJm() {
+  WorkerRecord* best = nullptr;
+  for (auto& [id, w] : workers_) {
+    if (w.alive && (!best || w.jms < best->jms)) best = &w;
+  }
+  if (!best) return makeError(ErrorCode::kUnavailable, "site " + config_.site + " has no live worker to run a JM");
+  ++best->jms;
+  return best->id;
+}
+
+awaitable<Result<std::vector<pb::SiteInfo>>> Master::liveSites() {
+  auto names = co_await zk_->children(sitesPath());
+  if (!names) co_return names.error();
+  std::vector<pb::SiteInfo> out;
+  for (const auto& name : *names) {
+    auto node = co_await zk_->get(siteLivePath(name));
+    if (!node) continue;  // site without a running master
+    auto info = daemon::parseProto<pb::SiteInfo>(node->data, siteLivePath(name));
+    if (info) out.push_back(*info);
+  }
+  co_return out;
+}
+
+awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
+  if (jobId.empty() || jobId.find('/') != std::string::npos) {
+    co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + jobId + "'");
+  }
+  auto node = co_await zk_->get(statusPath(jobId));
+  if (!node) {
+    if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
+    co_return node.error();
+  }
+  co_return daemon::parseProto<pb::JobStatus>(node->data, statusPath(jobId));
+}
+
+awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net::CallContext) {
+  const pb::JobSpec& spec = req.spec();
+  if (auto st = job::validateJobSpec(spec); !st) co_return st.error();
+  auto sites = co_await liveSites();
+  if (!sites) co_return sites.error().prepend("reading sites");
+
+  // Resolve every dataset stage's partitions across the live sites (by site name, then index).
+  std::sort(sites->begin(), sites->end(), [](const auto& a, const auto& b) { return a.site() < b.site(); });
+  std::set<std::string> involved{config_.site};
+  std::vector<std::pair<uint32_t, pb::StageInputs>> stageInputs;
+  for (int s = 0; s < spec.stages_size(); ++s) {
+    const auto& stage = spec.stages(s);
+    if (stage.inputs_size() == 0 || !stage.inputs(0).has_dataset()) continue;
+    pb::StageInputs inputs;
+    for (const auto& in : stage.inputs()) {
+      bool found = false;
+      for (const auto& site : *sites) {
+        for (const auto& ds : site.datasets()) {
+          if (ds.name() != in.dataset()) continue;
+          found = true;
+          for (const auto& p : ds.partitions()) {
+            if (p.worker_address().empty()) {
+              co_return makeError(ErrorCode::kUnavailable, "dataset '" + ds.name() + "' partition " +
+                                                               std::to_string(p.index()) + " at site " + site.site() +
+                                                               " is on worker " + p.worker_id() + ", which is down");
+            }
+            auto* ref = inputs.add_partitions();
+            ref->set_site(site.site());
+            ref->set_worker_id(p.worker_id());
+            ref->set_worker_address(p.worker_address());
+            ref->set_dataset_file(p.file());
+            ref->set_bytes(p.bytes());
+            ref->set_residency_local(ds.residency_local());
+            involved.insert(site.site());
+          }
+        }
+      }
+      if (!found) {
+        co_return makeError(ErrorCode::kInvalidArgument,
+                            "stage '" + stage.name() + "': dataset '" + in.dataset() + "' is not held by any live site");
+      }
+    }
+    if (inputs.partitions_size() == 0) {
+      co_return makeError(ErrorCode::kInvalidArgument, "stage '" + stage.name() + "': its datasets have no partitions");
+    }
+    stageInputs.emplace_back(static_cast<uint32_t>(s), std::move(inputs));
+  }
+
+  auto jobNode = co_await zk_->create(jobPrefix(), "", coord::CreateMode::kPersistentSequential);
+  if (!jobNode) co_return jobNode.error().prepend("allocating a job id");
+  std::string jobId = jobNode->substr(jobNode->rfind('/') + 1);
+
+  pb::JobStatus status;
+  status.set_job_id(jobId);
+  status.set_name(spec.name());
+  status.set_state(pb::JOB_RUNNING);
+  status.set_submit_site(config_.site);
+  for (const auto& s : involved) status.add_sites(s);
+  status.set_submit_unix_ms(daemon::nowUnixMs());
+
+  std::vector<coord::ZkOp> ops;
+  ops.push_back(coord::ZkOp::create(specPath(jobId), spec.SerializeAsString()));
+  ops.push_back(coord::ZkOp::create(epochPath(jobId), "0"));
+  ops.push_back(coord::ZkOp::create(jmsPath(jobId), ""));
+  ops.push_back(coord::ZkOp::create(electionPath(jobId), ""));
+  ops.push_back(coord::ZkOp::create(attemptsPath(jobId), ""));
+  ops.push_back(coord::ZkOp::create(stagesPath(jobId), ""));
+  for (uint32_t s = 0; s < static_cast<uint32_t>(spec.stages_size()); ++s) {
+    ops.push_back(coord::ZkOp::create(stagePath(jobId, s), ""));
+    ops.push_back(coord::ZkOp::create(partsPath(jobId, s), ""));
+  }
+  for (const auto& [s, inputs] : stageInputs) {
+    ops.push_back(coord::ZkOp::create(inputsPath(jobId, s), inputs.SerializeAsString()));
+  }
+  // The status goes last: a job is visible to JMs only once its whole state exists.
+  ops.push_back(coord::ZkOp::create(statusPath(jobId), status.SerializeAsString()));
+  if (auto r = co_await zk_->multi(std::move(ops)); !r) co_return r.error().prepend("writing job " + jobId);
+
+  pb::StartJmRequest primary;
+  primary.set_job_id(jobId);
+  primary.set_role(pb::JM_PRIMARY);
+  auto started = co_await startJm(primary, net::CallContext{});
+  if (!started) {
+    status.set_state(pb::JOB_FAILED);
+    status.set_error("cannot start the primary JM: " + started.message());
+    status.set_finish_unix_ms(daemon::nowUnixMs());
+    (void)co_await zk_->set(statusPath(jobId), status.SerializeAsString(), -1);
+    co_return started.error().prepend("job " + jobId);
+  }
+  // sJMs at the other sites holding input. One that cannot be started now is requested again
+  // by the pJM, which watches for missing JMs.
+  for (const auto& site : *sites) {
+    if (site.site() == config_.site || !involved.count(site.site())) continue;
+    auto ep = net::Endpoint::parse(site.master_address());
+    if (!ep) continue;
+    pb::StartJmRequest secondary;
+    secondary.set_job_id(jobId);
+    secondary.set_role(pb::JM_SECONDARY);
+    auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", secondary, kPeerCallTimeout);
+    if (!r) spdlog::warn("job {}: site {} could not start an sJM yet: {}", jobId, site.site(), r.message());
+  }
+  spdlog::info("job {} ({}) submitted over sites {}", jobId, spec.name(), fmt::join(status.sites(), ","));
+  pb::SubmitResponse resp;
+  resp.set_job_id(jobId);
+  co_return resp;
+}
+
+awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, net::CallContext) {
+  auto st = co_await readStatus(req.job_id());
+  if (!st) co_return st.error();
+  if (terminal(st->state())) co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has ended");
+  // Try each live worker until one starts the JM.
+  std::set<std::string> tried;
+  for (;;) {
+    auto workerId = pickWorkerForJm();
+    if (!workerId) co_return workerId.error();
+    if (tried.count(*workerId)) co_return makeError(ErrorCode::kUnavailable, "no worker could start a JM");
+    tried.insert(*workerId);
+    auto ep = net::Endpoint::parse(workers_[*workerId].address);
+    if (!ep) continue;
+    pb::LaunchJmRequest launch;
+    launch.set_job_id(req.job_id());
+    launch.set_role(req.role());
+    auto r = co_await clients_.get(*ep)->call<pb::LaunchJmResponse>("worker.LaunchJm", launch, kPeerCallTimeout);
+    if (r) {
+      pb::StartJmResponse resp;
+      resp.set_worker_id(*workerId);
+      co_return resp;
+    }
+    spdlog::warn("worker {} could not start a JM for {}: {}", *workerId, req.job_id(), r.message());
+  }
+}
+
+awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net::CallContext) {
+  auto st = co_await readStatus(req.job_id());
+  if (!st) co_return st.error();
+  pb::JobStatusResponse resp;
+  *resp.mutable_status() = *st;
+  auto specNode = co_await zk_->get(specPath(req.job_id()));
+  if (!specNode) co_return specNode.error();
+  auto spec = daemon::parseProto<pb::JobSpec>(specNode->data, specPath(req.job_id()));
+  if (!spec) co_return spec.error();
+  for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
+    auto* sp = resp.add_stages();
+    sp->set_name(spec->stages(static_cast<int>(s)).name());
+    sp->set_tasks(spec->stages(static_cast<int>(s)).tasks());
+    auto done = co_await zk_->children(partsPath(req.job_id(), s));
+    std::set<uint32_t> doneTasks;
+    if (done) {
+      for (const auto& n : *done) doneTasks.insert(static_cast<uint32_t>(std::stoul(n)));
+    }
+    sp->set_done(static_cast<uint32_t>(doneTasks.size()));
+    auto tm = co_await zk_->get(taskmapPath(req.job_id(), s));
+    if (!tm) continue;
+    auto taskmap = daemon::parseProto<pb::TaskMap>(tm->data, taskmapPath(req.job_id(), s));
+    if (!taskmap) continue;
+    sp->set_released(true);
+    sp->set_tasks(static_cast<uint32_t>(taskmap->owner_site_size()));
+    std::map<std::string, std::pair<uint32_t, uint32_t>> bySite;
+    for (int t = 0; t < taskmap->owner_site_size(); ++t) {
+      auto& [owned, finished] = bySite[taskmap->owner_site(t)];
+      ++owned;
+      if (doneTasks.count(static_cast<uint32_t>(t))) ++finished;
+    }
+    for (const auto& [site, counts] : bySite) {
+      auto* ss = sp->add_sites();
+      ss->set_site(site);
+      ss->set_owned(counts.first);
+      ss->set_done(counts.second);
+    }
+  }
+  auto jms = co_await zk_->children(jmsPath(req.job_id()));
+  if (jms) {
+    for (const auto& site : *jms) {
+      auto node = co_await zk_->get(jmPath(req.job_id(), site));
+      if (!node) continue;
+      auto info = daemon::parseProto<pb::JmInfo>(node->data, jmPath(req.job_id(), site));
+      if (info) *resp.add_jms() = *info;
+    }
+  }
+  co_return resp;
+}
+
+awaitable<Result<pb::ListJobsResponse>> Master::list(pb::ListJobsRequest, net::CallContext) {
+  auto ids = co_await zk_->children(jobsPath());
+  if (!ids) co_return ids.error();
+  pb::ListJobsResponse resp;
+  for (const auto& id : *ids) {
+    auto st = co_await readStatus(id);
+    if (st) *resp.add_jobs() = *st;
+  }
+  co_return resp;
+}
+
+awaitable<Result<pb::ListSitesResponse>> Master::sites(pb::ListSitesRequest, net::CallContext) {
+  auto sites = co_await liveSites();
+  if (!sites) co_return sites.error();
+  pb::ListSitesResponse resp;
+  for (auto& s : *sites) *resp.add_sites() = std::move(s);
+  co_return resp;
+}
+
+awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext) {
+  for (;;) {
+    auto node = co_await zk_->get(statusPath(req.job_id()));
+    if (!node) {
+      if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + req.job_id());
+      co_return node.error();
+    }
+    auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(req.job_id()));
+    if (!st) co_return st.error();
+    if (terminal(st->state())) {
+      co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has already " + stateName(st->state()));
+    }
+    st->set_state(pb::JOB_KILLED);
+    st->set_finish_unix_ms(daemon::nowUnixMs());
+    st->set_error("killed by a user through site " + config_.site);
+    auto set = co_await zk_->set(statusPath(req.job_id()), st->SerializeAsString(), node->stat.version);
+    if (set) break;
+    if (set.error().code != ErrorCode::kConflict) co_return set.error();
+  }
+  spdlog::info("job {} killed", req.job_id());
+  co_return pb::KillResponse();
+}
+
+awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net::CallContext ctx) {
+  auto st = co_await readStatus(req.job_id());
+  if (!st) co_return st.error();
+  if (st->state() != pb::JOB_SUCCEEDED) {
+    co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has no result: it is " +
+                                                         stateName(st->state()) +
+                                                         (st->error().empty() ? "" : " (" + st->error() + ")"));
+  }
+  auto specNode = co_await zk_->get(specPath(req.job_id()));
+  if (!specNode) co_return specNode.error();
+  auto spec = daemon::parseProto<pb::JobSpec>(specNode->data, specPath(req.job_id()));
+  if (!spec) co_return spec.error();
+  auto last = static_cast<uint32_t>(spec->stages_size() - 1);
+  auto done = co_await zk_->children(partsPath(req.job_id(), last));
+  if (!done) co_return done.error();
+  pb::ResultResponse resp;
+  resp.set_tasks(static_cast<uint32_t>(done->size()));
+  if (req.task() >= done->size()) co_return makeError(ErrorCode::kInvalidArgument, "no result task " + std::to_string(req.task()));
+  auto locNode = co_await zk_->get(partPath(req.job_id(), last, req.task()));
+  if (!locNode) co_return locNode.error();
+  auto loc = daemon::parseProto<pb::PartitionLocation>(locNode->data, partPath(req.job_id(), last, req.task()));
+  if (!loc) co_return loc.error();
+  auto ep = net::Endpoint::parse(loc->worker_address());
+  if (!ep) co_return ep.error();
+  pb::FetchRequest fetch;
+  fetch.mutable_partition()->set_job_id(req.job_id());
+  fetch.mutable_partition()->set_stage(last);
+  fetch.mutable_partition()->set_task(req.task());
+  fetch.mutable_partition()->set_bucket(0);
+  fetch.set_offset(req.offset());
+  fetch.set_max_bytes(req.max_bytes());
+  auto chunk = co_await clients_.get(*ep)->call<pb::FetchResponse>("worker.Fetch", fetch, ctx.remaining());
+  if (!chunk) co_return chunk.error().prepend("reading result from worker " + loc->worker_id());
+  resp.set_data(std::move(*chunk->mutable_data()));
+  resp.set_total_bytes(chunk->total_bytes());
+  resp.set_worker_id(loc->worker_id());
+  resp.set_site(loc->site());
+  co_return resp;
+}
+
+awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallContext ctx) {
+  std::string key = req.upload_id() + "/" + std::to_string(req.partition());
+  auto chosen = putWorker_.find(key);
+  if (chosen == putWorker_.end()) {
+    std::vector<std::string> live;
+    for (const auto& [id, w] : workers_) {
+      if (w.alive) live.push_back(id);
+    }
+    if (live.empty()) co_return makeError(ErrorCode::kUnavailable, "site " + config_.site + " has no live worker");
+    chosen = putWorker_.emplace(key, live[nextPut_++ % live.size()]).first;
+  }
+  const auto& w = workers_[chosen->second];
+  auto ep = net::Endpoint::parse(w.address);
+  if (!ep) co_return ep.error();
+  pb::WriteDatasetRequest write;
+  write.set_dataset(req.dataset());
+  write.set_upload_id(req.upload_id());
+  write.set_partition(req.partition());
+  write.set_offset(req.offset());
+  write.set_data(req.data());
+  write.set_last_chunk(req.last_chunk());
+  auto r = co_await clients_.get(*ep)->call<pb::WriteDatasetResponse>("worker.WriteDataset", write, ctx.remaining());
+  if (!r) co_return r.error().prepend("storing on worker " + w.id);
+  pb::PutResponse resp;
+  resp.set_worker_id(w.id);
+  resp.set_file(r->file());
+  if (req.last_chunk()) {
+    putWorker_.erase(key);
+    auto& ds = datasets_[req.dataset()];
+    ds.set_name(req.dataset());
+    ds.set_residency_local(req.residency_local());
+    auto* p = ds.add_partitions();
+    p->set_index(static_cast<uint32_t>(ds.partitions_size() - 1));
+    p->set_file(r->file());
+    p->set_worker_id(w.id);
+    p->set_bytes(r->bytes());
+    auto path = siteDatasetsPath(config_.site) + "/" + req.dataset();
+    auto set = co_await zk_->set(path, ds.SerializeAsString(), -1);
+    if (!set && set.error().code == ErrorCode::kNotFound) {
+      auto created = co_await zk_->create(path, ds.SerializeAsString(), coord::CreateMode::kPersistent);
+      if (!created) co_return created.error().prepend("recording dataset " + req.dataset());
+    } else if (!set) {
+      co_return set.error().prepend("recording dataset " + req.dataset());
+    }
+    (void)co_await publishSite();
+  }
+  co_return resp;
+}
+
+int run(const std::string& configPath) {
+  auto config = config::loadMasterConfig(configPath);
+  if (!config) {
+    std::fprintf(stderr, "tellus-master: %s\n", config.message().c_str());
+    return 2;
+  }
+  initLogging("master/" + config->site, config->log_level);
+  daemon::Runtime runtime;
+  Master master(runtime, *config);
+  if (auto st = master.start(); !st) {
+    spdlog::critical("cannot start: {}", st.message());
+    return 1;
+  }
+  return runtime.run([&] {
+    master.stop();
+    runtime.shutdown();
+  });
+}
+
+}  // namespace tellus::master

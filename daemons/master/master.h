@@ -1,0 +1,101 @@
+#pragma once
+// tellus-master: one per site. Publishes the site in ZooKeeper, tracks its workers by
+// heartbeat, grants containers to the site's sub-jobs with the fair scheduler against their
+// Af desires, accepts jobs (validates, allocates the id, writes the job's state), starts the
+// pJM here and asks the other involved sites' masters for sJMs, and answers status, result and
+// put calls for any job (job state is in ZooKeeper).
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "coord/zk_client.h"
+#include "daemon/daemon.h"
+#include "net/http_server.h"
+#include "net/rpc_client.h"
+#include "net/rpc_server.h"
+#include "tellus.pb.h"
+
+namespace tellus::master {
+
+class Master {
+ public:
+  Master(daemon::Runtime& runtime, config::MasterConfig config);
+  ~Master();
+
+  Status start();
+  void stop();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct WorkerRecord {
+    std::string id;
+    std::string address;
+    uint32_t containers = 0;
+    Clock::time_point lastHeartbeat;
+    bool alive = true;
+    uint32_t jms = 0;  // JMs launched here (to spread them)
+  };
+  struct SubJob {
+    std::string jobId;
+    std::string jmAddress;
+    int desire = 0;
+    Clock::time_point lastUpdate;
+  };
+  // A container slot is identified by (worker, slot); its holder is a job id or "".
+  using SlotKey = std::pair<std::string, uint32_t>;
+
+  boost::asio::awaitable<void> publishLoop();
+  boost::asio::awaitable<void> scheduleLoop();
+  boost::asio::awaitable<Status> publishSite();
+  pb::SiteInfo siteInfo() const;
+  void loadConfiguredDatasets();
+  boost::asio::awaitable<void> loadPutDatasets();
+  void allocate();
+  std::vector<pb::Container> grantsOf(const std::string& jobId) const;
+  Result<std::string> pickWorkerForJm();
+
+  // RPC handlers
+  boost::asio::awaitable<Result<pb::SubmitResponse>> submit(pb::SubmitRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::StartJmResponse>> startJm(pb::StartJmRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::JobStatusResponse>> status(pb::JobRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::ListJobsResponse>> list(pb::ListJobsRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::ListSitesResponse>> sites(pb::ListSitesRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::KillResponse>> kill(pb::JobRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::ResultResponse>> result(pb::ResultRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::PutResponse>> put(pb::PutRequest req, net::CallContext ctx);
+  Result<pb::RegisterWorkerResponse> registerWorker(const pb::RegisterWorkerRequest& req);
+  Result<pb::HeartbeatResponse> heartbeat(const pb::WorkerHeartbeat& req);
+  Result<pb::JmUpdateResponse> jmUpdate(const pb::JmUpdateRequest& req);
+
+  boost::asio::awaitable<Result<std::vector<pb::SiteInfo>>> liveSites();
+  boost::asio::awaitable<Result<pb::JobStatus>> readStatus(const std::string& jobId);
+
+  daemon::Runtime& runtime_;
+  config::MasterConfig config_;
+  std::string address_;
+  std::string httpAddress_;
+  net::RpcServer server_;
+  net::HttpServer http_;
+  net::ClientPool clients_;
+  std::shared_ptr<coord::ZkClient> zk_;
+  std::vector<coord::Subscription> subscriptions_;
+
+  std::map<std::string, WorkerRecord> workers_;
+  std::map<SlotKey, std::string> slots_;  // every live worker's slots -> holder job ("" = free)
+  std::map<std::string, SubJob> subJobs_;
+  std::map<std::string, pb::SiteDataset> datasets_;  // configured + put, by name
+  std::map<std::string, std::string> putWorker_;     // upload id -> worker chosen for it
+  uint64_t nextPut_ = 0;
+  bool stopping_ = false;
+  bool sitePublished_ = false;
+};
+
+// Loads the config and runs the master until SIGTERM. The body of tellus-master's main.
+int run(const std::string& configPath);
+
+}  // namespace tellus::master

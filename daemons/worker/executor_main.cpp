@@ -1,0 +1,58 @@
+// tellus-executor: the process a container runs for one task. The worker writes the task as
+// an ExecutorTask file, this process runs the operator into the worker's partition store and
+// writes an ExecutorReport; a crash or kill leaves no committed partial output.
+//   tellus-executor TASK_FILE REPORT_FILE
+#include <fstream>
+#include <iostream>
+
+#include "data/partition_store.h"
+#include "data/task_runner.h"
+#include "tellus.pb.h"
+
+namespace {
+
+int writeReport(const std::string& path, const tellus::pb::ExecutorReport& report) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out || !report.SerializeToOstream(&out)) {
+    std::cerr << "tellus-executor: cannot write " << path << "\n";
+    return 3;
+  }
+  return report.error().empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: tellus-executor TASK_FILE REPORT_FILE\n";
+    return 2;
+  }
+  tellus::pb::ExecutorTask task;
+  std::ifstream in(argv[1], std::ios::binary);
+  if (!in || !task.ParseFromIstream(&in)) {
+    std::cerr << "tellus-executor: cannot read task " << argv[1] << "\n";
+    return 2;
+  }
+  tellus::pb::ExecutorReport report;
+  auto store = tellus::data::PartitionStore::open(task.store_root());
+  if (!store) {
+    report.set_error(store.message());
+    return writeReport(argv[2], report);
+  }
+  tellus::data::TaskSpec spec;
+  spec.operatorName = task.op();
+  spec.params = {task.params().begin(), task.params().end()};
+  spec.inputs = {task.input_files().begin(), task.input_files().end()};
+  spec.bucketCount = task.buckets();
+  spec.output.jobId = task.job_id();
+  spec.output.stage = task.stage();
+  spec.output.task = task.task();
+  auto result = tellus::data::runTask(spec, *store);
+  if (!result) {
+    report.set_error(result.message());
+  } else {
+    for (const auto& b : result->buckets) report.add_bucket_bytes(b.sizeBytes);
+    report.set_elapsed_s(result->elapsedMs() / 1000.0);
+  }
+  return writeReport(argv[2], report);
+}

@@ -1,0 +1,413 @@
+#include "worker/worker.h"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fstream>
+
+#include "data/checksum.h"
+#include "daemon/zookeeper.h"
+#include "data/dataset.h"
+#include "jobstate/paths.h"
+#include "util/log.h"
+
+namespace tellus::worker {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kMasterCallTimeout{2000};
+constexpr milliseconds kFetchCallTimeout{30000};
+constexpr uint32_t kFetchChunkBytes = 1 << 20;
+constexpr milliseconds kChildPoll{10};
+
+Status writeFile(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return makeError(ErrorCode::kInternal, "cannot write " + path.string());
+  return {};
+}
+
+Result<std::string> readFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(ErrorCode::kNotFound, "cannot read " + path.string());
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+data::PartitionKey toKey(const pb::PartitionKey& k) {
+  return data::PartitionKey{k.job_id(), k.stage(), k.task(), k.bucket()};
+}
+
+}  // namespace
+
+Worker::Worker(daemon::Runtime& runtime, config::WorkerConfig config, std::filesystem::path binDir)
+    : runtime_(runtime),
+      config_(std::move(config)),
+      binDir_(std::move(binDir)),
+      dataDir_(config_.data_dir),
+      server_(runtime.io().get_executor()),
+      clients_(runtime.io().get_executor()),
+      wan_(config_.wan) {}
+
+Worker::~Worker() { stop(); }
+
+Status Worker::start() {
+  std::error_code ec;
+  std::filesystem::create_directories(dataDir_ / "containers", ec);
+  std::filesystem::create_directories(dataDir_ / "datasets", ec);
+  std::filesystem::create_directories(dataDir_ / "logs", ec);
+  if (ec) return makeError(ErrorCode::kInternal, "cannot create " + dataDir_.string() + ": " + ec.message());
+  auto store = data::PartitionStore::open(dataDir_ / "partitions");
+  if (!store) return store.status().prepend("partition store");
+  store_ = std::make_unique<data::PartitionStore>(std::move(store).value());
+
+  server_.handle<pb::LaunchJmRequest, pb::LaunchJmResponse>(
+      "worker.LaunchJm", [this](pb::LaunchJmRequest r, net::CallContext c) { return launchJm(std::move(r), c); });
+  server_.handle<pb::RunTaskRequest, pb::RunTaskResponse>(
+      "worker.RunTask", [this](pb::RunTaskRequest r, net::CallContext c) { return runTask(std::move(r), c); });
+  server_.handle<pb::FetchRequest, pb::FetchResponse>(
+      "worker.Fetch", [this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
+  server_.handle<pb::WriteDatasetRequest, pb::WriteDatasetResponse>(
+      "worker.WriteDataset", std::function<Result<pb::WriteDatasetResponse>(const pb::WriteDatasetRequest&)>(
+                                 [this](const pb::WriteDatasetRequest& r) { return writeDataset(r); }));
+
+  auto listen = net::Endpoint::parse(config_.listen);
+  if (!listen) return listen.status().prepend("listen");
+  auto port = server_.start(*listen);
+  if (!port) return port.status().prepend("listen on " + config_.listen);
+  address_ = listen->host + ":" + std::to_string(*port);
+
+  auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
+  if (!zk) return zk.status().prepend("zookeeper");
+  zk_ = std::move(zk).value();
+
+  spdlog::info("worker {} of site {} serving on {} with {} containers", config_.id, config_.site, address_,
+               config_.containers);
+  runtime_.spawn(masterLoop(), "master registration loop");
+  runtime_.spawn(reapLoop(), "child reaper");
+  return {};
+}
+
+void Worker::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  server_.stop();
+  clients_.closeAll();
+  jms_.clear();  // kills and reaps JM children
+  if (zk_) zk_->close();
+}
+
+pb::RegisterWorkerRequest Worker::registration() const {
+  pb::RegisterWorkerRequest req;
+  req.set_worker_id(config_.id);
+  req.set_address(address_);
+  req.set_containers(config_.containers);
+  return req;
+}
+
+awaitable<void> Worker::masterLoop() {
+  auto master = net::Endpoint::parse(config_.master);
+  if (!master) {
+    spdlog::critical("master address {}: {}", config_.master, master.message());
+    runtime_.shutdown();
+    co_return;
+  }
+  auto client = clients_.get(*master);
+  bool registered = false;
+  while (!stopping_) {
+    if (!registered) {
+      auto r = co_await client->call<pb::RegisterWorkerResponse>("master.RegisterWorker", registration(),
+                                                                  kMasterCallTimeout);
+      if (r) {
+        registered = true;
+        datasetRoots_.clear();
+        for (const auto& d : r->datasets()) {
+          for (const auto& p : d.partitions()) datasetRoots_.push_back(std::filesystem::path(p.file()).parent_path());
+        }
+        spdlog::info("registered with master {}", config_.master);
+      } else {
+        spdlog::warn("cannot register with master {}: {}", config_.master, r.message());
+      }
+    } else {
+      pb::WorkerHeartbeat hb;
+      hb.set_worker_id(config_.id);
+      for (auto& j : deadJms_) hb.add_dead_jms(j);
+      auto r = co_await client->call<pb::HeartbeatResponse>("master.Heartbeat", hb, kMasterCallTimeout);
+      if (r) {
+        deadJms_.clear();
+        if (r->reregister()) registered = false;
+      } else {
+        spdlog::warn("heartbeat to master {} failed: {}", config_.master, r.message());
+        // A restarted master has no record of us: register again once it answers.
+        registered = false;
+      }
+    }
+    co_await daemon::sleepFor(milliseconds(registered ? config_.heartbeat_ms : 500));
+  }
+}
+
+awaitable<void> Worker::reapLoop() {
+  while (!stopping_) {
+    for (auto it = jms_.begin(); it != jms_.end();) {
+      if (auto st = it->second.tryWait()) {
+        if (!st->success()) {
+          spdlog::warn("JM of job {} exited: {}", it->first, st->toString());
+          deadJms_.push_back(it->first);
+        } else {
+          spdlog::info("JM of job {} finished", it->first);
+        }
+        it = jms_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    co_await daemon::sleepFor(milliseconds(50));
+  }
+}
+
+awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req, net::CallContext) {
+  auto existing = jms_.find(req.job_id());
+  if (existing != jms_.end() && existing->second.running()) {
+    pb::LaunchJmResponse resp;
+    resp.set_pid(existing->second.pid());
+    co_return resp;
+  }
+  config::JmConfig jm;
+  jm.job_id = req.job_id();
+  jm.site = config_.site;
+  jm.primary = req.role() == pb::JM_PRIMARY;
+  jm.listen = address_.substr(0, address_.rfind(':')) + ":0";
+  jm.master = config_.master;
+  jm.worker_id = config_.id;
+  jm.zookeeper = config_.zookeeper;
+  jm.log_level = config_.log_level;
+  auto dir = dataDir_ / "jms" / req.job_id();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  auto cfgPath = dir / ("jm-" + std::to_string(++nextRun_) + ".yaml");
+  if (auto st = writeFile(cfgPath, config::toYaml(jm)); !st) co_return st.error();
+
+  proc::SpawnOptions opts;
+  opts.argv = {(binDir_ / "tellus-jm").string(), "--config", cfgPath.string()};
+  opts.stdoutFile = dir / "jm.log";
+  opts.stderrFile = dir / "jm.log";
+  auto child = proc::Subprocess::spawn(opts);
+  if (!child) co_return child.error().prepend("starting JM for " + req.job_id());
+  pb::LaunchJmResponse resp;
+  resp.set_pid(child->pid());
+  spdlog::info("started {} JM for job {} (pid {})", jm.primary ? "primary" : "secondary", req.job_id(),
+               child->pid());
+  jms_.insert_or_assign(req.job_id(), std::move(child).value());
+  co_return resp;
+}
+
+awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
+                                                  size_t index) {
+  bool here = ref.worker_id() == config_.id;
+  if (here && ref.has_partition()) {
+    auto path = store_->dataPath(toKey(ref.partition()));
+    if (path) co_return path->string();
+  }
+  if (here && !ref.dataset_file().empty() && servable(ref.dataset_file())) co_return ref.dataset_file();
+
+  auto ep = net::Endpoint::parse(ref.worker_address());
+  if (!ep) co_return ep.error().prepend("input on worker " + ref.worker_id());
+  auto client = clients_.get(*ep);
+  pb::FetchRequest req;
+  if (ref.has_partition()) {
+    *req.mutable_partition() = ref.partition();
+  } else {
+    req.set_dataset_file(ref.dataset_file());
+  }
+  req.set_max_bytes(kFetchChunkBytes);
+  req.set_from_site(config_.site);
+  auto path = dir / ("input-" + std::to_string(index));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  uint64_t offset = 0;
+  data::Crc32 crc;
+  for (;;) {
+    req.set_offset(offset);
+    auto chunk = co_await client->call<pb::FetchResponse>("worker.Fetch", req, kFetchCallTimeout);
+    if (!chunk) co_return chunk.error().prepend("fetching input from " + ref.worker_id());
+    out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
+    crc.update(chunk->data());
+    offset += chunk->data().size();
+    if (offset >= chunk->total_bytes()) {
+      if (ref.has_partition() && crc.value() != chunk->crc32()) {
+        co_return makeError(ErrorCode::kInternal, "checksum mismatch fetching " + toKey(ref.partition()).toString() +
+                                                      " from " + ref.worker_id());
+      }
+      break;
+    }
+    if (chunk->data().empty()) co_return makeError(ErrorCode::kInternal, "fetch made no progress");
+  }
+  out.close();
+  if (!out) co_return makeError(ErrorCode::kInternal, "cannot write " + path.string());
+  co_return path.string();
+}
+
+awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
+  auto dir = dataDir_ / "containers" / req.job_id() /
+             ("s" + std::to_string(req.stage()) + "-t" + std::to_string(req.task()) + "-a" +
+              std::to_string(req.attempt()) + "-" + std::to_string(++nextRun_));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
+
+  pb::ExecutorTask task;
+  task.set_job_id(req.job_id());
+  task.set_stage(req.stage());
+  task.set_task(req.task());
+  task.set_op(req.op());
+  *task.mutable_params() = req.params();
+  task.set_buckets(req.buckets());
+  task.set_store_root(store_->root().string());
+  for (int i = 0; i < req.inputs_size(); ++i) {
+    auto file = co_await localInput(req.inputs(i), dir, static_cast<size_t>(i));
+    if (!file) co_return file.error();
+    task.add_input_files(*file);
+  }
+  if (auto st = writeFile(dir / "task.pb", task.SerializeAsString()); !st) co_return st.error();
+
+  proc::SpawnOptions opts;
+  opts.argv = {(binDir_ / "tellus-executor").string(), (dir / "task.pb").string(), (dir / "report.pb").string()};
+  opts.stderrFile = dir / "stderr";
+  auto child = proc::Subprocess::spawn(opts);
+  if (!child) co_return child.error().prepend("starting executor");
+  // The executor's exit is polled on our loop: no thread blocks in waitpid.
+  std::optional<proc::ExitStatus> exit;
+  while (!(exit = child->tryWait())) co_await daemon::sleepFor(kChildPoll);
+
+  auto reportBytes = readFile(dir / "report.pb");
+  if (!reportBytes) co_return makeError(ErrorCode::kInternal, "executor " + exit->toString() + " without a report");
+  auto report = daemon::parseProto<pb::ExecutorReport>(*reportBytes, (dir / "report.pb").string());
+  if (!report) co_return report.error();
+  if (!report->error().empty()) co_return makeError(ErrorCode::kInternal, report->error());
+
+  pb::PartitionLocation loc;
+  loc.set_site(config_.site);
+  loc.set_worker_id(config_.id);
+  loc.set_worker_address(address_);
+  *loc.mutable_bucket_bytes() = report->bucket_bytes();
+  loc.set_attempt(req.attempt());
+  loc.set_elapsed_s(report->elapsed_s());
+  loc.set_finish_unix_ms(daemon::nowUnixMs());
+  // The worker, not the JM, records the output: a task that finishes while its JM is being
+  // replaced is not lost. The first copy recorded wins; a duplicate finish is harmless.
+  auto created = co_await zk_->create(jobstate::partPath(req.job_id(), req.stage(), req.task()),
+                                      loc.SerializeAsString(), coord::CreateMode::kPersistent);
+  if (!created && created.error().code != ErrorCode::kAlreadyExists) {
+    co_return created.error().prepend("recording output of task " + std::to_string(req.task()));
+  }
+  std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed
+  pb::RunTaskResponse resp;
+  *resp.mutable_location() = loc;
+  co_return resp;
+}
+
+bool Worker::servable(const std::filesystem::path& file) const {
+  std::error_code ec;
+  auto canonical = std::filesystem::weakly_canonical(file, ec);
+  if (ec) return false;
+  auto under = [&](const std::filesystem::path& root) {
+    auto r = std::filesystem::weakly_canonical(root, ec);
+    auto rel = canonical.lexically_relative(r);
+    return !rel.empty() && *rel.begin() != "..";
+  };
+  if (under(dataDir_ / "datasets")) return true;
+  for (const auto& root : datasetRoots_) {
+    if (under(root)) return true;
+  }
+  return false;
+}
+
+awaitable<Result<pb::FetchResponse>> Worker::fetch(pb::FetchRequest req, net::CallContext) {
+  uint64_t maxBytes = std::min<uint64_t>(req.max_bytes() ? req.max_bytes() : kFetchChunkBytes,
+                                         data::PartitionStore::kMaxChunkBytes);
+  pb::FetchResponse resp;
+  if (req.has_partition()) {
+    auto chunk = store_->read(toKey(req.partition()), req.offset(), maxBytes);
+    if (!chunk) co_return chunk.error();
+    resp.set_data(std::move(chunk->data));
+    resp.set_total_bytes(chunk->totalSize);
+    resp.set_crc32(chunk->crc32);
+  } else {
+    if (!servable(req.dataset_file())) {
+      co_return makeError(ErrorCode::kNotFound, "no dataset file " + req.dataset_file() + " on " + config_.id);
+    }
+    std::ifstream in(req.dataset_file(), std::ios::binary);
+    if (!in) co_return makeError(ErrorCode::kNotFound, "cannot read " + req.dataset_file());
+    in.seekg(0, std::ios::end);
+    auto size = static_cast<uint64_t>(in.tellg());
+    if (req.offset() > size) co_return makeError(ErrorCode::kInvalidArgument, "offset beyond end of file");
+    in.seekg(static_cast<std::streamoff>(req.offset()));
+    std::string buf(std::min<uint64_t>(maxBytes, size - req.offset()), '\0');
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    resp.set_data(std::move(buf));
+    resp.set_total_bytes(size);
+  }
+  // WAN emulation: hold the chunk until the emulated link to the requester has carried it.
+  auto sendAt = wan_.reserve(req.from_site(), resp.data().size(), std::chrono::steady_clock::now());
+  if (sendAt > std::chrono::steady_clock::now()) {
+    asio::steady_timer timer(co_await asio::this_coro::executor, sendAt);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  co_return resp;
+}
+
+Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequest& req) {
+  TELLUS_RETURN_IF_ERROR(data::validateStoreName("dataset", req.dataset()));
+  TELLUS_RETURN_IF_ERROR(data::validateStoreName("upload id", req.upload_id()));
+  auto dir = dataDir_ / "datasets" / req.dataset();
+  auto temp = dataDir_ / "datasets" / (".upload-" + req.upload_id() + "-" + std::to_string(req.partition()));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream out(temp, std::ios::binary | (req.offset() == 0 ? std::ios::trunc : std::ios::app));
+  if (!out) return makeError(ErrorCode::kInternal, "cannot write " + temp.string());
+  if (static_cast<uint64_t>(out.tellp()) != req.offset()) {
+    return makeError(ErrorCode::kInvalidArgument, "chunk at offset " + std::to_string(req.offset()) +
+                                                      " does not follow the " + std::to_string(out.tellp()) +
+                                                      " bytes received");
+  }
+  out.write(req.data().data(), static_cast<std::streamsize>(req.data().size()));
+  out.close();
+  if (!out) return makeError(ErrorCode::kInternal, "cannot write " + temp.string());
+  pb::WriteDatasetResponse resp;
+  auto final = dir / (req.upload_id() + "-" + data::splitPartitionName(req.partition()));
+  resp.set_file(final.string());
+  resp.set_bytes(req.offset() + req.data().size());
+  if (req.last_chunk()) {
+    std::filesystem::rename(temp, final, ec);
+    if (ec) return makeError(ErrorCode::kInternal, "cannot publish " + final.string() + ": " + ec.message());
+  }
+  return resp;
+}
+
+int run(const std::string& configPath) {
+  auto config = config::loadWorkerConfig(configPath);
+  if (!config) {
+    std::fprintf(stderr, "tellus-worker: %s\n", config.message().c_str());
+    return 2;
+  }
+  initLogging("worker/" + config->id, config->log_level);
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::filesystem::path binDir = config->bin_dir.empty() ? self.parent_path() : std::filesystem::path(config->bin_dir);
+  daemon::Runtime runtime;
+  Worker worker(runtime, *config, binDir);
+  if (auto st = worker.start(); !st) {
+    spdlog::critical("cannot start: {}", st.message());
+    return 1;
+  }
+  return runtime.run([&] {
+    worker.stop();
+    runtime.shutdown();
+  });
+}
+
+}  // namespace tellus::worker

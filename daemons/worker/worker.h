@@ -1,0 +1,67 @@
+#pragma once
+// tellus-worker: one per host ("VM"). Registers with its site's master, offers containers,
+// runs each task in an executor process (tellus-executor), records finished tasks' output
+// locations in ZooKeeper, serves its partitions and dataset files to other sites (with
+// optional WAN emulation), and launches the job managers its master asks for.
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "coord/zk_client.h"
+#include "daemon/daemon.h"
+#include "data/partition_store.h"
+#include "net/rpc_client.h"
+#include "net/rpc_server.h"
+#include "proc/subprocess.h"
+#include "tellus.pb.h"
+#include "worker/wan_shaper.h"
+
+namespace tellus::worker {
+
+class Worker {
+ public:
+  Worker(daemon::Runtime& runtime, config::WorkerConfig config, std::filesystem::path binDir);
+  ~Worker();
+
+  // Binds the RPC server, opens the store, connects to ZooKeeper and starts the loops.
+  Status start();
+  // Stops serving and kills this worker's children (as a VM shutdown would).
+  void stop();
+
+ private:
+  boost::asio::awaitable<void> masterLoop();
+  boost::asio::awaitable<void> reapLoop();
+  boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
+  boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
+  Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
+  // Brings one input partition to a local file (or points at it when it is already here).
+  boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
+                                                         size_t index);
+  bool servable(const std::filesystem::path& file) const;
+  pb::RegisterWorkerRequest registration() const;
+
+  daemon::Runtime& runtime_;
+  config::WorkerConfig config_;
+  std::filesystem::path binDir_;
+  std::filesystem::path dataDir_;
+  std::string address_;  // host:port others reach us at
+  net::RpcServer server_;
+  net::ClientPool clients_;
+  std::shared_ptr<coord::ZkClient> zk_;
+  std::unique_ptr<data::PartitionStore> store_;
+  WanShaper wan_;
+  std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
+  std::map<std::string, proc::Subprocess> jms_;        // job id -> JM process on this worker
+  std::vector<std::string> deadJms_;                   // reported with the next heartbeat
+  uint64_t nextRun_ = 0;
+  bool stopping_ = false;
+};
+
+// Loads the config, runs the worker until SIGTERM. The body of tellus-worker's main.
+int run(const std::string& configPath);
+
+}  // namespace tellus::worker

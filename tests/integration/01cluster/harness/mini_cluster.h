@@ -1,0 +1,97 @@
+#pragma once
+// An external mini cluster (Kudu's idea): a real ZooKeeper and real tellus-master /
+// tellus-worker processes on loopback, started from an options struct, with the power to kill
+// a worker "VM" (SIGKILL to its process group: the worker, its JMs and executors), kill or
+// restart a master, run the `tellus` CLI, and read ZooKeeper directly. Everything is torn down
+// (and every child reaped) when the object goes away.
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/temp_dir.h"
+#include "harness/zk_server.h"
+#include "proc/subprocess.h"
+#include "util/result.h"
+
+namespace tellus::harness {
+
+struct MiniClusterOptions {
+  int sites = 3;
+  int workersPerSite = 2;
+  int containersPerWorker = 3;
+  uint32_t sessionTimeoutMs = 3000;
+  uint32_t schedulePeriodMs = 200;
+  uint32_t heartbeatMs = 200;
+  uint32_t workerTimeoutMs = 1500;
+  // Extra YAML appended to every worker config (e.g. a `wan:` list), by site.
+  std::map<std::string, std::string> workerExtraYaml;
+  std::chrono::milliseconds startTimeout{60000};
+};
+
+struct CliResult {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+class MiniCluster {
+ public:
+  static Result<std::unique_ptr<MiniCluster>> start(const MiniClusterOptions& options = {});
+  ~MiniCluster();
+
+  // Site names: us-east, eu-west, ap-south, ...
+  const std::vector<std::string>& sites() const { return sites_; }
+  std::string masterAddress(const std::string& site) const;
+  // Worker ids of a site: "<site>-w1", ...
+  std::vector<std::string> workers(const std::string& site) const;
+  std::string zkConnect() const { return zk_->connectString(); }
+  ZkServer& zk() { return *zk_; }
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  std::filesystem::path binDir() const;
+
+  // Runs `tellus --master <master> ARGS...` (master: a site name, or "" for the first site's
+  // master, or a literal "host:port"), bounded by `timeout`.
+  CliResult tellus(const std::vector<std::string>& args, const std::string& master = "",
+                   std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
+
+  // SIGKILL to a worker and everything under it.
+  Status killWorker(const std::string& workerId);
+  // SIGKILL to a master; restartMaster() starts it again with the same config and port.
+  Status killMaster(const std::string& site);
+  Status restartMaster(const std::string& site);
+  bool workerRunning(const std::string& workerId);
+
+  // Empty when every daemon that should run does; otherwise names the ones that died.
+  std::string crashedDaemons();
+
+  // Writes `lines` to a file under the cluster dir and loads it into `site` with `tellus put`.
+  Status putDataset(const std::string& site, const std::string& dataset, const std::string& content,
+                    uint32_t partitions);
+
+ private:
+  struct Daemon {
+    std::string name;
+    std::vector<std::string> argv;
+    std::filesystem::path log;
+    std::optional<proc::Subprocess> process;
+    bool expectedRunning = true;
+  };
+  MiniCluster(MiniClusterOptions options, TempDir dir) : options_(std::move(options)), dir_(std::move(dir)) {}
+  Status launch(Daemon& d);
+  Status waitUntilUp();
+
+  MiniClusterOptions options_;
+  TempDir dir_;
+  std::unique_ptr<ZkServer> zk_;
+  std::vector<std::string> sites_;
+  std::map<std::string, std::string> masterAddresses_;
+  std::map<std::string, Daemon> masters_;  // by site
+  std::map<std::string, Daemon> workers_;  // by worker id
+};
+
+}  // namespace tellus::harness

@@ -1,0 +1,229 @@
+#include "harness/mini_cluster.h"
+
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "harness/eventually.h"
+#include "proc/ports.h"
+
+namespace tellus::harness {
+
+namespace {
+
+const char* kSiteNames[] = {"us-east", "eu-west", "ap-south", "us-west", "eu-north", "sa-east"};
+
+std::string readAll(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+Status writeAll(const std::filesystem::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+  out.close();
+  if (!out) return makeError(ErrorCode::kInternal, "cannot write " + p.string());
+  return {};
+}
+
+}  // namespace
+
+std::filesystem::path MiniCluster::binDir() const {
+  const char* build = std::getenv("TELLUS_BUILD_DIR");
+  return std::filesystem::path(build ? build : "build") / "bin";
+}
+
+Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions& options) {
+  if (options.sites < 1 || options.sites > 6) return makeError(ErrorCode::kInvalidArgument, "1..6 sites");
+  std::unique_ptr<MiniCluster> c(new MiniCluster(options, TempDir("tellus-cluster")));
+  auto zk = ZkServer::start();
+  if (!zk) return zk.error().prepend("zookeeper");
+  c->zk_ = std::move(zk).value();
+
+  int ports = options.sites * (1 + options.workersPerSite);
+  auto free = proc::findFreePorts(static_cast<size_t>(ports));
+  if (!free) return free.error();
+  size_t next = 0;
+  std::string zkYaml = "zookeeper:\n  connect: " + c->zk_->connectString() +
+                       "\n  chroot: /tellus\n  session_timeout_ms: " + std::to_string(options.sessionTimeoutMs) + "\n";
+  for (int i = 0; i < options.sites; ++i) {
+    std::string site = kSiteNames[i];
+    c->sites_.push_back(site);
+    auto siteDir = c->dir() / site;
+    std::filesystem::create_directories(siteDir);
+    std::string master = "127.0.0.1:" + std::to_string((*free)[next++]);
+    c->masterAddresses_[site] = master;
+    std::string cfg = "site: " + site + "\nlisten: " + master + "\n" + zkYaml + "data_dir: " +
+                      (siteDir / "master-data").string() + "\nschedule_period_ms: " +
+                      std::to_string(options.schedulePeriodMs) + "\nworker_timeout_ms: " +
+                      std::to_string(options.workerTimeoutMs) + "\n";
+    TELLUS_RETURN_IF_ERROR(writeAll(siteDir / "master.yaml", cfg));
+    Daemon m{"master-" + site, {(c->binDir() / "tellus-master").string(), "--config", (siteDir / "master.yaml").string()},
+             c->dir() / ("master-" + site + ".log"), std::nullopt, true};
+    c->masters_.emplace(site, std::move(m));
+    for (int w = 1; w <= options.workersPerSite; ++w) {
+      std::string id = site + "-w" + std::to_string(w);
+      std::string wcfg = "id: " + id + "\nsite: " + site + "\nlisten: 127.0.0.1:" + std::to_string((*free)[next++]) +
+                         "\nmaster: " + master + "\n" + zkYaml + "containers: " +
+                         std::to_string(options.containersPerWorker) + "\ndata_dir: " + (siteDir / id).string() +
+                         "\nheartbeat_ms: " + std::to_string(options.heartbeatMs) + "\n";
+      auto extra = options.workerExtraYaml.find(site);
+      if (extra != options.workerExtraYaml.end()) wcfg += extra->second;
+      TELLUS_RETURN_IF_ERROR(writeAll(siteDir / (id + ".yaml"), wcfg));
+      Daemon d{id, {(c->binDir() / "tellus-worker").string(), "--config", (siteDir / (id + ".yaml")).string()},
+               c->dir() / (id + ".log"), std::nullopt, true};
+      c->workers_.emplace(id, std::move(d));
+    }
+  }
+  for (auto& [site, m] : c->masters_) TELLUS_RETURN_IF_ERROR(c->launch(m));
+  for (auto& [id, w] : c->workers_) TELLUS_RETURN_IF_ERROR(c->launch(w));
+  TELLUS_RETURN_IF_ERROR(c->waitUntilUp());
+  return c;
+}
+
+MiniCluster::~MiniCluster() {
+  // Workers first (their groups hold JMs and executors), then masters, then ZooKeeper.
+  for (auto& [id, w] : workers_) {
+    if (w.process && w.process->running()) (void)w.process->killGroup(SIGKILL);
+    w.process.reset();
+  }
+  for (auto& [site, m] : masters_) {
+    if (m.process) m.process->terminate(std::chrono::milliseconds(2000));
+    m.process.reset();
+  }
+}
+
+Status MiniCluster::launch(Daemon& d) {
+  proc::SpawnOptions opts;
+  opts.argv = d.argv;
+  opts.stdoutFile = d.log;
+  opts.stderrFile = d.log;
+  // Each daemon is its own process group: a worker's group is its "VM".
+  opts.newProcessGroup = true;
+  auto p = proc::Subprocess::spawn(opts);
+  if (!p) return p.error().prepend("starting " + d.name);
+  d.process.emplace(std::move(p).value());
+  d.expectedRunning = true;
+  return {};
+}
+
+Status MiniCluster::waitUntilUp() {
+  // Up when every site is published with all its workers registered.
+  std::string lastOut;
+  bool up = eventually(
+      [&] {
+        auto r = tellus({"--json", "sites"}, "", std::chrono::milliseconds(3000));
+        lastOut = r.out + r.err;
+        if (r.exitCode != 0) return false;
+        size_t sitesSeen = 0, full = 0;
+        for (size_t pos = 0; (pos = r.out.find("\"workers\":", pos)) != std::string::npos; ++pos) {
+          ++sitesSeen;
+          if (std::stoi(r.out.substr(pos + 10)) == options_.workersPerSite) ++full;
+        }
+        return sitesSeen == sites_.size() && full == sites_.size();
+      },
+      options_.startTimeout, std::chrono::milliseconds(100));
+  if (!up) return makeError(ErrorCode::kDeadlineExceeded, "cluster did not come up: " + lastOut + crashedDaemons());
+  return {};
+}
+
+std::string MiniCluster::masterAddress(const std::string& site) const {
+  auto it = masterAddresses_.find(site);
+  return it == masterAddresses_.end() ? "" : it->second;
+}
+
+std::vector<std::string> MiniCluster::workers(const std::string& site) const {
+  std::vector<std::string> out;
+  for (const auto& [id, w] : workers_) {
+    if (id.rfind(site + "-w", 0) == 0) out.push_back(id);
+  }
+  return out;
+}
+
+CliResult MiniCluster::tellus(const std::vector<std::string>& args, const std::string& master,
+                              std::chrono::milliseconds timeout) {
+  std::string target = master.empty() ? masterAddress(sites_.front()) : masterAddress(master);
+  if (target.empty()) target = master;
+  auto outFile = dir() / "cli.out";
+  auto errFile = dir() / "cli.err";
+  std::filesystem::remove(outFile);
+  std::filesystem::remove(errFile);
+  proc::SpawnOptions opts;
+  opts.argv = {(binDir() / "tellus").string(), "--master", target};
+  opts.argv.insert(opts.argv.end(), args.begin(), args.end());
+  opts.stdoutFile = outFile;
+  opts.stderrFile = errFile;
+  CliResult r;
+  auto p = proc::Subprocess::spawn(opts);
+  if (!p) {
+    r.err = p.message();
+    return r;
+  }
+  auto status = p->waitFor(timeout);
+  if (!status) {
+    r.err = "tellus did not finish within the deadline";
+    return r;
+  }
+  r.exitCode = status->exited ? status->code : 128 + status->signal;
+  r.out = readAll(outFile);
+  r.err = readAll(errFile);
+  return r;
+}
+
+Status MiniCluster::killWorker(const std::string& workerId) {
+  auto it = workers_.find(workerId);
+  if (it == workers_.end() || !it->second.process) return makeError(ErrorCode::kNotFound, "no worker " + workerId);
+  it->second.expectedRunning = false;
+  TELLUS_RETURN_IF_ERROR(it->second.process->killGroup(SIGKILL));
+  (void)it->second.process->waitFor(std::chrono::milliseconds(5000));
+  return {};
+}
+
+bool MiniCluster::workerRunning(const std::string& workerId) {
+  auto it = workers_.find(workerId);
+  return it != workers_.end() && it->second.process && !it->second.process->tryWait();
+}
+
+Status MiniCluster::killMaster(const std::string& site) {
+  auto it = masters_.find(site);
+  if (it == masters_.end() || !it->second.process) return makeError(ErrorCode::kNotFound, "no master " + site);
+  it->second.expectedRunning = false;
+  TELLUS_RETURN_IF_ERROR(it->second.process->signal(SIGKILL));
+  (void)it->second.process->waitFor(std::chrono::milliseconds(5000));
+  return {};
+}
+
+Status MiniCluster::restartMaster(const std::string& site) {
+  auto it = masters_.find(site);
+  if (it == masters_.end()) return makeError(ErrorCode::kNotFound, "no master " + site);
+  it->second.process.reset();
+  return launch(it->second);
+}
+
+std::string MiniCluster::crashedDaemons() {
+  std::string out;
+  auto check = [&](Daemon& d) {
+    if (!d.expectedRunning || !d.process) return;
+    if (auto st = d.process->tryWait()) {
+      out += "\n" + d.name + " died (" + st->toString() + "), log tail:\n";
+      std::string log = readAll(d.log);
+      out += log.size() > 2000 ? log.substr(log.size() - 2000) : log;
+    }
+  };
+  for (auto& [k, m] : masters_) check(m);
+  for (auto& [k, w] : workers_) check(w);
+  return out;
+}
+
+Status MiniCluster::putDataset(const std::string& site, const std::string& dataset, const std::string& content,
+                               uint32_t partitions) {
+  auto file = dir() / (dataset + "-" + site + ".txt");
+  TELLUS_RETURN_IF_ERROR(writeAll(file, content));
+  auto r = tellus({"put", file.string(), "--dataset", dataset, "--site", site, "--partitions",
+                   std::to_string(partitions)});
+  if (r.exitCode != 0) return makeError(ErrorCode::kInternal, "tellus put failed: " + r.err);
+  return {};
+}
+
+}  // namespace tellus::harness

@@ -1,0 +1,353 @@
+#include "cli.h"
+
+#include <CLI/CLI.hpp>
+#include <google/protobuf/util/json_util.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "data/dataset.h"
+#include "job/spec.h"
+#include "net/rpc_client.h"
+#include "plan/plan.h"
+#include "tellus.pb.h"
+
+namespace tellus::cli {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint32_t kChunkBytes = 1 << 20;
+
+struct Globals {
+  std::string master;
+  uint32_t timeoutMs = 5000;
+  bool json = false;
+};
+
+// A failure that ends the command: message and exit code.
+struct Failure {
+  int code;
+  std::string message;
+};
+
+std::string jobStateName(pb::JobState s) {
+  switch (s) {
+    case pb::JOB_PENDING: return "pending";
+    case pb::JOB_RUNNING: return "running";
+    case pb::JOB_SUCCEEDED: return "succeeded";
+    case pb::JOB_FAILED: return "failed";
+    case pb::JOB_KILLED: return "killed";
+    default: return "unknown";
+  }
+}
+
+bool terminal(pb::JobState s) { return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED; }
+
+std::string toJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  std::string s;
+  (void)google::protobuf::util::MessageToJsonString(m, &s, opts);
+  return s;
+}
+
+class Client {
+ public:
+  explicit Client(const Globals& g) : g_(g) {}
+
+  net::Endpoint master() const {
+    auto ep = net::Endpoint::parse(g_.master);
+    if (!ep) throw Failure{2, "--master: " + ep.message()};
+    return *ep;
+  }
+
+  template <class Resp, class Req>
+  Resp call(const net::Endpoint& to, const std::string& method, const Req& req) const {
+    auto r = net::callBlocking<Resp>(to, method, req, milliseconds(g_.timeoutMs));
+    if (!r) {
+      int code = r.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+      throw Failure{code, r.message()};
+    }
+    return std::move(r).value();
+  }
+
+  template <class Resp, class Req>
+  Resp call(const std::string& method, const Req& req) const {
+    return call<Resp>(master(), method, req);
+  }
+
+ private:
+  const Globals& g_;
+};
+
+void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
+  const auto& s = st.status();
+  out << s.job_id() << "  " << s.name() << "  " << jobStateName(s.state()) << "  submitted at "
+      << s.submit_site();
+  if (!s.error().empty()) out << "  error: " << s.error();
+  out << "\n";
+  for (const auto& stage : st.stages()) {
+    out << "  stage " << stage.name() << ": " << stage.done() << "/" << stage.tasks() << " done";
+    if (!stage.released()) out << " (waiting for upstream)";
+    for (const auto& site : stage.sites()) {
+      out << "  [" << site.site() << " " << site.done() << "/" << site.owned() << "]";
+    }
+    out << "\n";
+  }
+  for (const auto& jm : st.jms()) {
+    out << "  jm " << jm.site() << " " << (jm.role() == pb::JM_PRIMARY ? "primary" : "secondary")
+        << " epoch " << jm.epoch() << " on " << jm.worker_id() << " (" << jm.address() << ")\n";
+  }
+}
+
+// Polls the job until it ends, printing progress whenever it changes.
+int waitForJob(const Client& client, const std::string& jobId, bool json, std::ostream& out) {
+  pb::JobRequest req;
+  req.set_job_id(jobId);
+  std::string last;
+  for (;;) {
+    auto st = client.call<pb::JobStatusResponse>("master.Status", req);
+    std::ostringstream line;
+    line << jobStateName(st.status().state());
+    for (const auto& stage : st.stages()) line << "  " << stage.name() << " " << stage.done() << "/" << stage.tasks();
+    if (!json && line.str() != last) {
+      out << "[" << jobId << "] " << line.str() << std::endl;
+      last = line.str();
+    }
+    if (terminal(st.status().state())) {
+      if (json) {
+        out << toJson(st) << "\n";
+      } else {
+        printStatus(st, out);
+      }
+      return st.status().state() == pb::JOB_SUCCEEDED ? 0 : 1;
+    }
+    // A poll interval, not a race fix: the CLI is a human-facing watcher.
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+}
+
+int cmdSubmit(const Globals& g, const std::string& path, bool wait, std::ostream& out) {
+  auto spec = job::loadJobSpec(path);
+  if (!spec) throw Failure{2, spec.message()};
+  Client client(g);
+  pb::SubmitRequest req;
+  *req.mutable_spec() = *spec;
+  auto resp = client.call<pb::SubmitResponse>("master.Submit", req);
+  if (!wait) {
+    out << (g.json ? "{\"job_id\":\"" + resp.job_id() + "\"}" : resp.job_id()) << "\n";
+    return 0;
+  }
+  if (!g.json) out << "submitted " << resp.job_id() << "\n";
+  return waitForJob(client, resp.job_id(), g.json, out);
+}
+
+int cmdStatus(const Globals& g, const std::string& jobId, bool watch, std::ostream& out) {
+  Client client(g);
+  if (watch) return waitForJob(client, jobId, g.json, out);
+  pb::JobRequest req;
+  req.set_job_id(jobId);
+  auto st = client.call<pb::JobStatusResponse>("master.Status", req);
+  if (g.json) {
+    out << toJson(st) << "\n";
+  } else {
+    printStatus(st, out);
+  }
+  return 0;
+}
+
+int cmdList(const Globals& g, std::ostream& out) {
+  Client client(g);
+  auto resp = client.call<pb::ListJobsResponse>("master.List", pb::ListJobsRequest());
+  if (g.json) {
+    out << toJson(resp) << "\n";
+    return 0;
+  }
+  for (const auto& j : resp.jobs()) {
+    out << j.job_id() << "  " << jobStateName(j.state()) << "  " << j.name() << "  sites:";
+    for (const auto& s : j.sites()) out << " " << s;
+    out << "\n";
+  }
+  return 0;
+}
+
+int cmdSites(const Globals& g, std::ostream& out) {
+  Client client(g);
+  auto resp = client.call<pb::ListSitesResponse>("master.Sites", pb::ListSitesRequest());
+  if (g.json) {
+    out << toJson(resp) << "\n";
+    return 0;
+  }
+  for (const auto& s : resp.sites()) {
+    out << s.site() << "  master " << s.master_address() << "  workers " << s.workers() << "  containers "
+        << s.containers_free() << "/" << s.containers_total() << " free\n";
+    for (const auto& d : s.datasets()) {
+      uint64_t bytes = 0;
+      for (const auto& p : d.partitions()) bytes += p.bytes();
+      out << "    dataset " << d.name() << ": " << d.partitions_size() << " partitions, " << bytes << " bytes"
+          << (d.residency_local() ? " (residency local)" : "") << "\n";
+    }
+  }
+  return 0;
+}
+
+int cmdKill(const Globals& g, const std::string& jobId, std::ostream& out) {
+  Client client(g);
+  pb::JobRequest req;
+  req.set_job_id(jobId);
+  client.call<pb::KillResponse>("master.Kill", req);
+  out << "killed " << jobId << "\n";
+  return 0;
+}
+
+int cmdResult(const Globals& g, const std::string& jobId, const std::string& output, std::ostream& out) {
+  Client client(g);
+  std::ofstream file;
+  std::ostream* sink = &out;
+  if (!output.empty()) {
+    file.open(output, std::ios::binary | std::ios::trunc);
+    if (!file) throw Failure{1, "cannot write " + output};
+    sink = &file;
+  }
+  pb::ResultRequest req;
+  req.set_job_id(jobId);
+  req.set_max_bytes(kChunkBytes);
+  uint32_t tasks = 1;
+  for (uint32_t t = 0; t < tasks; ++t) {
+    req.set_task(t);
+    uint64_t offset = 0;
+    for (;;) {
+      req.set_offset(offset);
+      auto chunk = client.call<pb::ResultResponse>("master.Result", req);
+      tasks = chunk.tasks();
+      sink->write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+      offset += chunk.data().size();
+      if (offset >= chunk.total_bytes() || chunk.data().empty()) break;
+    }
+  }
+  sink->flush();
+  if (!*sink) throw Failure{1, "writing the result failed"};
+  return 0;
+}
+
+int cmdPut(const Globals& g, const std::string& path, const std::string& dataset, const std::string& site,
+           uint32_t partitions, bool residencyLocal, std::ostream& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Failure{2, "cannot read " + path};
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Client client(g);
+  // Any master knows every site's master address.
+  auto sites = client.call<pb::ListSitesResponse>("master.Sites", pb::ListSitesRequest());
+  std::string target;
+  for (const auto& s : sites.sites()) {
+    if (s.site() == site) target = s.master_address();
+  }
+  if (target.empty()) throw Failure{1, "no live site named '" + site + "'"};
+  auto ep = net::Endpoint::parse(target);
+  if (!ep) throw Failure{1, "site " + site + " publishes a bad address: " + ep.message()};
+
+  auto cuts = data::lineAlignedSplitPoints(content, partitions);
+  std::string uploadId = dataset + "-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  for (uint32_t p = 0; p + 1 < cuts.size(); ++p) {
+    uint64_t begin = cuts[p], end = cuts[p + 1];
+    uint64_t offset = begin;
+    do {
+      uint64_t n = std::min<uint64_t>(kChunkBytes, end - offset);
+      pb::PutRequest req;
+      req.set_dataset(dataset);
+      req.set_partition(p);
+      req.set_offset(offset - begin);
+      req.set_data(content.substr(offset, n));
+      req.set_last_chunk(offset + n == end);
+      req.set_residency_local(residencyLocal);
+      req.set_upload_id(uploadId);
+      auto resp = client.call<pb::PutResponse>(*ep, "master.Put", req);
+      offset += n;
+      if (req.last_chunk() && !g.json) {
+        out << dataset << "[" << p << "] " << (end - begin) << " bytes -> " << site << "/" << resp.worker_id() << "\n";
+      }
+    } while (offset < end);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Globals g;
+  if (const char* env = std::getenv("TELLUS_MASTER")) g.master = env;
+
+  CLI::App app{"tellus: run jobs over data that stays in its datacenters"};
+  app.require_subcommand(1);
+  app.add_option("--master", g.master, "any site's master, HOST:PORT (default: $TELLUS_MASTER)");
+  app.add_option("--timeout-ms", g.timeoutMs, "deadline of each call to a master")->check(CLI::Range(1u, 3600000u));
+  app.add_flag("--json", g.json, "machine-readable output");
+
+  std::string jobFile, jobId, output, putFile, dataset, site, planFile, policy;
+  bool wait = false, watch = false, residencyLocal = false;
+  uint32_t partitions = 1;
+
+  auto* submit = app.add_subcommand("submit", "submit a job spec (YAML)");
+  submit->add_option("JOB", jobFile, "job spec")->required();
+  submit->add_flag("--wait", wait, "wait for the job to finish, showing progress");
+  auto* status = app.add_subcommand("status", "show a job's progress per stage and site");
+  status->add_option("JOB", jobId, "job id")->required();
+  status->add_flag("--watch", watch, "follow until the job ends");
+  auto* list = app.add_subcommand("list", "list jobs");
+  auto* sites = app.add_subcommand("sites", "list live sites, workers, containers and datasets");
+  auto* result = app.add_subcommand("result", "print (or write) a finished job's output");
+  result->add_option("JOB", jobId, "job id")->required();
+  result->add_option("-o,--output", output, "write to this file instead of stdout");
+  auto* kill = app.add_subcommand("kill", "kill a job");
+  kill->add_option("JOB", jobId, "job id")->required();
+  auto* put = app.add_subcommand("put", "load a local file into a site as a dataset");
+  put->add_option("FILE", putFile, "local text file")->required();
+  put->add_option("--dataset", dataset, "dataset name")->required();
+  put->add_option("--site", site, "site to store it at")->required();
+  put->add_option("--partitions", partitions, "split into K partitions at line boundaries")->check(CLI::Range(1u, 100000u));
+  put->add_flag("--residency-local", residencyLocal, "raw partitions may never leave the site");
+  auto* plan = app.add_subcommand("plan", "solve a placement/ordering problem offline (docs/plan.md)");
+  plan->add_option("PROBLEM", planFile, "problem YAML")->required();
+  plan->add_option("--policy", policy, "policy name (default: the problem's)");
+
+  std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  std::reverse(rest.begin(), rest.end());  // CLI11 takes a reversed vector
+  try {
+    app.parse(rest);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      out << app.help();
+      return 0;
+    }
+    err << "tellus: " << e.what() << "\n";
+    return 2;
+  }
+
+  try {
+    if (*plan) return plan::runPlanCommand(planFile, policy, g.json, out, err);
+    if (g.master.empty()) throw Failure{2, "no master: pass --master HOST:PORT or set TELLUS_MASTER"};
+    if (*submit) return cmdSubmit(g, jobFile, wait, out);
+    if (*status) return cmdStatus(g, jobId, watch, out);
+    if (*list) return cmdList(g, out);
+    if (*sites) return cmdSites(g, out);
+    if (*result) return cmdResult(g, jobId, output, out);
+    if (*kill) return cmdKill(g, jobId, out);
+    if (*put) return cmdPut(g, putFile, dataset, site, partitions, residencyLocal, out);
+  } catch (const Failure& f) {
+    err << "tellus: " << f.message << "\n";
+    return f.code;
+  }
+  return 2;
+}
+
+}  // namespace tellus::cli

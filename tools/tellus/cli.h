@@ -1,0 +1,16 @@
+#pragma once
+// The `tellus` command line client. Every command talks to one master (any site's: job state
+// is in ZooKeeper, so any master answers for any job) with a deadline on every call.
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace tellus::cli {
+
+// Runs the CLI with argv (argv[0] is the program name). Returns the process exit code:
+// 0 ok, 1 the operation failed (unreachable master, unknown job, failed job), 2 bad usage or
+// bad input. Errors are one line on `err`.
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace tellus::cli
