@@ -8,6 +8,12 @@
 // executor; every callback (session events, watches) is invoked on it.
 //
 // Paths are absolute ("/jobs/7/spec") and relative to the client's chroot.
+//
+// GCC 12 coroutine bugs to avoid in callers: do not build a lambda-to-std::function
+// conversion or a braced list as an argument inside a co_await expression (the first is
+// destroyed twice, the second does not compile); build a named variable first:
+//   std::vector<ZkOp> ops{ZkOp::check(p, v), ZkOp::set(p, d, v)};
+//   auto done = co_await zk.multi(std::move(ops));
 
 #include <utility>  // before Asio 1.74's awaitable.hpp, which uses std::exchange without it
 
@@ -18,7 +24,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "util/result.h"
@@ -45,7 +50,7 @@ enum class CreateMode { kPersistent, kEphemeral, kPersistentSequential, kEphemer
 
 // Connection states as the owner sees them.
 enum class SessionState {
-  kConnecting,    // no session yet (first connect, or a fresh session after expiry)
+  kConnecting,  // no session yet (first connect, or a fresh session after expiry)
   kConnected,
   kDisconnected,  // the session may still be alive; the expiry timer runs
   kClosed,        // close() was called
@@ -70,9 +75,9 @@ struct ZkOp {
   enum class Kind { kCreate, kSet, kRemove, kCheck };
   Kind kind = Kind::kCheck;
   std::string path;
-  std::string data;                        // kCreate, kSet
+  std::string data;                           // kCreate, kSet
   CreateMode mode = CreateMode::kPersistent;  // kCreate
-  int32_t version = -1;                    // kSet, kRemove, kCheck; -1 = any (not for kCheck)
+  int32_t version = -1;                       // kSet, kRemove, kCheck; -1 = any (not for kCheck)
 
   static ZkOp create(std::string path, std::string data, CreateMode mode = CreateMode::kPersistent) {
     return ZkOp{Kind::kCreate, std::move(path), std::move(data), mode, -1};
@@ -123,7 +128,7 @@ class [[nodiscard]] Subscription {
 
 class Coordinator {
  public:
-  using DataCallback = std::function<void(const std::optional<NodeData>&)>;  // nullopt: no node
+  using DataCallback = std::function<void(const std::optional<NodeData>&)>;       // nullopt: no node
   using ChildrenCallback = std::function<void(const std::vector<std::string>&)>;  // sorted names
   using SessionCallback = std::function<void(SessionEvent)>;
 

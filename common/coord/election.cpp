@@ -34,8 +34,8 @@ struct LeaderElection::State {
 
   bool stopped = false;
   bool leader = false;
-  std::string myNode;      // "" while we have none
-  int64_t mySession = 0;   // the session that owns myNode
+  std::string myNode;     // "" while we have none
+  int64_t mySession = 0;  // the session that owns myNode
   std::string watchedPredecessor;
   Subscription sessionEvents;
   Subscription predecessorWatch;
@@ -104,8 +104,8 @@ awaitable<Status> evaluate(std::shared_ptr<State> s) {
     Status ensured = co_await zk.ensurePath(s->electionPath);
     if (!ensured.isOk()) co_return ensured;
     int64_t session = zk.sessionId();
-    auto created = co_await zk.create(joinPath(s->electionPath, "n_" + s->token + "_"), s->data,
-                                      CreateMode::kEphemeralSequential);
+    auto created =
+        co_await zk.create(joinPath(s->electionPath, "n_" + s->token + "_"), s->data, CreateMode::kEphemeralSequential);
     if (s->stopped) {
       if (created) (void)co_await zk.remove(*created);
       co_return Status::ok();

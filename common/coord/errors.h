@@ -31,7 +31,8 @@ bool isRetryableForIdempotent(int rc);
 // Capped exponential backoff: initial, 2x initial, ... up to `max`.
 class Backoff {
  public:
-  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max) : initial_(initial), max_(max), next_(initial) {}
+  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max)
+      : initial_(initial), max_(max), next_(initial) {}
   std::chrono::milliseconds next() {
     auto current = next_;
     next_ = std::min(next_ * 2, max_);

@@ -88,10 +88,10 @@ struct ZkHandle {
   static void watcher(zhandle_t* zh, int type, int state, const char* path, void* /*watcherCtx*/) {
     auto* self = static_cast<ZkHandle*>(const_cast<void*>(zoo_get_context(zh)));
     if (self == nullptr) return;
-    asio::post(self->executor, [owner = self->owner, generation = self->generation, type, state,
-                                p = std::string(path ? path : "")] {
-      if (auto client = owner.lock()) client->onWatcherEvent(generation, type, state, p);
-    });
+    asio::post(self->executor,
+               [owner = self->owner, generation = self->generation, type, state, p = std::string(path ? path : "")] {
+                 if (auto client = owner.lock()) client->onWatcherEvent(generation, type, state, p);
+               });
   }
 };
 
@@ -123,20 +123,28 @@ NodeStat toNodeStat(const struct Stat& s) {
 
 int createFlags(CreateMode mode) {
   switch (mode) {
-    case CreateMode::kPersistent: return ZOO_PERSISTENT;
-    case CreateMode::kEphemeral: return ZOO_EPHEMERAL;
-    case CreateMode::kPersistentSequential: return ZOO_PERSISTENT_SEQUENTIAL;
-    case CreateMode::kEphemeralSequential: return ZOO_EPHEMERAL_SEQUENTIAL;
+    case CreateMode::kPersistent:
+      return ZOO_PERSISTENT;
+    case CreateMode::kEphemeral:
+      return ZOO_EPHEMERAL;
+    case CreateMode::kPersistentSequential:
+      return ZOO_PERSISTENT_SEQUENTIAL;
+    case CreateMode::kEphemeralSequential:
+      return ZOO_EPHEMERAL_SEQUENTIAL;
   }
   return ZOO_PERSISTENT;
 }
 
 const char* opKindName(ZkOp::Kind kind) {
   switch (kind) {
-    case ZkOp::Kind::kCreate: return "create";
-    case ZkOp::Kind::kSet: return "set";
-    case ZkOp::Kind::kRemove: return "remove";
-    case ZkOp::Kind::kCheck: return "check";
+    case ZkOp::Kind::kCreate:
+      return "create";
+    case ZkOp::Kind::kSet:
+      return "set";
+    case ZkOp::Kind::kRemove:
+      return "remove";
+    case ZkOp::Kind::kCheck:
+      return "check";
   }
   return "?";
 }
@@ -237,20 +245,28 @@ void logSpawnFailure(std::exception_ptr e, const char* what) {
 
 const char* toString(SessionEvent event) {
   switch (event) {
-    case SessionEvent::kConnected: return "connected";
-    case SessionEvent::kDisconnected: return "disconnected";
-    case SessionEvent::kExpired: return "expired";
-    case SessionEvent::kNewSession: return "new-session";
+    case SessionEvent::kConnected:
+      return "connected";
+    case SessionEvent::kDisconnected:
+      return "disconnected";
+    case SessionEvent::kExpired:
+      return "expired";
+    case SessionEvent::kNewSession:
+      return "new-session";
   }
   return "?";
 }
 
 const char* toString(SessionState state) {
   switch (state) {
-    case SessionState::kConnecting: return "connecting";
-    case SessionState::kConnected: return "connected";
-    case SessionState::kDisconnected: return "disconnected";
-    case SessionState::kClosed: return "closed";
+    case SessionState::kConnecting:
+      return "connecting";
+    case SessionState::kConnected:
+      return "connected";
+    case SessionState::kDisconnected:
+      return "disconnected";
+    case SessionState::kClosed:
+      return "closed";
   }
   return "?";
 }
@@ -298,9 +314,9 @@ Status ZkClient::openHandle() {
   handle->owner = weak_from_this();
   // The C threads may call the watcher before zookeeper_init2 returns; it only needs the
   // fields set above.
-  zhandle_t* zh = zookeeper_init2(options_.connectString.c_str(), &ZkHandle::watcher,
-                                  static_cast<int>(options_.sessionTimeout.count()), nullptr, handle.get(), 0,
-                                  &logFromZk);
+  zhandle_t* zh =
+      zookeeper_init2(options_.connectString.c_str(), &ZkHandle::watcher,
+                      static_cast<int>(options_.sessionTimeout.count()), nullptr, handle.get(), 0, &logFromZk);
   if (zh == nullptr) {
     int err = errno;
     return makeError(err == EINVAL ? ErrorCode::kInvalidArgument : ErrorCode::kUnavailable,
@@ -541,9 +557,9 @@ awaitable<Result<std::string>> ZkClient::create(std::string path, std::string da
   // Named, not a temporary: GCC 12 destroys a lambda converted to a coroutine's
   // std::function parameter twice when it is built inside the co_await expression.
   StartFn start = [full, data, flags](ZkHandle& h, PendingOp& op) {
-        return zoo_acreate(h.zh, full.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                           flags, stringCompletion, &op);
-      };
+    return zoo_acreate(h.zh, full.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
+                       stringCompletion, &op);
+  };
   RawReply reply = co_await call(start, Retry::kNever);
   if (reply.rc != ZOK) co_return zkError(reply.rc, "create", path, /*outcomeUnknown=*/true);
   auto relative = stripChroot(chroot_, reply.createdPath);
@@ -556,7 +572,9 @@ awaitable<Result<std::string>> ZkClient::create(std::string path, std::string da
 
 awaitable<Status> ZkClient::ensureFullPath(std::string fullPath) {
   if (fullPath.empty() || fullPath == "/") co_return Status::ok();
-  StartFn start = [fullPath](ZkHandle& h, PendingOp& op) { return zoo_aexists(h.zh, fullPath.c_str(), 0, statCompletion, &op); };
+  StartFn start = [fullPath](ZkHandle& h, PendingOp& op) {
+    return zoo_aexists(h.zh, fullPath.c_str(), 0, statCompletion, &op);
+  };
   RawReply existing = co_await call(start, Retry::kIdempotent);
   if (existing.rc == ZOK) co_return Status::ok();
   size_t pos = 1;
@@ -565,8 +583,8 @@ awaitable<Status> ZkClient::ensureFullPath(std::string fullPath) {
     std::string prefix = pos == std::string::npos ? fullPath : fullPath.substr(0, pos);
     // Retrying is safe here: ZNODEEXISTS (ours from an earlier attempt, or anyone's) is success.
     StartFn start = [prefix](ZkHandle& h, PendingOp& op) {
-          return zoo_acreate(h.zh, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, stringCompletion, &op);
-        };
+      return zoo_acreate(h.zh, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, stringCompletion, &op);
+    };
     RawReply reply = co_await call(start, Retry::kIdempotent);
     if (reply.rc != ZOK && reply.rc != ZNODEEXISTS) co_return zkError(reply.rc, "ensurePath: create", prefix);
     if (pos == std::string::npos) break;
@@ -603,9 +621,9 @@ awaitable<Result<NodeStat>> ZkClient::set(std::string path, std::string data, in
   // a lost reply would report a false conflict, so it is left to the caller.
   Retry retry = expectedVersion == -1 ? Retry::kIdempotent : Retry::kNever;
   StartFn start = [full, data, expectedVersion](ZkHandle& h, PendingOp& op) {
-        return zoo_aset(h.zh, full.c_str(), data.data(), static_cast<int>(data.size()), expectedVersion,
-                        statCompletion, &op);
-      };
+    return zoo_aset(h.zh, full.c_str(), data.data(), static_cast<int>(data.size()), expectedVersion, statCompletion,
+                    &op);
+  };
   RawReply reply = co_await call(start, retry);
   if (reply.rc != ZOK) co_return zkError(reply.rc, "set", path, retry == Retry::kNever);
   co_return reply.stat.value_or(NodeStat{});
@@ -617,8 +635,8 @@ awaitable<Status> ZkClient::remove(std::string path, int32_t expectedVersion) {
   if (path == "/") co_return makeError(ErrorCode::kInvalidArgument, "remove /: refusing to remove the root");
   std::string full = applyChroot(chroot_, path);
   StartFn start = [full, expectedVersion](ZkHandle& h, PendingOp& op) {
-        return zoo_adelete(h.zh, full.c_str(), expectedVersion, voidCompletion, &op);
-      };
+    return zoo_adelete(h.zh, full.c_str(), expectedVersion, voidCompletion, &op);
+  };
   RawReply reply = co_await call(start, Retry::kNever);
   if (reply.rc != ZOK) co_return zkError(reply.rc, "remove", path, /*outcomeUnknown=*/true);
   co_return Status::ok();
@@ -629,8 +647,8 @@ awaitable<Status> ZkClient::removeTree(std::string fullPath, std::string userPat
   constexpr int kRounds = 10;
   for (int round = 0; round < kRounds; ++round) {
     StartFn start = [fullPath](ZkHandle& h, PendingOp& op) {
-          return zoo_aget_children2(h.zh, fullPath.c_str(), 0, stringsStatCompletion, &op);
-        };
+      return zoo_aget_children2(h.zh, fullPath.c_str(), 0, stringsStatCompletion, &op);
+    };
     RawReply kids = co_await call(start, Retry::kIdempotent);
     if (kids.rc == ZNONODE) co_return Status::ok();
     if (kids.rc != ZOK) co_return zkError(kids.rc, "removeRecursive: children", userPath);
@@ -662,8 +680,8 @@ awaitable<Result<std::vector<std::string>>> ZkClient::children(std::string path)
   if (auto st = validatePath(path); !st.isOk()) co_return st.error();
   std::string full = applyChroot(chroot_, path);
   StartFn start = [full](ZkHandle& h, PendingOp& op) {
-        return zoo_aget_children2(h.zh, full.c_str(), 0, stringsStatCompletion, &op);
-      };
+    return zoo_aget_children2(h.zh, full.c_str(), 0, stringsStatCompletion, &op);
+  };
   RawReply reply = co_await call(start, Retry::kIdempotent);
   if (reply.rc != ZOK) co_return zkError(reply.rc, "children", path);
   co_return std::move(reply.strings);
@@ -673,7 +691,9 @@ awaitable<Result<std::optional<NodeStat>>> ZkClient::exists(std::string path) {
   auto self = shared_from_this();
   if (auto st = validatePath(path); !st.isOk()) co_return st.error();
   std::string full = applyChroot(chroot_, path);
-  StartFn start = [full](ZkHandle& h, PendingOp& op) { return zoo_aexists(h.zh, full.c_str(), 0, statCompletion, &op); };
+  StartFn start = [full](ZkHandle& h, PendingOp& op) {
+    return zoo_aexists(h.zh, full.c_str(), 0, statCompletion, &op);
+  };
   RawReply reply = co_await call(start, Retry::kIdempotent);
   if (reply.rc == ZNONODE) co_return std::optional<NodeStat>();
   if (reply.rc != ZOK) co_return zkError(reply.rc, "exists", path);
@@ -695,42 +715,45 @@ awaitable<Result<std::vector<ZkOpResult>>> ZkClient::multi(std::vector<ZkOp> ops
   auto shared = std::make_shared<const std::vector<ZkOp>>(std::move(ops));
   std::string chroot = chroot_;
   StartFn start = [shared, chroot](ZkHandle& h, PendingOp& op) {
-        const auto& list = *shared;
-        auto buffers = std::make_unique<detail::MultiBuffers>();
-        size_t n = list.size();
-        // Reserved up front: the zoo_op_t entries point into these strings and buffers.
-        buffers->kinds.reserve(n);
-        buffers->paths.reserve(n);
-        buffers->datas.reserve(n);
-        buffers->pathBuffers.reserve(n);
-        buffers->stats.resize(n);
-        buffers->ops.resize(n);
-        buffers->results.resize(n);
-        for (size_t i = 0; i < n; ++i) {
-          const ZkOp& o = list[i];
-          buffers->kinds.push_back(o.kind);
-          buffers->paths.push_back(applyChroot(chroot, o.path));
-          buffers->datas.push_back(o.data);
-          buffers->pathBuffers.emplace_back(buffers->paths[i].size() + 32, '\0');
-          const char* p = buffers->paths[i].c_str();
-          const std::string& d = buffers->datas[i];
-          switch (o.kind) {
-            case ZkOp::Kind::kCreate:
-              zoo_create_op_init(&buffers->ops[i], p, d.data(), static_cast<int>(d.size()), &ZOO_OPEN_ACL_UNSAFE,
-                                 createFlags(o.mode), buffers->pathBuffers[i].data(),
-                                 static_cast<int>(buffers->pathBuffers[i].size()));
-              break;
-            case ZkOp::Kind::kSet:
-              zoo_set_op_init(&buffers->ops[i], p, d.data(), static_cast<int>(d.size()), o.version, &buffers->stats[i]);
-              break;
-            case ZkOp::Kind::kRemove: zoo_delete_op_init(&buffers->ops[i], p, o.version); break;
-            case ZkOp::Kind::kCheck: zoo_check_op_init(&buffers->ops[i], p, o.version); break;
-          }
-        }
-        op.multi = std::move(buffers);
-        return zoo_amulti(h.zh, static_cast<int>(n), op.multi->ops.data(), op.multi->results.data(), voidCompletion,
-                          &op);
-      };
+    const auto& list = *shared;
+    auto buffers = std::make_unique<detail::MultiBuffers>();
+    size_t n = list.size();
+    // Reserved up front: the zoo_op_t entries point into these strings and buffers.
+    buffers->kinds.reserve(n);
+    buffers->paths.reserve(n);
+    buffers->datas.reserve(n);
+    buffers->pathBuffers.reserve(n);
+    buffers->stats.resize(n);
+    buffers->ops.resize(n);
+    buffers->results.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const ZkOp& o = list[i];
+      buffers->kinds.push_back(o.kind);
+      buffers->paths.push_back(applyChroot(chroot, o.path));
+      buffers->datas.push_back(o.data);
+      buffers->pathBuffers.emplace_back(buffers->paths[i].size() + 32, '\0');
+      const char* p = buffers->paths[i].c_str();
+      const std::string& d = buffers->datas[i];
+      switch (o.kind) {
+        case ZkOp::Kind::kCreate:
+          zoo_create_op_init(&buffers->ops[i], p, d.data(), static_cast<int>(d.size()), &ZOO_OPEN_ACL_UNSAFE,
+                             createFlags(o.mode), buffers->pathBuffers[i].data(),
+                             static_cast<int>(buffers->pathBuffers[i].size()));
+          break;
+        case ZkOp::Kind::kSet:
+          zoo_set_op_init(&buffers->ops[i], p, d.data(), static_cast<int>(d.size()), o.version, &buffers->stats[i]);
+          break;
+        case ZkOp::Kind::kRemove:
+          zoo_delete_op_init(&buffers->ops[i], p, o.version);
+          break;
+        case ZkOp::Kind::kCheck:
+          zoo_check_op_init(&buffers->ops[i], p, o.version);
+          break;
+      }
+    }
+    op.multi = std::move(buffers);
+    return zoo_amulti(h.zh, static_cast<int>(n), op.multi->ops.data(), op.multi->results.data(), voidCompletion, &op);
+  };
   RawReply reply = co_await call(start, Retry::kNever);
   const auto& list = *shared;
   if (reply.rc != ZOK) {
@@ -833,7 +856,9 @@ awaitable<Status> ZkClient::refreshWatch(detail::WatchEntry& watch) {
   // if it appeared in between, read again.
   while (true) {
     if (watch.dataWatch) {
-      StartFn start = [full](ZkHandle& h, PendingOp& op) { return zoo_aget(h.zh, full.c_str(), 1, dataCompletion, &op); };
+      StartFn start = [full](ZkHandle& h, PendingOp& op) {
+        return zoo_aget(h.zh, full.c_str(), 1, dataCompletion, &op);
+      };
       RawReply got = co_await call(start, Retry::kIdempotent);
       if (got.rc == ZOK) {
         NodeData value{got.data.value_or(std::string()), got.stat.value_or(NodeStat{})};
@@ -847,8 +872,8 @@ awaitable<Status> ZkClient::refreshWatch(detail::WatchEntry& watch) {
       if (got.rc != ZNONODE) co_return zkError(got.rc, "watch get", watch.path);
     } else {
       StartFn start = [full](ZkHandle& h, PendingOp& op) {
-            return zoo_aget_children2(h.zh, full.c_str(), 1, stringsStatCompletion, &op);
-          };
+        return zoo_aget_children2(h.zh, full.c_str(), 1, stringsStatCompletion, &op);
+      };
       RawReply kids = co_await call(start, Retry::kIdempotent);
       if (kids.rc == ZOK) {
         std::pair<bool, int64_t> signature{true, kids.stat ? kids.stat->pzxid : 0};
@@ -860,7 +885,9 @@ awaitable<Status> ZkClient::refreshWatch(detail::WatchEntry& watch) {
       }
       if (kids.rc != ZNONODE) co_return zkError(kids.rc, "watch children", watch.path);
     }
-    StartFn start = [full](ZkHandle& h, PendingOp& op) { return zoo_aexists(h.zh, full.c_str(), 1, statCompletion, &op); };
+    StartFn start = [full](ZkHandle& h, PendingOp& op) {
+      return zoo_aexists(h.zh, full.c_str(), 1, statCompletion, &op);
+    };
     RawReply present = co_await call(start, Retry::kIdempotent);
     if (present.rc == ZOK) continue;
     if (present.rc != ZNONODE) co_return zkError(present.rc, "watch exists", watch.path);

@@ -129,8 +129,10 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   void rearm(const std::shared_ptr<detail::WatchEntry>& watch);
   void rearmAll();
   // Static with an owning `self`: spawned coroutines may start after the caller returned.
-  static boost::asio::awaitable<void> watchLoop(std::shared_ptr<ZkClient> self, std::shared_ptr<detail::WatchEntry> watch);
-  static boost::asio::awaitable<void> delayedRearm(std::shared_ptr<ZkClient> self, std::shared_ptr<detail::WatchEntry> watch);
+  static boost::asio::awaitable<void> watchLoop(std::shared_ptr<ZkClient> self,
+                                                std::shared_ptr<detail::WatchEntry> watch);
+  static boost::asio::awaitable<void> delayedRearm(std::shared_ptr<ZkClient> self,
+                                                   std::shared_ptr<detail::WatchEntry> watch);
   boost::asio::awaitable<Status> refreshWatch(detail::WatchEntry& watch);
 
   boost::asio::any_io_executor executor_;

@@ -20,7 +20,6 @@ Result<std::vector<uint16_t>> findFreePorts(size_t count);
 
 // Waits until something accepts TCP connections on host:port (host is a numeric IPv4 address,
 // normally "127.0.0.1"). kDeadlineExceeded when the deadline passes first.
-Status waitForTcpPort(const std::string& host, uint16_t port,
-                      std::chrono::steady_clock::time_point deadline);
+Status waitForTcpPort(const std::string& host, uint16_t port, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace tellus::proc

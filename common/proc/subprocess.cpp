@@ -136,9 +136,9 @@ Status validateSpawnOptions(const SpawnOptions& options) {
   for (const auto& [key, value] : options.extraEnv) {
     if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos ||
         value.find('\0') != std::string::npos) {
-      return makeError(ErrorCode::kInvalidArgument,
-                       "spawn " + options.argv.front() + ": invalid environment variable name '" + key +
-                           "' (must be non-empty, without '=' or NUL)");
+      return makeError(ErrorCode::kInvalidArgument, "spawn " + options.argv.front() +
+                                                        ": invalid environment variable name '" + key +
+                                                        "' (must be non-empty, without '=' or NUL)");
     }
   }
   return Status::ok();
@@ -233,9 +233,8 @@ void Subprocess::killAndReap() {
 Status Subprocess::signal(int sig) {
   if (!running()) return makeError(ErrorCode::kNotFound, program_ + ": process already reaped");
   if (::kill(pid_, sig) != 0) {
-    return makeError(ErrorCode::kInternal,
-                     "signal " + std::to_string(sig) + " to " + program_ + " (pid " + std::to_string(pid_) +
-                         "): " + errnoText(errno));
+    return makeError(ErrorCode::kInternal, "signal " + std::to_string(sig) + " to " + program_ + " (pid " +
+                                               std::to_string(pid_) + "): " + errnoText(errno));
   }
   return Status::ok();
 }
@@ -247,9 +246,8 @@ Status Subprocess::killGroup(int sig) {
   }
   if (!running()) return makeError(ErrorCode::kNotFound, program_ + ": process already reaped");
   if (::kill(-pid_, sig) != 0) {
-    return makeError(ErrorCode::kInternal,
-                     "signal " + std::to_string(sig) + " to process group " + std::to_string(pid_) + " (" +
-                         program_ + "): " + errnoText(errno));
+    return makeError(ErrorCode::kInternal, "signal " + std::to_string(sig) + " to process group " +
+                                               std::to_string(pid_) + " (" + program_ + "): " + errnoText(errno));
   }
   return Status::ok();
 }

@@ -119,8 +119,8 @@ Status ZkServer::launch() {
       .argv = {java,
                // Small and quick to start: tests run several JVMs on a small machine.
                "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-               "-Dzookeeper.admin.enableServer=false", "-Dorg.slf4j.simpleLogger.showDateTime=true",
-               "-cp", *classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", configFile_.string()},
+               "-Dzookeeper.admin.enableServer=false", "-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", *classpath,
+               "org.apache.zookeeper.server.quorum.QuorumPeerMain", configFile_.string()},
       .workingDir = dir_,
       .stdoutFile = logFile_,
       .stderrFile = logFile_,
@@ -137,14 +137,18 @@ std::string ZkServer::connectString() const { return "127.0.0.1:" + std::to_stri
 bool ZkServer::running() { return process_ && process_->running() && !process_->tryWait(); }
 
 Status ZkServer::stop() {
-  if (!running()) return makeError(ErrorCode::kInvalidArgument, "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
+  if (!running())
+    return makeError(ErrorCode::kInvalidArgument,
+                     "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
   (void)process_->killGroup(SIGCONT);
   process_->terminate(kStopGrace);
   return Status::ok();
 }
 
 Status ZkServer::kill() {
-  if (!running()) return makeError(ErrorCode::kInvalidArgument, "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
+  if (!running())
+    return makeError(ErrorCode::kInvalidArgument,
+                     "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
   TELLUS_RETURN_IF_ERROR(process_->killGroup(SIGKILL));
   auto ended = process_->waitFor(kStopGrace);
   return ended.status();
@@ -157,12 +161,16 @@ Status ZkServer::restart() {
 }
 
 Status ZkServer::pause() {
-  if (!running()) return makeError(ErrorCode::kInvalidArgument, "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
+  if (!running())
+    return makeError(ErrorCode::kInvalidArgument,
+                     "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
   return process_->killGroup(SIGSTOP);
 }
 
 Status ZkServer::resume() {
-  if (!running()) return makeError(ErrorCode::kInvalidArgument, "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
+  if (!running())
+    return makeError(ErrorCode::kInvalidArgument,
+                     "ZooKeeper on port " + std::to_string(clientPort_) + " is not running");
   return process_->killGroup(SIGCONT);
 }
 
@@ -215,15 +223,15 @@ Status ZkServer::waitServing(std::chrono::steady_clock::time_point deadline) {
   while (true) {
     if (!running()) {
       std::string how = process_ && process_->exitStatus() ? process_->exitStatus()->toString() : "not started";
-      return makeError(ErrorCode::kUnavailable,
-                       "ZooKeeper on port " + std::to_string(clientPort_) + " exited (" + how + "); log tail:\n" + logTail());
+      return makeError(ErrorCode::kUnavailable, "ZooKeeper on port " + std::to_string(clientPort_) + " exited (" + how +
+                                                    "); log tail:\n" + logTail());
     }
     auto m = mode();
     if (m) return Status::ok();
     if (std::chrono::steady_clock::now() >= deadline) {
-      return makeError(ErrorCode::kDeadlineExceeded,
-                       "ZooKeeper on port " + std::to_string(clientPort_) + " not serving at the deadline (" +
-                           m.message() + "); log tail:\n" + logTail());
+      return makeError(ErrorCode::kDeadlineExceeded, "ZooKeeper on port " + std::to_string(clientPort_) +
+                                                         " not serving at the deadline (" + m.message() +
+                                                         "); log tail:\n" + logTail());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -261,8 +269,7 @@ Result<std::unique_ptr<ZkEnsemble>> ZkEnsemble::start(size_t size, const ZkServe
       TELLUS_RETURN_IF_ERROR(writeFile(dataDir / "myid", std::to_string(i + 1) + "\n"));
       auto configFile = dir / "zoo.cfg";
       TELLUS_RETURN_IF_ERROR(writeFile(configFile, baseConfig(dataDir, (*ports)[3 * i], options) + members.str()));
-      ensemble->servers_.push_back(
-          std::unique_ptr<ZkServer>(new ZkServer(dir, configFile, (*ports)[3 * i], options)));
+      ensemble->servers_.push_back(std::unique_ptr<ZkServer>(new ZkServer(dir, configFile, (*ports)[3 * i], options)));
     }
     lastFailure = Status::ok();
     for (auto& server : ensemble->servers_) {

@@ -17,7 +17,8 @@ Status expireSession(const std::string& connectString, int64_t sessionId, const 
   clientid_t id{};
   id.client_id = sessionId;
   if (password.size() != sizeof(id.passwd)) {
-    return makeError(ErrorCode::kInvalidArgument, "session password must be " + std::to_string(sizeof(id.passwd)) + " bytes");
+    return makeError(ErrorCode::kInvalidArgument,
+                     "session password must be " + std::to_string(sizeof(id.passwd)) + " bytes");
   }
   std::memcpy(id.passwd, password.data(), sizeof(id.passwd));
   zhandle_t* zh = zookeeper_init2(connectString.c_str(), ignoreEvents, static_cast<int>(timeout.count()), &id, nullptr,

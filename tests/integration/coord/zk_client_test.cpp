@@ -4,10 +4,11 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 
+#include "coord/blocking.h"
 #include "coord/paths.h"
 #include "harness/zk_server.h"
-#include "proc/ports.h"
 #include "harness/zk_session.h"
+#include "proc/ports.h"
 #include "zk_test_util.h"
 
 using namespace tellus;
@@ -61,8 +62,8 @@ TEST_CASE("create, get, set with CAS, children, exists, remove", "[integration][
   auto server = startServer();
   TestClient zk(io, options(server->connectString()));
   REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
-  CHECK(zk->state() == SessionState::kConnected);
-  CHECK(zk->sessionId() != 0);
+  CHECK(zk.call([&] { return zk->state(); }) == SessionState::kConnected);
+  CHECK(zk.call([&] { return zk->sessionId(); }) != 0);
   CHECK(zk.log().events() == std::vector<SessionEvent>{SessionEvent::kConnected});
 
   auto created = zk.run(zk->create("/a", "one", CreateMode::kPersistent));
@@ -166,8 +167,8 @@ TEST_CASE("multi applies all operations or none", "[integration][coord]") {
   CHECK(zk.run(zk->get("/task"))->data == "jm-b");
 
   // The stale check fails the whole transaction: the create before it is not applied.
-  auto failed = zk.run(zk->multi({ZkOp::create("/never", "", CreateMode::kPersistent), ZkOp::check("/task", 0),
-                                  ZkOp::set("/task", "jm-c", -1)}));
+  auto failed = zk.run(zk->multi(
+      {ZkOp::create("/never", "", CreateMode::kPersistent), ZkOp::check("/task", 0), ZkOp::set("/task", "jm-c", -1)}));
   REQUIRE_FALSE(failed.isOk());
   CHECK(failed.error().code == ErrorCode::kConflict);
   CHECK_THAT(failed.message(), Catch::Contains("multi op #1 (check) /task"));
@@ -190,7 +191,7 @@ TEST_CASE("ephemeral nodes vanish when their session closes", "[integration][coo
   REQUIRE(owner.run(owner->create("/sites/eu", "10.0.0.1:7000", CreateMode::kEphemeral)).isOk());
   auto seen = observer.run(observer->get("/sites/eu"));
   REQUIRE(seen.isOk());
-  CHECK(seen->stat.ephemeralOwner == owner->sessionId());
+  CHECK(seen->stat.ephemeralOwner == owner.call([&] { return owner->sessionId(); }));
   CHECK(owner.run(owner->create("/sites/eu/child", "", CreateMode::kPersistent)).error().code ==
         ErrorCode::kInvalidArgument);
 
@@ -260,7 +261,7 @@ TEST_CASE("an expired session is replaced; watches and ephemerals recover", "[in
   TestClient writer(io, options(server->connectString()));
   REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
   REQUIRE(writer.run(writer->waitConnected(10s)).isOk());
-  int64_t firstSession = zk->sessionId();
+  int64_t firstSession = zk.call([&] { return zk->sessionId(); });
 
   REQUIRE(zk.run(zk->create("/jm", "primary", CreateMode::kEphemeral)).isOk());
   REQUIRE(writer.run(writer->create("/state", "s0", CreateMode::kPersistent)).isOk());
@@ -306,7 +307,7 @@ TEST_CASE("a hung server makes the session expire locally; a new one follows", "
   auto server = startServer();
   TestClient zk(io, options(server->connectString(), "/tellus-test", 1000ms));
   REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
-  auto timeout = zk->negotiatedTimeout();
+  auto timeout = zk.call([&] { return zk->negotiatedTimeout(); });
   CHECK(timeout == 1000ms);
 
   auto start = std::chrono::steady_clock::now();
@@ -339,7 +340,7 @@ TEST_CASE("a server restart within the session timeout keeps the session", "[int
   auto server = startServer();
   TestClient zk(io, options(server->connectString(), "/tellus-test", 8000ms));
   REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
-  int64_t session = zk->sessionId();
+  int64_t session = zk.call([&] { return zk->sessionId(); });
   REQUIRE(zk.run(zk->create("/mine", "", CreateMode::kEphemeral)).isOk());
 
   REQUIRE(server->stop().isOk());
@@ -381,7 +382,7 @@ TEST_CASE("an ensemble loses its leader server and the client carries on", "[int
   auto& zkEnsemble = **ensemble;
   TestClient zk(io, options(zkEnsemble.connectString(), "/tellus-test", 6000ms));
   REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
-  int64_t session = zk->sessionId();
+  int64_t session = zk.call([&] { return zk->sessionId(); });
   REQUIRE(zk.run(zk->create("/counter", "0", CreateMode::kPersistent)).isOk());
   REQUIRE(zk.run(zk->create("/eph", "", CreateMode::kEphemeral)).isOk());
   Observed<std::string> data;
@@ -413,4 +414,20 @@ TEST_CASE("an ensemble loses its leader server and the client carries on", "[int
   REQUIRE(zkEnsemble.server(*leader).restart().isOk());
   CHECK(zkEnsemble.server(*leader).mode().value() == "follower");
   zk.call([&] { watch->cancel(); });
+}
+
+TEST_CASE("runBlocking drives the client without an io thread", "[integration][coord]") {
+  auto server = startServer();
+  boost::asio::io_context io;
+  auto created = ZkClient::create(io.get_executor(), options(server->connectString()));
+  REQUIRE(created.isOk());
+  std::shared_ptr<ZkClient> zk = *created;
+  REQUIRE(runBlocking(io, zk->waitConnected(10s)).isOk());
+  REQUIRE(runBlocking(io, zk->create("/tool", "x", CreateMode::kPersistent)).isOk());
+  auto got = runBlocking(io, zk->get("/tool"));
+  REQUIRE(got.isOk());
+  CHECK(got->data == "x");
+  CHECK(runBlocking(io, zk->get("/missing")).error().code == ErrorCode::kNotFound);
+  zk->close();
+  CHECK(runBlocking(io, zk->get("/tool")).error().code == ErrorCode::kUnavailable);
 }

@@ -139,8 +139,8 @@ TEST_CASE("moving a Subprocess transfers ownership", "[integration][proc]") {
 TEST_CASE("killGroup reaches grandchildren", "[integration][proc]") {
   TempDir dir("proc-group");
   auto pidFile = dir.path() / "grandchild.pid";
-  auto child = Subprocess::spawn({.argv = {"sh", "-c", "sleep 30 & echo $! > " + pidFile.string() + "; wait"},
-                                  .newProcessGroup = true});
+  auto child = Subprocess::spawn(
+      {.argv = {"sh", "-c", "sleep 30 & echo $! > " + pidFile.string() + "; wait"}, .newProcessGroup = true});
   REQUIRE(child.isOk());
   CHECK(child->hasOwnGroup());
   REQUIRE(eventually([&] { return !readFile(pidFile).empty() && readFile(pidFile).back() == '\n'; }, 10s));

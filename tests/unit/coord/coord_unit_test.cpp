@@ -9,8 +9,8 @@
 #include "coord/paths.h"
 
 using namespace tellus::coord;
-using tellus::ErrorCode;
 using std::chrono::milliseconds;
+using tellus::ErrorCode;
 
 TEST_CASE("valid and invalid ZooKeeper paths", "[unit][coord]") {
   for (const char* good : {"/", "/a", "/a/b", "/jobs/job-0000000001/election/n_0000000003", "/a.b/c-d_e"}) {
