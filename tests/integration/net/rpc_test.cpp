@@ -396,7 +396,7 @@ TEST_CASE("stopping with calls in flight fails them and lets the io_context fini
         stoppedAt = Clock::now();
         server->server().stop();
         co_await finished.wait();
-        CHECK(since(stoppedAt) < 200ms);  // callers learn at once, not at their deadline
+        CHECK(since(stoppedAt) < 1s);  // callers learn at once, not at their 10 s deadline
         client->close();
       },
       [](std::exception_ptr e) {
