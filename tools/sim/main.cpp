@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-slots", options.cluster.maxSlots, "largest site (tetrium, zipf)")->check(CLI::PositiveNumber);
   app.add_option("--min-bandwidth-mbps", options.cluster.minBandwidthMbps)->check(CLI::PositiveNumber);
   app.add_option("--max-bandwidth-mbps", options.cluster.maxBandwidthMbps)->check(CLI::PositiveNumber);
+  app.add_flag("--correlated-bandwidth", options.cluster.correlatedBandwidth,
+               "tetrium: a site's bandwidth has the same quantile as its slots (big sites, big pipes)");
   app.add_option("--slot-skew", options.cluster.slotSkew, "zipf exponent of slots")->check(CLI::NonNegativeNumber);
   app.add_option("--bandwidth-skew", options.cluster.bandwidthSkew, "zipf exponent of bandwidth")->check(CLI::NonNegativeNumber);
   app.add_option("--slots", options.cluster.uniformSlots, "slots per site (uniform)")->check(CLI::PositiveNumber);

@@ -498,8 +498,19 @@ Status Engine::placeStage(JobRt& job, int32_t s) {
       }
     }
     Result<sched::ReducePlacement> placement = makeError(ErrorCode::kInternal, "no placement");
-    switch (roundMode() ? PlacementPolicy::kInPlace : policy_.placement) {
-      case PlacementPolicy::kInPlace:
+    switch (roundMode() ? PlacementPolicy::kProportional : policy_.placement) {
+      case PlacementPolicy::kInPlace: {
+        // Spark's default, Tetrium's In-Place baseline: reduce tasks have no locality, they
+        // go wherever slots free up, i.e. in proportion to the sites' slots.
+        std::vector<double> slots;
+        for (const auto& site : resources) slots.push_back(site.slots);
+        sched::ReducePlacement spread;
+        spread.tasks = sched::proportionalToData(slots, reduce.tasks);
+        spread.times = sched::evaluateReduce(resources, reduce, spread.tasks);
+        spread.lpTimes = spread.times;
+        placement = std::move(spread);
+        break;
+      }
       case PlacementPolicy::kProportional: placement = sched::proportionalReduce(resources, reduce); break;
       case PlacementPolicy::kIridium: placement = sched::iridiumReduce(resources, reduce); break;
       case PlacementPolicy::kCentralized: placement = sched::centralizedReduce(resources, reduce); break;

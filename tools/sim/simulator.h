@@ -7,7 +7,8 @@
 //    (sim/network.h). A task holds its slot while it fetches its remote input, then computes
 //    for its duration; its output stays at its site.
 //  - When a stage becomes ready (its parents finished), the placement policy splits its tasks
-//    over sites (in-place, centralized, Iridium, proportional, Tetrium LP with ρ); the job
+//    over sites (in-place = Spark: maps where their block is, reduces spread over the slots;
+//    centralized; Iridium; proportional to data = HOUTU; Tetrium LP with ρ); the job
 //    order decides which job a free slot serves (fair share, FCFS, Global-/Independent-SRPT,
 //    Reordering, SWAG, Tetrium's order), recomputed at job arrival/departure and stage release.
 //  - Resource management is either plain slots (a free slot goes straight to the order) or

@@ -125,8 +125,11 @@ Result<std::vector<SiteSpec>> makeCluster(const ClusterOptions& options, Rng rng
   switch (options.shape) {
     case ClusterShape::kTetrium:
       for (auto& site : sites) {
-        site.slots = static_cast<int32_t>(std::lround(rng.logUniform(options.minSlots, options.maxSlots)));
-        const double mbps = rng.logUniform(options.minBandwidthMbps, options.maxBandwidthMbps);
+        const double quantile = rng.uniform();
+        const double bandwidthQuantile = options.correlatedBandwidth ? quantile : rng.uniform();
+        auto logBetween = [](double lo, double hi, double q) { return std::exp(std::log(lo) + q * std::log(hi / lo)); };
+        site.slots = static_cast<int32_t>(std::lround(logBetween(options.minSlots, options.maxSlots, quantile)));
+        const double mbps = logBetween(options.minBandwidthMbps, options.maxBandwidthMbps, bandwidthQuantile);
         site.uplinkBytesPerSecond = site.downlinkBytesPerSecond = mbps * kBytesPerMbit;
       }
       break;

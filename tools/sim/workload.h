@@ -64,7 +64,8 @@ struct SiteSpec {
 };
 
 enum class ClusterShape {
-  kTetrium,  // slots log-uniform in [25, 5000], bandwidth log-uniform in [100 Mbps, 2 Gbps] (§6.1)
+  kTetrium,  // slots log-uniform in [25, 5000], bandwidth log-uniform in [100 Mbps, 2 Gbps] (§6.1),
+             // independently (or from the same quantile: a big datacenter with a big pipe)
   kZipf,     // slots and bandwidth Zipf-skewed over a random site ranking (Tetrium §6.4)
   kUniform,  // every site alike (SWAG §6.1: 30 datacenters x 300 slots)
 };
@@ -75,6 +76,7 @@ struct ClusterOptions {
   int minSlots = 25, maxSlots = 5000;               // kTetrium range; kZipf: the largest site
   double minBandwidthMbps = 100, maxBandwidthMbps = 2000;
   double slotSkew = 1.0, bandwidthSkew = 1.0;       // kZipf exponents
+  bool correlatedBandwidth = false;                 // kTetrium: bandwidth from the slots' quantile
   int uniformSlots = 300;                           // kUniform
   double uniformBandwidthMbps = 1000;               // kUniform
 };
