@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,6 +104,77 @@ int openPidFd(pid_t pid) {
 #endif
 }
 
+// PATH lookup done in the parent: after fork only async-signal-safe calls are allowed.
+std::string resolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+  while (!dirs.empty()) {
+    auto colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return program;  // execve reports ENOENT
+}
+
+// fork+exec with PR_SET_PDEATHSIG. Between fork and exec the child only makes system calls.
+Result<pid_t> forkExec(const SpawnOptions& options, int outFd, int errFd, char* const* argv, char* const* envp) {
+  const std::string& program = options.argv.front();
+  std::string resolved = resolveProgram(program);
+  const char* workDir = options.workingDir.empty() ? nullptr : options.workingDir.c_str();
+  int reportPipe[2];
+  if (::pipe2(reportPipe, O_CLOEXEC) != 0) {
+    return makeError(ErrorCode::kInternal, "spawn " + program + ": pipe: " + errnoText(errno));
+  }
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(reportPipe[0]);
+    ::close(reportPipe[1]);
+    return makeError(ErrorCode::kInternal, "spawn " + program + ": fork: " + errnoText(err));
+  }
+  if (pid == 0) {
+    auto fail = [&](int err) {
+      (void)!::write(reportPipe[1], &err, sizeof(err));
+      ::_exit(127);
+    };
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+    if (options.newProcessGroup && ::setpgid(0, 0) != 0) fail(errno);
+    sigset_t emptyMask;
+    sigemptyset(&emptyMask);
+    ::sigprocmask(SIG_SETMASK, &emptyMask, nullptr);
+    struct sigaction defaultAction {};
+    defaultAction.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &defaultAction, nullptr);  // EINVAL for KILL/STOP: fine
+    if (outFd >= 0 && ::dup2(outFd, STDOUT_FILENO) < 0) fail(errno);
+    if (errFd >= 0 && ::dup2(errFd, STDERR_FILENO) < 0) fail(errno);
+    if (workDir && ::chdir(workDir) != 0) fail(errno);
+    // Close-on-exec rather than close: the report pipe must stay open until execve.
+    ::close_range(STDERR_FILENO + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+    ::execve(resolved.c_str(), argv, envp);
+    fail(errno);
+  }
+  ::close(reportPipe[1]);
+  int childErr = 0;
+  ssize_t n;
+  do {
+    n = ::read(reportPipe[0], &childErr, sizeof(childErr));
+  } while (n < 0 && errno == EINTR);
+  ::close(reportPipe[0]);
+  if (n > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return makeError(childErr == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInternal,
+                     "spawn " + program + ": " + errnoText(childErr));
+  }
+  return pid;
+}
+
 }  // namespace
 
 ExitStatus ExitStatus::fromWaitStatus(int waitStatus) {
@@ -164,6 +236,17 @@ Result<Subprocess> Subprocess::spawn(const SpawnOptions& options) {
                      "spawn " + program + ": working directory " + options.workingDir.string() + " does not exist");
   }
 
+  std::vector<std::string> argvStrings = options.argv;
+  std::vector<std::string> envStrings = buildEnvironment(options.extraEnv);
+  std::vector<char*> argvPtrs = toCharPointers(argvStrings);
+  std::vector<char*> envPtrs = toCharPointers(envStrings);
+
+  if (options.dieWithParent) {
+    auto pid = forkExec(options, outFd.get(), errFd.get(), argvPtrs.data(), envPtrs.data());
+    if (!pid) return pid.error();
+    return Subprocess(*pid, program, options.newProcessGroup);
+  }
+
   SpawnAttrs attrs;
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   // The child starts with no blocked signals and default dispositions, whatever the parent
@@ -187,11 +270,6 @@ Result<Subprocess> Subprocess::spawn(const SpawnOptions& options) {
   // Descriptors the parent forgot to mark close-on-exec (listening sockets!) must not leak
   // into the child and outlive the parent's use of them.
   posix_spawn_file_actions_addclosefrom_np(&attrs.actions, STDERR_FILENO + 1);
-
-  std::vector<std::string> argvStrings = options.argv;
-  std::vector<std::string> envStrings = buildEnvironment(options.extraEnv);
-  std::vector<char*> argvPtrs = toCharPointers(argvStrings);
-  std::vector<char*> envPtrs = toCharPointers(envStrings);
 
   pid_t pid = -1;
   int rc = ::posix_spawnp(&pid, program.c_str(), &attrs.actions, &attrs.attr, argvPtrs.data(), envPtrs.data());

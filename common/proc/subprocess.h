@@ -4,7 +4,8 @@
 // a still-running child is SIGKILLed and reaped, so no zombie and no orphan is left behind.
 //
 // Spawning uses posix_spawn (glibc implements it with CLONE_VFORK and reports exec failures
-// synchronously), so nothing async-signal-unsafe runs between fork and exec.
+// synchronously). With dieWithParent it uses fork+exec instead, calling only
+// async-signal-safe functions in the child and reporting exec failures through a pipe.
 
 #include <sys/types.h>
 
@@ -33,6 +34,10 @@ struct SpawnOptions {
   // Put the child in a new process group (pgid = its pid) so that killGroup() also reaches
   // the grandchildren it starts (a shell script, a JVM launcher).
   bool newProcessGroup = false;
+  // SIGKILL the child when the spawning thread dies (Linux PR_SET_PDEATHSIG), so that a
+  // crashed or timed-out test leaves no server behind. Spawn from a thread that outlives the
+  // child (a test's main thread, a daemon's main io thread).
+  bool dieWithParent = false;
 };
 
 // How a child ended: exited with a code, or killed by a signal.

@@ -125,6 +125,7 @@ Status ZkServer::launch() {
       .stdoutFile = logFile_,
       .stderrFile = logFile_,
       .newProcessGroup = true,
+      .dieWithParent = true,  // a crashed or killed test must not leave JVMs behind
   };
   auto child = proc::Subprocess::spawn(spawn);
   if (!child) return child.error().prepend("launching ZooKeeper JVM");

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "harness/eventually.h"
 #include "harness/temp_dir.h"
@@ -182,4 +183,37 @@ TEST_CASE("free ports are distinct and waitForTcpPort sees a listener", "[integr
   ::close(listener);
 
   CHECK(tellus::proc::waitForTcpPort("not-an-ip", 1, start).code() == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("dieWithParent children behave like others and die with their spawning thread", "[integration][proc]") {
+  TempDir dir("proc-pdeath");
+  auto out = dir.path() / "out.txt";
+  auto child = Subprocess::spawn({.argv = {"sh", "-c", "echo \"$TELLUS_PROC_TEST $(pwd)\"; exit 4"},
+                                  .extraEnv = {{"TELLUS_PROC_TEST", "forked"}},
+                                  .workingDir = dir.path(),
+                                  .stdoutFile = out,
+                                  .newProcessGroup = true,
+                                  .dieWithParent = true});
+  REQUIRE(child.isOk());
+  CHECK(::getpgid(child->pid()) == child->pid());
+  auto status = child->waitFor(10s);
+  REQUIRE(status.isOk());
+  CHECK(status->code == 4);
+  CHECK(readFile(out) == "forked " + std::filesystem::canonical(dir.path()).string() + "\n");
+
+  auto missing = Subprocess::spawn({.argv = {"tellus-no-such-program-anywhere"}, .dieWithParent = true});
+  REQUIRE_FALSE(missing.isOk());
+  CHECK(missing.error().code == ErrorCode::kNotFound);
+
+  // The spawning thread ends while the child runs: the kernel kills the child.
+  std::optional<Subprocess> orphan;
+  std::thread spawner([&] {
+    auto spawned = Subprocess::spawn({.argv = {"sleep", "30"}, .dieWithParent = true});
+    if (spawned) orphan.emplace(std::move(*spawned));
+  });
+  spawner.join();
+  REQUIRE(orphan.has_value());
+  auto ended = orphan->waitFor(10s);
+  REQUIRE(ended.isOk());
+  CHECK(ended->signal == SIGKILL);
 }
