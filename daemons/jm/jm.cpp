@@ -200,7 +200,8 @@ awaitable<void> JobManager::elect() {
   // Sequence numbers have a fixed width, so the smallest name is the lowest number.
   const auto& leader = *std::min_element(contenders->begin(), contenders->end());
   if (leader != electionNode_ || primary_) co_return;
-  if (!co_await takeOverEpoch()) co_return;
+  bool tookOver = co_await takeOverEpoch();
+  if (!tookOver) co_return;
   primary_ = true;
   spdlog::info("primary of job {} with epoch {}", config_.job_id, epoch_);
   (void)co_await registerSelf();  // publish the role change
@@ -306,7 +307,8 @@ awaitable<void> JobManager::failJob(std::string reason) {
     st->set_state(pb::JOB_FAILED);
     st->set_error(reason);
     st->set_finish_unix_ms(daemon::nowUnixMs());
-    if (co_await zk_->set(statusPath(config_.job_id), st->SerializeAsString(), node->stat.version)) co_return;
+    auto set = co_await zk_->set(statusPath(config_.job_id), st->SerializeAsString(), node->stat.version);
+    if (set) co_return;
   }
 }
 
@@ -445,8 +447,14 @@ awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
                              config_.site + " " + container.id().worker_id(), coord::CreateMode::kPersistentSequential);
   spdlog::info("task {} attempt {} on {}", taskName(s, t), attempt, slotKey);
   auto ep = net::Endpoint::parse(container.worker_address());
-  Result<pb::RunTaskResponse> r = ep ? co_await clients_.get(*ep)->call<pb::RunTaskResponse>("worker.RunTask", req, kTaskTimeout)
-                                     : Result<pb::RunTaskResponse>(ep.error());
+  if (!ep) {
+    finish();
+    co_await failJob("container on " + container.id().worker_id() + " has a bad address: " + ep.message());
+    co_return;
+  }
+  // (Never co_await inside ?:, && or || with GCC 12: the operand may be evaluated twice.)
+  auto client = clients_.get(*ep);
+  Result<pb::RunTaskResponse> r = co_await client->call<pb::RunTaskResponse>("worker.RunTask", req, kTaskTimeout);
   finish();
   if (r) {
     view_.stages[s].parts[t] = r->location();

@@ -230,9 +230,9 @@ awaitable<void> Master::publishLoop() {
         spdlog::warn("waiting for ZooKeeper: {}", st.message());
         continue;
       }
-      bool ok = (co_await zk_->ensurePath(jobsPath())).isOk() &&
-                (co_await zk_->ensurePath(siteDatasetsPath(config_.site))).isOk();
-      if (!ok) {
+      auto jobs = co_await zk_->ensurePath(jobsPath());
+      auto datasets = co_await zk_->ensurePath(siteDatasetsPath(config_.site));
+      if (!jobs || !datasets) {
         co_await daemon::sleepFor(kPublishPeriod);
         continue;
       }
@@ -498,7 +498,9 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
   pb::StartJmRequest primary;
   primary.set_job_id(jobId);
   primary.set_role(pb::JM_PRIMARY);
-  auto started = co_await startJm(primary, net::CallContext{});
+  // A named context: GCC 12 destroys a braced temporary coroutine argument twice.
+  net::CallContext local;
+  auto started = co_await startJm(primary, local);
   if (!started) {
     status.set_state(pb::JOB_FAILED);
     status.set_error("cannot start the primary JM: " + started.message());

@@ -286,6 +286,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   CLI::App app{"tellus: run jobs over data that stays in its datacenters"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand
   app.add_option("--master", g.master, "any site's master, HOST:PORT (default: $TELLUS_MASTER)");
   app.add_option("--timeout-ms", g.timeoutMs, "deadline of each call to a master")->check(CLI::Range(1u, 3600000u));
   app.add_flag("--json", g.json, "machine-readable output");
