@@ -199,7 +199,7 @@ Result<std::vector<RunSummary>> runPolicies(const SimOptions& options, std::ostr
       sink = std::make_unique<CsvJobWriter>(csv, policy.label);
     }
     auto summary = runSimulation(config, **workload, sink.get());
-    if (!summary) return summary.error().prepend("policy '" + policy.label + "'");
+    if (!summary) return summary.error().prepend("while running policy '" + policy.label + "'");
     log << "ran " << policy.label << ": " << summary->jobs << " jobs, " << summary->events << " events in "
         << summary->wallSeconds << " s (" << static_cast<int64_t>(summary->eventsPerSecond) << " events/s)\n";
     summaries.push_back(std::move(summary.value()));
@@ -241,6 +241,11 @@ Result<std::vector<RunSummary>> runPolicies(const SimOptions& options, std::ostr
 }
 
 int runSimCommand(const SimOptions& options, std::ostream& out, std::ostream& err) {
+  if (!options.baseline.empty() && options.baseline != "optimal" &&
+      std::find(options.policies.begin(), options.policies.end(), options.baseline) == options.policies.end()) {
+    err << "tellus-sim: --baseline '" << options.baseline << "' is not one of the compared policies\n";
+    return 2;
+  }
   auto summaries = runPolicies(options, err);
   if (!summaries) {
     err << "tellus-sim: " << summaries.message() << "\n";

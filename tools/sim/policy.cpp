@@ -1,5 +1,6 @@
 // parsePolicy: the policy names of tellus-sim's --policy / --compare.
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <optional>
 
@@ -51,7 +52,9 @@ Result<PolicyConfig> parsePolicy(const std::string& text) {
       if (!value) return invalid(text, "'" + token + "': the value after '=' must be a number");
       auto inRange = [&](double lo, double hi) -> Status {
         if (*value < lo || *value > hi) {
-          return invalid(text, "'" + token + "': " + key + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+          char range[96];
+          std::snprintf(range, sizeof range, " must be in [%g, %g]", lo, hi);
+          return invalid(text, "'" + token + "': " + key + range);
         }
         return Status::ok();
       };
