@@ -4,6 +4,7 @@
 //   /sites/<site>                      persistent: SiteInfo (last published)
 //   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master
 //   /sites/<site>/datasets/<name>      persistent: SiteDataset loaded with `tellus put`
+//   /sites/<site>/workers/<id>         ephemeral: WorkerInfo, owned by the live worker
 //   /jobs/<id>                         persistent (sequential: job-0000000001)
 //   /jobs/<id>/spec                    JobSpec
 //   /jobs/<id>/status                  JobStatus
@@ -13,7 +14,8 @@
 //   /jobs/<id>/stages/<s>/inputs       StageInputs (dataset stages: one InputRef per task)
 //   /jobs/<id>/stages/<s>/taskmap      TaskMap (created when the stage is released; CAS)
 //   /jobs/<id>/stages/<s>/parts/<t>    PartitionLocation of finished task t
-//   /jobs/<id>/attempts/<s>-<t>-<n>    one node per task execution started (for audits/tests)
+//   /jobs/<id>/running/<s>-<t>         ephemeral RunningTask, owned by the worker running it
+//   /jobs/<id>/attempts/<s>-<t>-<n>    one node per executor started (audit: no task runs twice)
 //
 // A live site's node is a child of a persistent one because ephemeral nodes cannot have
 // children, and `put` datasets must outlive a master restart.
@@ -27,6 +29,10 @@ inline std::string sitesPath() { return "/sites"; }
 inline std::string sitePath(const std::string& site) { return "/sites/" + site; }
 inline std::string siteLivePath(const std::string& site) { return sitePath(site) + "/live"; }
 inline std::string siteDatasetsPath(const std::string& site) { return sitePath(site) + "/datasets"; }
+inline std::string siteWorkersPath(const std::string& site) { return sitePath(site) + "/workers"; }
+inline std::string siteWorkerPath(const std::string& site, const std::string& worker) {
+  return siteWorkersPath(site) + "/" + worker;
+}
 inline std::string jobsPath() { return "/jobs"; }
 inline std::string jobPrefix() { return "/jobs/job-"; }
 inline std::string jobPath(const std::string& id) { return "/jobs/" + id; }
@@ -45,5 +51,10 @@ inline std::string partPath(const std::string& id, uint32_t s, uint32_t t) {
   return partsPath(id, s) + "/" + std::to_string(t);
 }
 inline std::string attemptsPath(const std::string& id) { return jobPath(id) + "/attempts"; }
+inline std::string runningPath(const std::string& id) { return jobPath(id) + "/running"; }
+inline std::string runningTaskName(uint32_t s, uint32_t t) { return std::to_string(s) + "-" + std::to_string(t); }
+inline std::string runningTaskPath(const std::string& id, uint32_t s, uint32_t t) {
+  return runningPath(id) + "/" + runningTaskName(s, t);
+}
 
 }  // namespace tellus::jobstate

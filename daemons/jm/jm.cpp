@@ -137,6 +137,24 @@ awaitable<Status> JobManager::refresh() {
     // A part removed from ZooKeeper (its only copy was lost) must be recomputed.
     std::erase_if(stage.parts, [&](const auto& kv) { return !present.count(kv.first); });
   }
+  auto markers = co_await zk_->children(runningPath(config_.job_id));
+  runningElsewhere_.clear();
+  if (markers) {
+    for (const auto& name : *markers) {
+      auto dash = name.find('-');
+      if (dash == std::string::npos) continue;
+      TaskId id{static_cast<uint32_t>(std::stoul(name.substr(0, dash))), static_cast<uint32_t>(std::stoul(name.substr(dash + 1)))};
+      if (running_.count(id)) continue;
+      auto node = co_await zk_->get(runningTaskPath(config_.job_id, id.first, id.second));
+      if (!node) continue;
+      auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
+      if (marker) runningElsewhere_[id] = *marker;
+    }
+  }
+  if (registered_) {
+    auto mine = co_await zk_->exists(jmPath(config_.job_id, config_.site));
+    if (mine && (!*mine || (*mine)->ephemeralOwner != zk_->sessionId())) registered_ = false;
+  }
   co_return Status::ok();
 }
 
@@ -156,12 +174,20 @@ awaitable<Status> JobManager::registerSelf() {
     co_return set.status();
   }
   if (*stat) {
+    if (everRegistered_) {
+      // We lost our session and the site got a new JM meanwhile: it is the JM now.
+      spdlog::warn("replaced by another JM of site {}: exiting", config_.site);
+      stop();
+      runtime_.shutdown();
+      co_return makeError(ErrorCode::kConflict, "replaced");
+    }
     // The node of this site's previous JM, whose session has not expired yet: we replace it.
     (void)co_await zk_->remove(path);
   }
   auto created = co_await zk_->create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);
   if (!created) co_return created.status();
   registered_ = true;
+  everRegistered_ = true;
   co_return Status::ok();
 }
 
@@ -247,7 +273,31 @@ awaitable<void> JobManager::ensureJms() {
   }
 }
 
+awaitable<void> JobManager::recomputeLostOutputs() {
+  std::set<std::string> live;
+  for (const auto& site : status_.sites()) {
+    auto workers = co_await zk_->children(siteWorkersPath(site));
+    if (!workers) co_return;  // unsure: decide nothing
+    live.insert(workers->begin(), workers->end());
+  }
+  const auto stages = static_cast<uint32_t>(view_.stages.size());
+  for (uint32_t u = 0; u < stages; ++u) {
+    bool needed = u + 1 == stages;  // the job's result
+    for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
+    if (!needed) continue;
+    for (const auto& [t, loc] : view_.stages[u].parts) {
+      if (live.count(loc.worker_id())) continue;
+      spdlog::warn("output of task {} was only on dead worker {}: recomputing it", taskName(u, t), loc.worker_id());
+      std::vector<coord::ZkOp> ops{coord::ZkOp::remove(partPath(config_.job_id, u, t))};
+      auto st = co_await fencedWrite(std::move(ops));
+      if (!st) co_return;
+    }
+  }
+}
+
 awaitable<void> JobManager::primaryDuties() {
+  co_await recomputeLostOutputs();
+  if (!primary_) co_return;
   for (uint32_t s : releasableStages(view_)) {
     std::vector<SiteCapacity> sites;
     for (const auto& site : status_.sites()) {
@@ -381,14 +431,18 @@ void JobManager::launchTasks() {
     if (!view_.stages[s].parts.empty()) meanS /= static_cast<double>(view_.stages[s].parts.size());
     for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
       TaskId id{s, t};
-      if (running_.count(id)) continue;
+      if (running_.count(id) || runningElsewhere_.count(id)) continue;
+      auto backoff = notBefore_.find(id);
+      if (backoff != notBefore_.end() && now < backoff->second) continue;
       auto inputs = taskInputs(view_, s, t);
       if (!inputs) continue;  // an upstream output is being recomputed
       auto since = waitingSince_.try_emplace(id, now).first->second;
       sched::WaitingTask w;
       w.id = taskName(s, t);
       for (const auto& in : *inputs) {
-        if (in.site() == config_.site) w.preferredNodes.push_back(in.worker_id());
+        if (in.site() != config_.site) continue;
+        w.preferredNodes.push_back(in.worker_id());
+        for (const auto& r : in.replicas()) w.preferredNodes.push_back(r.worker_id());
       }
       w.preferredRacks.push_back(config_.site);
       w.waitS = std::chrono::duration<double>(now - since).count();
@@ -399,8 +453,11 @@ void JobManager::launchTasks() {
     }
   }
   if (!waiting.empty()) hadWaiting_ = true;
+  // Containers we inherited that still run a task launched by our predecessor.
+  std::set<std::string> busyElsewhere;
+  for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
   for (auto& [key, slot] : slots_) {
-    if (slot.task || waiting.empty()) continue;
+    if (slot.task || waiting.empty() || busyElsewhere.count(key)) continue;
     sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, 1.0};
     auto decision = sched::paradesOnUpdate(waiting, update, sched::ParadesParams{});
     for (const auto& launch : decision.launches) {
@@ -442,9 +499,6 @@ awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
   for (auto& in : *inputs) *req.add_inputs() = std::move(in);
   req.set_buckets(job::outputBuckets(view_.spec, s));
   req.set_epoch(epoch_);
-  // One node per execution started: the audit trail that shows no finished task ran twice.
-  (void)co_await zk_->create(attemptsPath(config_.job_id) + "/" + std::to_string(s) + "-" + std::to_string(t) + "-",
-                             config_.site + " " + container.id().worker_id(), coord::CreateMode::kPersistentSequential);
   spdlog::info("task {} attempt {} on {}", taskName(s, t), attempt, slotKey);
   auto ep = net::Endpoint::parse(container.worker_address());
   if (!ep) {
@@ -462,11 +516,25 @@ awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
     co_return;
   }
   spdlog::warn("task {} attempt {} on {} failed: {}", taskName(s, t), attempt, slotKey, r.message());
-  if (r.error().code == ErrorCode::kUnavailable) {
-    // The worker is gone: stop using its containers until the master grants them again.
-    std::erase_if(slots_, [&](const auto& kv) {
-      return kv.second.container.id().worker_id() == container.id().worker_id() && !kv.second.task;
-    });
+  switch (r.error().code) {
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kDeadlineExceeded:
+      // The container's worker is gone (a VM loss, not the task's fault): stop using its
+      // containers until the master grants them again, and do not count the attempt.
+      std::erase_if(slots_, [&](const auto& kv) {
+        return kv.second.container.id().worker_id() == container.id().worker_id() && !kv.second.task;
+      });
+      --attempts_[id];
+      co_return;
+    case ErrorCode::kNotFound:
+    case ErrorCode::kAlreadyExists:
+      // An input is unreachable (lineage will recompute it) or a predecessor's launch is still
+      // running: try again a little later, without counting the attempt.
+      --attempts_[id];
+      notBefore_[id] = Clock::now() + milliseconds(500);
+      co_return;
+    default:
+      break;
   }
   uint32_t maxAttempts = view_.spec.max_task_attempts() ? view_.spec.max_task_attempts() : kDefaultMaxAttempts;
   if (attempt >= maxAttempts) co_await failJob("task " + taskName(s, t) + " failed " + std::to_string(attempt) + " times: " + r.message());

@@ -49,6 +49,9 @@ class JobManager {
   boost::asio::awaitable<void> primaryDuties();
   boost::asio::awaitable<Status> fencedWrite(std::vector<coord::ZkOp> ops);
   boost::asio::awaitable<void> ensureJms();
+  // Lineage: outputs whose only copy was on a dead worker and that are still needed are
+  // dropped from the job state, so their owners run the tasks again.
+  boost::asio::awaitable<void> recomputeLostOutputs();
   boost::asio::awaitable<void> exchangeWithMaster();
   void launchTasks();
   boost::asio::awaitable<void> runTask(std::string slotKey, TaskId task);
@@ -67,6 +70,7 @@ class JobManager {
   pb::JobStatus status_;
   bool loaded_ = false;
   bool registered_ = false;
+  bool everRegistered_ = false;
   bool sessionLost_ = false;      // set by the session listener; handled in the loop
   std::string electionNode_;      // our n_ node, "" when not in the election
   bool primary_ = false;
@@ -77,6 +81,8 @@ class JobManager {
 
   std::map<std::string, Slot> slots_;  // granted containers by "worker/slot"
   std::set<TaskId> running_;
+  std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks not launched by us
+  std::map<TaskId, Clock::time_point> notBefore_;       // retry backoff after a lost input
   std::map<TaskId, uint32_t> attempts_;
   std::map<TaskId, Clock::time_point> waitingSince_;
   sched::AfState af_;

@@ -193,9 +193,13 @@ pb::SiteInfo Master::siteInfo() const {
   for (const auto& [name, ds] : datasets_) {
     auto* out = info.add_datasets();
     *out = ds;
+    auto addressOf = [&](const std::string& id) {
+      auto w = workers_.find(id);
+      return w != workers_.end() && w->second.alive ? w->second.address : std::string();
+    };
     for (auto& p : *out->mutable_partitions()) {
-      auto w = workers_.find(p.worker_id());
-      if (w != workers_.end() && w->second.alive) p.set_worker_address(w->second.address);
+      p.set_worker_address(addressOf(p.worker_id()));
+      for (auto& r : *p.mutable_replicas()) r.set_worker_address(addressOf(r.worker_id()));
     }
   }
   return info;
@@ -292,6 +296,7 @@ awaitable<void> Master::scheduleLoop() {
                      config_.worker_timeout_ms);
         w.alive = false;
         std::erase_if(slots_, [&](const auto& kv) { return kv.first.first == id; });
+        replaceJmsOf(id);
       }
     }
     // Containers of jobs that have ended go back to the pool even if their JM never said so.
@@ -300,6 +305,7 @@ awaitable<void> Master::scheduleLoop() {
       if (!holder.empty()) holders.insert(holder);
     }
     for (const auto& [id, s] : subJobs_) holders.insert(id);
+    for (const auto& [id, w] : jmWorker_) holders.insert(id);
     for (const auto& jobId : holders) {
       auto st = co_await readStatus(jobId);
       if ((st && terminal(st->state())) || (!st && st.error().code == ErrorCode::kNotFound)) {
@@ -307,6 +313,7 @@ awaitable<void> Master::scheduleLoop() {
           if (holder == jobId) holder.clear();
         }
         subJobs_.erase(jobId);
+        jmWorker_.erase(jobId);
       }
     }
     allocate();
@@ -354,6 +361,7 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
   it->second.lastHeartbeat = Clock::now();
   for (const auto& job : req.dead_jms()) {
     spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
+    runtime_.spawn(replaceJm(job), "replacing the JM of " + job);
   }
   return resp;
 }
@@ -438,16 +446,28 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
           if (ds.name() != in.dataset()) continue;
           found = true;
           for (const auto& p : ds.partitions()) {
-            if (p.worker_address().empty()) {
+            // The first live copy is read; the others are fallbacks.
+            std::vector<pb::DatasetReplica> copies;
+            pb::DatasetReplica first;
+            first.set_worker_id(p.worker_id());
+            first.set_file(p.file());
+            first.set_worker_address(p.worker_address());
+            copies.push_back(first);
+            for (const auto& r : p.replicas()) copies.push_back(r);
+            std::stable_partition(copies.begin(), copies.end(), [](const auto& c) { return !c.worker_address().empty(); });
+            if (copies.front().worker_address().empty()) {
               co_return makeError(ErrorCode::kUnavailable, "dataset '" + ds.name() + "' partition " +
                                                                std::to_string(p.index()) + " at site " + site.site() +
-                                                               " is on worker " + p.worker_id() + ", which is down");
+                                                               " has no copy on a live worker");
             }
             auto* ref = inputs.add_partitions();
             ref->set_site(site.site());
-            ref->set_worker_id(p.worker_id());
-            ref->set_worker_address(p.worker_address());
-            ref->set_dataset_file(p.file());
+            ref->set_worker_id(copies.front().worker_id());
+            ref->set_worker_address(copies.front().worker_address());
+            ref->set_dataset_file(copies.front().file());
+            for (size_t c = 1; c < copies.size(); ++c) {
+              if (!copies[c].worker_address().empty()) *ref->add_replicas() = copies[c];
+            }
             ref->set_bytes(p.bytes());
             ref->set_residency_local(ds.residency_local());
             involved.insert(site.site());
@@ -483,6 +503,7 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
   ops.push_back(coord::ZkOp::create(jmsPath(jobId), ""));
   ops.push_back(coord::ZkOp::create(electionPath(jobId), ""));
   ops.push_back(coord::ZkOp::create(attemptsPath(jobId), ""));
+  ops.push_back(coord::ZkOp::create(runningPath(jobId), ""));
   ops.push_back(coord::ZkOp::create(stagesPath(jobId), ""));
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec.stages_size()); ++s) {
     ops.push_back(coord::ZkOp::create(stagePath(jobId, s), ""));
@@ -544,6 +565,7 @@ awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, n
     launch.set_role(req.role());
     auto r = co_await clients_.get(*ep)->call<pb::LaunchJmResponse>("worker.LaunchJm", launch, kPeerCallTimeout);
     if (r) {
+      jmWorker_[req.job_id()] = *workerId;
       pb::StartJmResponse resp;
       resp.set_worker_id(*workerId);
       co_return resp;
@@ -588,6 +610,33 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
       ss->set_site(site);
       ss->set_owned(counts.first);
       ss->set_done(counts.second);
+    }
+  }
+  // Where each task ran: output locations and executions started (from the audit nodes).
+  auto attempts = co_await zk_->children(attemptsPath(req.job_id()));
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> executions;
+  if (attempts) {
+    for (const auto& name : *attempts) {
+      unsigned s = 0, t = 0;
+      if (std::sscanf(name.c_str(), "%u-%u-", &s, &t) == 2) ++executions[{s, t}];
+    }
+  }
+  for (uint32_t s = 0; s < static_cast<uint32_t>(resp.stages_size()); ++s) {
+    auto* sp = resp.mutable_stages(static_cast<int>(s));
+    if (!sp->released()) continue;
+    auto tm = co_await zk_->get(taskmapPath(req.job_id(), s));
+    if (!tm) continue;
+    auto taskmap = daemon::parseProto<pb::TaskMap>(tm->data, taskmapPath(req.job_id(), s));
+    if (!taskmap) continue;
+    for (uint32_t t = 0; t < static_cast<uint32_t>(taskmap->owner_site_size()); ++t) {
+      auto* tp = sp->add_task_placements();
+      tp->set_task(t);
+      tp->set_owner_site(taskmap->owner_site(static_cast<int>(t)));
+      tp->set_executions(executions[{s, t}]);
+      auto part = co_await zk_->get(partPath(req.job_id(), s, t));
+      if (!part) continue;
+      auto loc = daemon::parseProto<pb::PartitionLocation>(part->data, partPath(req.job_id(), s, t));
+      if (loc) tp->set_worker_id(loc->worker_id());
     }
   }
   auto jms = co_await zk_->children(jmsPath(req.job_id()));
@@ -685,19 +734,21 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
 }
 
 awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallContext ctx) {
+  // Each partition is stored on two workers (one if the site has one), so a raw input
+  // partition survives the loss of a VM.
   std::string key = req.upload_id() + "/" + std::to_string(req.partition());
-  auto chosen = putWorker_.find(key);
-  if (chosen == putWorker_.end()) {
+  auto chosen = putWorkers_.find(key);
+  if (chosen == putWorkers_.end()) {
     std::vector<std::string> live;
     for (const auto& [id, w] : workers_) {
       if (w.alive) live.push_back(id);
     }
     if (live.empty()) co_return makeError(ErrorCode::kUnavailable, "site " + config_.site + " has no live worker");
-    chosen = putWorker_.emplace(key, live[nextPut_++ % live.size()]).first;
+    std::vector<std::string> targets;
+    uint64_t first = nextPut_++;
+    for (size_t i = 0; i < std::min<size_t>(2, live.size()); ++i) targets.push_back(live[(first + i) % live.size()]);
+    chosen = putWorkers_.emplace(key, std::move(targets)).first;
   }
-  const auto& w = workers_[chosen->second];
-  auto ep = net::Endpoint::parse(w.address);
-  if (!ep) co_return ep.error();
   pb::WriteDatasetRequest write;
   write.set_dataset(req.dataset());
   write.set_upload_id(req.upload_id());
@@ -705,21 +756,38 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   write.set_offset(req.offset());
   write.set_data(req.data());
   write.set_last_chunk(req.last_chunk());
-  auto r = co_await clients_.get(*ep)->call<pb::WriteDatasetResponse>("worker.WriteDataset", write, ctx.remaining());
-  if (!r) co_return r.error().prepend("storing on worker " + w.id);
+  std::vector<pb::WriteDatasetResponse> written;
+  for (const auto& workerId : chosen->second) {
+    const auto& w = workers_[workerId];
+    auto ep = net::Endpoint::parse(w.address);
+    if (!ep) co_return ep.error();
+    auto client = clients_.get(*ep);
+    auto r = co_await client->call<pb::WriteDatasetResponse>("worker.WriteDataset", write, ctx.remaining());
+    if (!r) {
+      putWorkers_.erase(key);
+      co_return r.error().prepend("storing on worker " + workerId);
+    }
+    written.push_back(*r);
+  }
   pb::PutResponse resp;
-  resp.set_worker_id(w.id);
-  resp.set_file(r->file());
+  resp.set_worker_id(chosen->second.front());
+  resp.set_file(written.front().file());
+  for (size_t i = 1; i < chosen->second.size(); ++i) resp.add_replica_worker_ids(chosen->second[i]);
   if (req.last_chunk()) {
-    putWorker_.erase(key);
     auto& ds = datasets_[req.dataset()];
     ds.set_name(req.dataset());
     ds.set_residency_local(req.residency_local());
     auto* p = ds.add_partitions();
     p->set_index(static_cast<uint32_t>(ds.partitions_size() - 1));
-    p->set_file(r->file());
-    p->set_worker_id(w.id);
-    p->set_bytes(r->bytes());
+    p->set_file(written.front().file());
+    p->set_worker_id(chosen->second.front());
+    p->set_bytes(written.front().bytes());
+    for (size_t i = 1; i < chosen->second.size(); ++i) {
+      auto* r = p->add_replicas();
+      r->set_worker_id(chosen->second[i]);
+      r->set_file(written[i].file());
+    }
+    putWorkers_.erase(key);
     auto path = siteDatasetsPath(config_.site) + "/" + req.dataset();
     auto set = co_await zk_->set(path, ds.SerializeAsString(), -1);
     if (!set && set.error().code == ErrorCode::kNotFound) {
@@ -731,6 +799,30 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     (void)co_await publishSite();
   }
   co_return resp;
+}
+
+void Master::replaceJmsOf(const std::string& workerId) {
+  std::vector<std::string> jobs;
+  for (const auto& [job, worker] : jmWorker_) {
+    if (worker == workerId) jobs.push_back(job);
+  }
+  for (const auto& job : jobs) runtime_.spawn(replaceJm(job), "replacing the JM of " + job);
+}
+
+awaitable<void> Master::replaceJm(std::string jobId) {
+  // Early recovery from a local signal (a dead child, missed heartbeats); the pJM's watch on
+  // the JM's ephemeral node is the slower path that correctness rests on.
+  jmWorker_.erase(jobId);
+  pb::StartJmRequest req;
+  req.set_job_id(jobId);
+  req.set_role(pb::JM_SECONDARY);
+  net::CallContext local;
+  auto r = co_await startJm(req, local);
+  if (r) {
+    spdlog::info("started a replacement JM for {} on {}", jobId, r->worker_id());
+  } else if (r.error().code != ErrorCode::kInvalidArgument) {
+    spdlog::warn("cannot replace the JM of {}: {}", jobId, r.message());
+  }
 }
 
 int run(const std::string& configPath) {

@@ -58,6 +58,9 @@ class Master {
   void allocate();
   std::vector<pb::Container> grantsOf(const std::string& jobId) const;
   Result<std::string> pickWorkerForJm();
+  // Starts a replacement JM for each job whose JM ran on `workerId` (died with it).
+  void replaceJmsOf(const std::string& workerId);
+  boost::asio::awaitable<void> replaceJm(std::string jobId);
 
   // RPC handlers
   boost::asio::awaitable<Result<pb::SubmitResponse>> submit(pb::SubmitRequest req, net::CallContext ctx);
@@ -89,7 +92,8 @@ class Master {
   std::map<SlotKey, std::string> slots_;  // every live worker's slots -> holder job ("" = free)
   std::map<std::string, SubJob> subJobs_;
   std::map<std::string, pb::SiteDataset> datasets_;  // configured + put, by name
-  std::map<std::string, std::string> putWorker_;     // upload id -> worker chosen for it
+  std::map<std::string, std::vector<std::string>> putWorkers_;  // upload/partition -> workers storing it
+  std::map<std::string, std::string> jmWorker_;  // job -> worker running this site's JM (as launched here)
   uint64_t nextPut_ = 0;
   bool stopping_ = false;
   bool sitePublished_ = false;

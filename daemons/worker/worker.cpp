@@ -89,6 +89,7 @@ Status Worker::start() {
   spdlog::info("worker {} of site {} serving on {} with {} containers", config_.id, config_.site, address_,
                config_.containers);
   runtime_.spawn(masterLoop(), "master registration loop");
+  runtime_.spawn(livenessLoop(), "liveness publisher");
   runtime_.spawn(reapLoop(), "child reaper");
   return {};
 }
@@ -107,7 +108,43 @@ pb::RegisterWorkerRequest Worker::registration() const {
   req.set_worker_id(config_.id);
   req.set_address(address_);
   req.set_containers(config_.containers);
+  // After a master restart, it learns which containers are busy from us.
+  for (const auto& [slot, job] : busySlots_) {
+    auto* c = req.add_running();
+    c->mutable_id()->set_worker_id(config_.id);
+    c->mutable_id()->set_slot(slot);
+    c->set_worker_address(address_);
+    c->set_site(config_.site);
+    req.add_running_jobs(job);
+  }
   return req;
+}
+
+awaitable<void> Worker::livenessLoop() {
+  // An ephemeral node per live worker: lineage recovery decides from ZooKeeper alone whether
+  // a partition's only copy is gone. Re-created after a session expiry.
+  pb::WorkerInfo info;
+  info.set_worker_id(config_.id);
+  info.set_address(address_);
+  info.set_containers(config_.containers);
+  auto path = jobstate::siteWorkerPath(config_.site, config_.id);
+  while (!stopping_) {
+    auto connected = co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms));
+    if (connected) {
+      auto stat = co_await zk_->exists(path);
+      if (stat && *stat && (*stat)->ephemeralOwner != zk_->sessionId()) {
+        (void)co_await zk_->remove(path);  // left by our previous incarnation
+        *stat = std::nullopt;
+      }
+      if (stat && !*stat) {
+        auto parent = co_await zk_->ensurePath(jobstate::siteWorkersPath(config_.site));
+        auto created = co_await zk_->create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);
+        if (!created) spdlog::warn("publishing liveness: {}", created.message());
+        (void)parent;
+      }
+    }
+    co_await daemon::sleepFor(milliseconds(500));
+  }
 }
 
 awaitable<void> Worker::masterLoop() {
@@ -208,47 +245,63 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
 
 awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                   size_t index) {
-  bool here = ref.worker_id() == config_.id;
-  if (here && ref.has_partition()) {
+  if (ref.worker_id() == config_.id && ref.has_partition()) {
     auto path = store_->dataPath(toKey(ref.partition()));
     if (path) co_return path->string();
   }
-  if (here && !ref.dataset_file().empty() && servable(ref.dataset_file())) co_return ref.dataset_file();
-
-  auto ep = net::Endpoint::parse(ref.worker_address());
-  if (!ep) co_return ep.error().prepend("input on worker " + ref.worker_id());
-  auto client = clients_.get(*ep);
+  if (!ref.dataset_file().empty()) {
+    if (ref.worker_id() == config_.id && servable(ref.dataset_file())) co_return ref.dataset_file();
+    for (const auto& replica : ref.replicas()) {
+      if (replica.worker_id() == config_.id && servable(replica.file())) co_return replica.file();
+    }
+  }
+  auto path = dir / ("input-" + std::to_string(index));
   pb::FetchRequest req;
   if (ref.has_partition()) {
     *req.mutable_partition() = ref.partition();
   } else {
     req.set_dataset_file(ref.dataset_file());
   }
+  auto st = co_await fetchTo(ref.worker_id(), ref.worker_address(), req, path, ref.has_partition());
+  // Raw partitions have copies on other workers: a dead VM costs one retry, not the job.
+  for (int i = 0; !st && i < ref.replicas_size(); ++i) {
+    spdlog::warn("input {} from {} failed ({}): trying replica on {}", index, ref.worker_id(), st.message(),
+                 ref.replicas(i).worker_id());
+    req.set_dataset_file(ref.replicas(i).file());
+    st = co_await fetchTo(ref.replicas(i).worker_id(), ref.replicas(i).worker_address(), req, path, false);
+  }
+  if (!st) co_return st.error();
+  co_return path.string();
+}
+
+awaitable<Status> Worker::fetchTo(const std::string& workerId, const std::string& address, pb::FetchRequest req,
+                                  std::filesystem::path path, bool verify) {
+  auto ep = net::Endpoint::parse(address);
+  if (!ep) co_return ep.error().prepend("input on worker " + workerId);
+  auto client = clients_.get(*ep);
   req.set_max_bytes(kFetchChunkBytes);
   req.set_from_site(config_.site);
-  auto path = dir / ("input-" + std::to_string(index));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   uint64_t offset = 0;
   data::Crc32 crc;
   for (;;) {
     req.set_offset(offset);
     auto chunk = co_await client->call<pb::FetchResponse>("worker.Fetch", req, kFetchCallTimeout);
-    if (!chunk) co_return chunk.error().prepend("fetching input from " + ref.worker_id());
+    if (!chunk) co_return chunk.error().prepend("fetching input from " + workerId);
     out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
     crc.update(chunk->data());
     offset += chunk->data().size();
     if (offset >= chunk->total_bytes()) {
-      if (ref.has_partition() && crc.value() != chunk->crc32()) {
-        co_return makeError(ErrorCode::kInternal, "checksum mismatch fetching " + toKey(ref.partition()).toString() +
-                                                      " from " + ref.worker_id());
+      if (verify && crc.value() != chunk->crc32()) {
+        co_return makeError(ErrorCode::kInternal, "checksum mismatch in input fetched from " + workerId);
       }
       break;
     }
-    if (chunk->data().empty()) co_return makeError(ErrorCode::kInternal, "fetch made no progress");
+    if (chunk->data().empty()) co_return makeError(ErrorCode::kInternal, "fetch from " + workerId + " made no progress");
   }
   out.close();
   if (!out) co_return makeError(ErrorCode::kInternal, "cannot write " + path.string());
-  co_return path.string();
+  co_return Status::ok();
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
@@ -269,10 +322,28 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   task.set_store_root(store_->root().string());
   for (int i = 0; i < req.inputs_size(); ++i) {
     auto file = co_await localInput(req.inputs(i), dir, static_cast<size_t>(i));
-    if (!file) co_return file.error();
+    // Reported as kNotFound: the task is fine, its input is gone (the JM waits for lineage).
+    if (!file) co_return makeError(ErrorCode::kNotFound, "input " + std::to_string(i) + " unavailable: " + file.message());
     task.add_input_files(*file);
   }
   if (auto st = writeFile(dir / "task.pb", task.SerializeAsString()); !st) co_return st.error();
+
+  // Mark the task as running in ZooKeeper (ephemeral: it goes with us) and record the
+  // execution; a JM that replaces the one that launched it will not run it a second time.
+  pb::RunningTask marker;
+  *marker.mutable_container() = req.container();
+  marker.set_site(config_.site);
+  marker.set_attempt(req.attempt());
+  marker.set_start_unix_ms(daemon::nowUnixMs());
+  auto markerPath = jobstate::runningTaskPath(req.job_id(), req.stage(), req.task());
+  auto marked = co_await zk_->create(markerPath, marker.SerializeAsString(), coord::CreateMode::kEphemeral);
+  if (!marked && marked.error().code == ErrorCode::kAlreadyExists) {
+    co_return makeError(ErrorCode::kAlreadyExists, "task " + std::to_string(req.stage()) + "/" +
+                                                       std::to_string(req.task()) + " is already running");
+  }
+  (void)co_await zk_->create(jobstate::attemptsPath(req.job_id()) + "/" + jobstate::runningTaskName(req.stage(), req.task()) + "-",
+                             config_.id, coord::CreateMode::kPersistentSequential);
+  busySlots_[req.container().slot()] = req.job_id();
 
   proc::SpawnOptions opts;
   opts.argv = {(binDir_ / "tellus-executor").string(), (dir / "task.pb").string(), (dir / "report.pb").string()};
@@ -282,9 +353,18 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   // The executor's exit is polled on our loop: no thread blocks in waitpid.
   std::optional<proc::ExitStatus> exit;
   while (!(exit = child->tryWait())) co_await daemon::sleepFor(kChildPoll);
+  busySlots_.erase(req.container().slot());
+  auto result = co_await recordOutput(req, *exit, dir);
+  // The marker goes only once the output is recorded (or the task failed), so a JM never
+  // sees the task as neither running nor done.
+  (void)co_await zk_->remove(markerPath);
+  co_return result;
+}
 
+awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, proc::ExitStatus exit,
+                                                            std::filesystem::path dir) {
   auto reportBytes = readFile(dir / "report.pb");
-  if (!reportBytes) co_return makeError(ErrorCode::kInternal, "executor " + exit->toString() + " without a report");
+  if (!reportBytes) co_return makeError(ErrorCode::kInternal, "executor " + exit.toString() + " without a report");
   auto report = daemon::parseProto<pb::ExecutorReport>(*reportBytes, (dir / "report.pb").string());
   if (!report) co_return report.error();
   if (!report->error().empty()) co_return makeError(ErrorCode::kInternal, report->error());
@@ -304,6 +384,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (!created && created.error().code != ErrorCode::kAlreadyExists) {
     co_return created.error().prepend("recording output of task " + std::to_string(req.task()));
   }
+  std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed
   pb::RunTaskResponse resp;
   *resp.mutable_location() = loc;

@@ -33,14 +33,21 @@ class Worker {
 
  private:
   boost::asio::awaitable<void> masterLoop();
+  boost::asio::awaitable<void> livenessLoop();
   boost::asio::awaitable<void> reapLoop();
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
+  // After the executor exits: read its report and record the output location in ZooKeeper.
+  boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req,
+                                                                   proc::ExitStatus exit, std::filesystem::path dir);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
   // Brings one input partition to a local file (or points at it when it is already here).
   boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                          size_t index);
+  // Copies one partition from another worker into `path`, verifying its checksum.
+  boost::asio::awaitable<Status> fetchTo(const std::string& workerId, const std::string& address,
+                                         pb::FetchRequest req, std::filesystem::path path, bool verify);
   bool servable(const std::filesystem::path& file) const;
   pb::RegisterWorkerRequest registration() const;
 
@@ -57,6 +64,7 @@ class Worker {
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
   std::map<std::string, proc::Subprocess> jms_;        // job id -> JM process on this worker
   std::vector<std::string> deadJms_;                   // reported with the next heartbeat
+  std::map<uint32_t, std::string> busySlots_;          // container slot -> job of its running task
   uint64_t nextRun_ = 0;
   bool stopping_ = false;
 };

@@ -87,6 +87,15 @@ class Client {
   const Globals& g_;
 };
 
+void printTasks(const pb::JobStatusResponse& st, std::ostream& out) {
+  for (const auto& stage : st.stages()) {
+    for (const auto& t : stage.task_placements()) {
+      out << "  " << stage.name() << "[" << t.task() << "]  owner " << t.owner_site() << "  output on "
+          << (t.worker_id().empty() ? "-" : t.worker_id()) << "  executions " << t.executions() << "\n";
+    }
+  }
+}
+
 void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
   const auto& s = st.status();
   out << s.job_id() << "  " << s.name() << "  " << jobStateName(s.state()) << "  submitted at "
@@ -149,7 +158,7 @@ int cmdSubmit(const Globals& g, const std::string& path, bool wait, std::ostream
   return waitForJob(client, resp.job_id(), g.json, out);
 }
 
-int cmdStatus(const Globals& g, const std::string& jobId, bool watch, std::ostream& out) {
+int cmdStatus(const Globals& g, const std::string& jobId, bool watch, bool tasks, std::ostream& out) {
   Client client(g);
   if (watch) return waitForJob(client, jobId, g.json, out);
   pb::JobRequest req;
@@ -159,6 +168,7 @@ int cmdStatus(const Globals& g, const std::string& jobId, bool watch, std::ostre
     out << toJson(st) << "\n";
   } else {
     printStatus(st, out);
+    if (tasks) printTasks(st, out);
   }
   return 0;
 }
@@ -292,7 +302,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.add_flag("--json", g.json, "machine-readable output");
 
   std::string jobFile, jobId, output, putFile, dataset, site, planFile, policy;
-  bool wait = false, watch = false, residencyLocal = false;
+  bool wait = false, watch = false, tasks = false, residencyLocal = false;
   uint32_t partitions = 1;
 
   auto* submit = app.add_subcommand("submit", "submit a job spec (YAML)");
@@ -301,6 +311,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   auto* status = app.add_subcommand("status", "show a job's progress per stage and site");
   status->add_option("JOB", jobId, "job id")->required();
   status->add_flag("--watch", watch, "follow until the job ends");
+  status->add_flag("--tasks", tasks, "also show where each task's output is and how often it ran");
   auto* list = app.add_subcommand("list", "list jobs");
   auto* sites = app.add_subcommand("sites", "list live sites, workers, containers and datasets");
   auto* result = app.add_subcommand("result", "print (or write) a finished job's output");
@@ -338,7 +349,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (*plan) return plan::runPlanCommand(planFile, policy, g.json, out, err);
     if (g.master.empty()) throw Failure{2, "no master: pass --master HOST:PORT or set TELLUS_MASTER"};
     if (*submit) return cmdSubmit(g, jobFile, wait, out);
-    if (*status) return cmdStatus(g, jobId, watch, out);
+    if (*status) return cmdStatus(g, jobId, watch, tasks, out);
     if (*list) return cmdList(g, out);
     if (*sites) return cmdSites(g, out);
     if (*result) return cmdResult(g, jobId, output, out);
