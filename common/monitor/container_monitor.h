@@ -3,8 +3,11 @@
 // executor process tree and, called once a second from the worker's event loop, reports the
 // CPU cores and resident memory each container uses (Af sizes requests from this
 // utilization). One round scans /proc once for all containers; it reads small in-memory
-// files only and never waits on a process, so it is safe on an event loop (see the measured
-// cost in tests/integration/monitor). Not thread-safe: use it from one thread or strand.
+// files only and never waits on a process, so it is safe on an event loop. Measured by
+// tests/integration/monitor on a loaded 2-core VM with ~150 host processes and 10 trees of
+// 3 processes: median 1.4 ms per round (mean 3-5 ms, worst 25 ms when other jobs hog the
+// CPUs); the cost grows with the host's process count. Not thread-safe: use it from one
+// thread or strand.
 
 #include <sys/types.h>
 
