@@ -95,24 +95,22 @@ Result<PidStat> parsePidStat(std::string_view content) {
   }
   stat.state = field(3).front();
 
-  // Fills `out` from field `number`, or returns the error from the enclosing function.
-#define TELLUS_PARSE_STAT_FIELD(out, parser, number, name)                 \
-  do {                                                                     \
-    auto parsed = parser(field(number), name " (field " #number ")");       \
-    if (!parsed) return parsed.error().prepend(context);                  \
-    out = *parsed;                                                         \
-  } while (0)
-
-  TELLUS_PARSE_STAT_FIELD(stat.ppid, parseNumber<pid_t>, 4, "ppid");
-  TELLUS_PARSE_STAT_FIELD(stat.pgrp, parseNumber<pid_t>, 5, "pgrp");
-  TELLUS_PARSE_STAT_FIELD(stat.utimeTicks, parseNumber<std::uint64_t>, 14, "utime");
-  TELLUS_PARSE_STAT_FIELD(stat.stimeTicks, parseNumber<std::uint64_t>, 15, "stime");
-  TELLUS_PARSE_STAT_FIELD(stat.cutimeTicks, parseNonNegative, 16, "cutime");
-  TELLUS_PARSE_STAT_FIELD(stat.cstimeTicks, parseNonNegative, 17, "cstime");
-  TELLUS_PARSE_STAT_FIELD(stat.numThreads, parseNumber<std::int64_t>, 20, "num_threads");
-  TELLUS_PARSE_STAT_FIELD(stat.startTimeTicks, parseNumber<std::uint64_t>, 22, "starttime");
-  TELLUS_PARSE_STAT_FIELD(stat.rssPages, parseNumber<std::int64_t>, 24, "rss");
-#undef TELLUS_PARSE_STAT_FIELD
+  // Fills `out` from field `number` (proc(5) numbering, which the error message names).
+  auto read = [&](auto& out, auto parser, std::size_t number, const char* name) -> Status {
+    auto parsed = parser(field(number), std::string(name) + " (field " + std::to_string(number) + ")");
+    if (!parsed) return parsed.error().prepend(context);
+    out = *parsed;
+    return Status::ok();
+  };
+  TELLUS_RETURN_IF_ERROR(read(stat.ppid, parseNumber<pid_t>, 4, "ppid"));
+  TELLUS_RETURN_IF_ERROR(read(stat.pgrp, parseNumber<pid_t>, 5, "pgrp"));
+  TELLUS_RETURN_IF_ERROR(read(stat.utimeTicks, parseNumber<std::uint64_t>, 14, "utime"));
+  TELLUS_RETURN_IF_ERROR(read(stat.stimeTicks, parseNumber<std::uint64_t>, 15, "stime"));
+  TELLUS_RETURN_IF_ERROR(read(stat.cutimeTicks, parseNonNegative, 16, "cutime"));
+  TELLUS_RETURN_IF_ERROR(read(stat.cstimeTicks, parseNonNegative, 17, "cstime"));
+  TELLUS_RETURN_IF_ERROR(read(stat.numThreads, parseNumber<std::int64_t>, 20, "num_threads"));
+  TELLUS_RETURN_IF_ERROR(read(stat.startTimeTicks, parseNumber<std::uint64_t>, 22, "starttime"));
+  TELLUS_RETURN_IF_ERROR(read(stat.rssPages, parseNumber<std::int64_t>, 24, "rss"));
 
   if (stat.ppid < 0) {
     return makeError(ErrorCode::kInvalidArgument, prefix + "ppid is negative: " + std::to_string(stat.ppid));
