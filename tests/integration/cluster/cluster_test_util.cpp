@@ -1,0 +1,384 @@
+#include "cluster_test_util.h"
+
+#include <arpa/inet.h>
+#include <google/protobuf/util/json_util.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "harness/eventually.h"
+#include "proc/subprocess.h"
+
+namespace tellus::itest {
+
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string readAll(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+bool isWordByte(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// ZkInspector
+
+Result<std::unique_ptr<ZkInspector>> ZkInspector::connect(const std::string& connectString, const std::string& chroot,
+                                                           milliseconds timeout) {
+  std::unique_ptr<ZkInspector> z(new ZkInspector());
+  coord::SessionOptions options;
+  options.connectString = connectString;
+  options.chroot = chroot;
+  auto created = z->io_.call([&] { return coord::ZkClient::create(z->io_.executor(), options); });
+  if (!created) return created.error().prepend("zookeeper client");
+  z->client_ = std::move(created).value();
+  Status connected = z->io_.run(z->client_->waitConnected(timeout));
+  if (!connected) return connected.error().prepend("connecting to " + connectString);
+  return z;
+}
+
+ZkInspector::~ZkInspector() {
+  if (!client_) return;
+  io_.call([&] {
+    client_->close();
+    client_.reset();
+  });
+}
+
+Result<coord::NodeData> ZkInspector::get(const std::string& path) { return io_.run(client_->get(path)); }
+
+Result<std::vector<std::string>> ZkInspector::children(const std::string& path) {
+  return io_.run(client_->children(path));
+}
+
+Result<bool> ZkInspector::exists(const std::string& path) {
+  Result<std::optional<coord::NodeStat>> stat = io_.run(client_->exists(path));
+  if (!stat) return stat.error();
+  return stat->has_value();
+}
+
+Result<coord::NodeStat> ZkInspector::stat(const std::string& path) {
+  Result<std::optional<coord::NodeStat>> stat = io_.run(client_->exists(path));
+  if (!stat) return stat.error();
+  if (!*stat) return makeError(ErrorCode::kNotFound, "no node " + path);
+  return **stat;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CliRunner
+
+CliRunner::CliRunner() : dir_("cluster-itest-cli") {}
+
+std::filesystem::path CliRunner::binDir() const {
+  const char* build = std::getenv("TELLUS_BUILD_DIR");
+  return std::filesystem::path(build ? build : "build") / "bin";
+}
+
+std::filesystem::path CliRunner::writeFile(const std::string& name, const std::string& content) {
+  auto path = dir_.path() / name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+  return path;
+}
+
+CliRun CliRunner::run(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env,
+                      milliseconds deadline) {
+  ++runs_;
+  auto outFile = dir_.path() / ("run-" + std::to_string(runs_) + ".out");
+  auto errFile = dir_.path() / ("run-" + std::to_string(runs_) + ".err");
+  proc::SpawnOptions opts;
+  opts.argv = {(binDir() / "tellus").string()};
+  opts.argv.insert(opts.argv.end(), args.begin(), args.end());
+  opts.extraEnv = env;
+  opts.stdoutFile = outFile;
+  opts.stderrFile = errFile;
+  CliRun r;
+  auto start = std::chrono::steady_clock::now();
+  auto p = proc::Subprocess::spawn(opts);
+  if (!p) {
+    r.err = "cannot start tellus: " + p.message();
+    return r;
+  }
+  auto status = p->waitFor(deadline);
+  r.elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  if (status) {
+    r.finished = true;
+    r.exitCode = status->exited ? status->code : 128 + status->signal;
+  }
+  // (An unfinished child is killed and reaped when `p` goes away.)
+  r.out = readAll(outFile);
+  r.err = readAll(errFile);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SilentServer
+
+Result<std::unique_ptr<SilentServer>> SilentServer::start() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return makeError(ErrorCode::kInternal, std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    std::string why = std::strerror(errno);
+    ::close(fd);
+    return makeError(ErrorCode::kInternal, "silent listener: " + why);
+  }
+  return std::unique_ptr<SilentServer>(new SilentServer(fd, ntohs(addr.sin_port)));
+}
+
+SilentServer::~SilentServer() { ::close(fd_); }
+
+// ---------------------------------------------------------------------------------------------
+// Word counts and corpora
+
+std::map<std::string, uint64_t> countWords(std::string_view text) {
+  std::map<std::string, uint64_t> counts;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!isWordByte(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && isWordByte(text[end])) ++end;
+    std::string word(text.substr(i, end - i));
+    for (char& c : word) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    ++counts[word];
+    i = end;
+  }
+  return counts;
+}
+
+Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text) {
+  std::map<std::string, uint64_t> counts;
+  size_t lineNo = 0;
+  std::istringstream in{std::string(text)};
+  for (std::string line; std::getline(in, line);) {
+    ++lineNo;
+    if (line.empty()) continue;
+    auto tab = line.find('\t');
+    if (tab == std::string::npos || tab == 0 || tab + 1 == line.size()) {
+      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + ": '" + line +
+                                                        "' is not word<TAB>count");
+    }
+    std::string word = line.substr(0, tab);
+    std::string number = line.substr(tab + 1);
+    if (number.find_first_not_of("0123456789") != std::string::npos) {
+      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + ": count '" + number +
+                                                        "' is not a non-negative integer");
+    }
+    if (!counts.emplace(word, std::stoull(number)).second) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "result line " + std::to_string(lineNo) + ": word '" + word + "' appears twice");
+    }
+  }
+  return counts;
+}
+
+std::string generateCorpus(uint32_t seed, size_t lines, bool trailingNewline) {
+  // A fixed vocabulary of 1..3 syllables: the same for every seed, so sites share words
+  // (their counts must add up across sites) but draw them with different frequencies.
+  static const char* const kSyllables[] = {"ka", "lo", "mi", "ter", "on", "zu", "pra", "ex", "ul", "vin", "do", "re"};
+  constexpr size_t kSyllableCount = sizeof(kSyllables) / sizeof(kSyllables[0]);
+  std::vector<std::string> vocabulary;
+  for (size_t a = 0; a < kSyllableCount; ++a) {
+    vocabulary.push_back(kSyllables[a]);
+    for (size_t b = 0; b < kSyllableCount; b += 2) {
+      vocabulary.push_back(std::string(kSyllables[a]) + kSyllables[b]);
+      if ((a + b) % 5 == 0) vocabulary.push_back(std::string(kSyllables[b]) + kSyllables[a] + kSyllables[(a + b) % kSyllableCount]);
+    }
+  }
+  // Separators between words; the UTF-8 ones (é, ü, —) are non-ASCII bytes, so they split.
+  static const char* const kSeparators[] = {" ", " ", " ", "  ", ", ", ". ", "\t", " -- ", "/", "'", " (", ") ",
+                                            "\xc3\xa9", " \xc3\xbc ", "\xe2\x80\x94", "_", ";"};
+  std::mt19937 rng(seed);
+  // Skewed (roughly Zipf) choice: a few words are frequent, many are rare.
+  std::vector<double> weights;
+  for (size_t i = 0; i < vocabulary.size(); ++i) weights.push_back(1.0 / static_cast<double>(1 + (i * 7 + seed) % vocabulary.size()));
+  std::discrete_distribution<size_t> pickWord(weights.begin(), weights.end());
+  std::uniform_int_distribution<size_t> pickSeparator(0, sizeof(kSeparators) / sizeof(kSeparators[0]) - 1);
+  std::uniform_int_distribution<int> percent(0, 99);
+  std::uniform_int_distribution<int> wordsPerLine(1, 14);
+
+  std::string text;
+  for (size_t line = 0; line < lines; ++line) {
+    int kind = percent(rng);
+    if (kind < 3) {
+      // An empty line (or one of only separators).
+      text += kind == 0 ? "" : " ,. ";
+    } else {
+      int n = wordsPerLine(rng);
+      for (int w = 0; w < n; ++w) {
+        if (w > 0) text += kSeparators[pickSeparator(rng)];
+        std::string word = vocabulary[pickWord(rng)];
+        int shape = percent(rng);
+        if (shape < 15) {
+          word[0] = static_cast<char>(word[0] - 'a' + 'A');  // Capitalized
+        } else if (shape < 20) {
+          for (char& c : word) c = static_cast<char>(c - 'a' + 'A');  // UPPER
+        } else if (shape < 25) {
+          word += std::to_string(percent(rng));  // letters then digits: one word ("ka42")
+        } else if (shape < 28) {
+          word = std::to_string(1990 + percent(rng) % 40);  // a number alone
+        }
+        text += word;
+      }
+    }
+    bool last = line + 1 == lines;
+    if (!last || trailingNewline) text += percent(rng) < 10 ? "\r\n" : "\n";
+  }
+  return text;
+}
+
+std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
+                                const std::map<std::string, uint64_t>& actual, size_t limit) {
+  std::ostringstream out;
+  size_t shown = 0;
+  for (const auto& [word, n] : expected) {
+    auto it = actual.find(word);
+    if (it != actual.end() && it->second == n) continue;
+    if (shown++ == limit) break;
+    out << word << ": expected " << n << ", got " << (it == actual.end() ? std::string("none") : std::to_string(it->second))
+        << "; ";
+  }
+  for (const auto& [word, n] : actual) {
+    if (expected.count(word)) continue;
+    if (shown++ >= limit) break;
+    out << word << ": unexpected (" << n << "); ";
+  }
+  return out.str();
+}
+
+Status parseJson(const std::string& json, google::protobuf::Message& message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &message, options);
+  if (!st.ok()) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "not a " + message.GetTypeName() + " in JSON: " + std::string(st.message()) + ": " + json);
+  }
+  return {};
+}
+
+bool processAlive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Format: "pid (comm) S ..." where comm may contain spaces or parentheses: the state is
+  // the first field after the last ')'.
+  auto close = content.rfind(')');
+  if (close == std::string::npos || close + 2 >= content.size()) return false;
+  return content[close + 2] != 'Z' && content[close + 2] != 'X';
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared cluster
+
+harness::MiniCluster& sharedCluster() {
+  // Started once; a failed start is remembered, so every test reports it without retrying.
+  static Result<std::unique_ptr<harness::MiniCluster>> cluster = [] {
+    harness::MiniClusterOptions options;
+    options.sites = 3;
+    options.workersPerSite = 2;
+    options.containersPerWorker = 3;
+    return harness::MiniCluster::start(options);
+  }();
+  INFO("starting the mini cluster: " << whyNot(cluster));
+  REQUIRE(cluster.isOk());
+  return **cluster;
+}
+
+ZkInspector& sharedZk() {
+  static Result<std::unique_ptr<ZkInspector>> zk =
+      ZkInspector::connect(sharedCluster().zkConnect(), "/tellus", milliseconds(20000));
+  INFO("connecting to the cluster's ZooKeeper: " << whyNot(zk));
+  REQUIRE(zk.isOk());
+  return **zk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLI wrappers
+
+namespace {
+
+Error cliError(const std::string& what, const harness::CliResult& r) {
+  return makeError(ErrorCode::kInternal,
+                   what + " exited " + std::to_string(r.exitCode) + ": " + trimmed(r.err) + " " + trimmed(r.out));
+}
+
+bool terminalState(pb::JobState s) { return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED; }
+
+}  // namespace
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  size_t start = s.find_first_not_of(" \n");
+  return start == std::string::npos ? "" : s.substr(start);
+}
+
+Result<std::string> submitJob(harness::MiniCluster& cluster, const std::filesystem::path& spec,
+                              const std::string& site) {
+  auto r = cluster.tellus({"submit", spec.string()}, site);
+  if (r.exitCode != 0) return cliError("tellus submit " + spec.filename().string(), r);
+  std::string id = trimmed(r.out);
+  if (id.rfind("job-", 0) != 0 || id.find('\n') != std::string::npos) {
+    return makeError(ErrorCode::kInternal, "tellus submit printed '" + r.out + "', not a job id");
+  }
+  return id;
+}
+
+Result<pb::JobStatusResponse> jobStatus(harness::MiniCluster& cluster, const std::string& jobId,
+                                        const std::string& site) {
+  auto r = cluster.tellus({"--json", "status", jobId}, site);
+  if (r.exitCode != 0) return cliError("tellus status " + jobId, r);
+  pb::JobStatusResponse status;
+  TELLUS_RETURN_IF_ERROR(parseJson(r.out, status));
+  return status;
+}
+
+Result<std::set<std::string>> jobIds(harness::MiniCluster& cluster, const std::string& site) {
+  auto r = cluster.tellus({"--json", "list"}, site);
+  if (r.exitCode != 0) return cliError("tellus list", r);
+  pb::ListJobsResponse list;
+  TELLUS_RETURN_IF_ERROR(parseJson(r.out, list));
+  std::set<std::string> ids;
+  for (const auto& j : list.jobs()) ids.insert(j.job_id());
+  return ids;
+}
+
+bool waitForJobState(harness::MiniCluster& cluster, const std::string& jobId, pb::JobState state,
+                     const std::string& site, milliseconds deadline, pb::JobStatusResponse* last) {
+  bool reached = false;
+  bool hopeless = false;
+  harness::eventually(
+      [&] {
+        auto st = jobStatus(cluster, jobId, site);
+        if (!st) return false;
+        if (last) *last = *st;
+        reached = st->status().state() == state;
+        hopeless = !reached && terminalState(st->status().state());
+        return reached || hopeless;
+      },
+      deadline, milliseconds(100));
+  return reached;
+}
+
+}  // namespace tellus::itest
