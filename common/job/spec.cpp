@@ -24,16 +24,17 @@ std::string placementChoices() {
   return out;
 }
 
-// "one task per dataset partition" for a dataset stage, else the count.
-std::string describeTasks(const pb::StageSpec& stage) {
-  return stage.tasks() == 0 ? "one task per dataset partition" : std::to_string(stage.tasks()) + " tasks";
-}
-
 bool readsDataset(const pb::StageSpec& stage) {
   for (const auto& input : stage.inputs()) {
     if (input.source_case() == pb::StageInput::kDataset) return true;
   }
   return false;
+}
+
+// "one task per dataset partition" / "one task per upstream task" when tasks is 0, else the count.
+std::string describeTasks(const pb::StageSpec& stage) {
+  if (stage.tasks() != 0) return std::to_string(stage.tasks()) + " tasks";
+  return readsDataset(stage) ? "one task per dataset partition" : "one task per upstream task";
 }
 
 // What validation found wrong, with enough position for parseJobSpec to point at a line:
@@ -140,9 +141,12 @@ std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
       return SpecProblem{i, -1, "tasks", where + "tasks: a stage that reads datasets runs one task per partition; "
                                                  "expected tasks 0 or absent, got " + std::to_string(stage.tasks())};
     }
-    if (!datasetStage && stage.tasks() == 0) {
+    // tasks 0 on a stage that reads only forward edges: one task per upstream task.
+    bool onlyForward = stage.inputs_size() > 0;
+    for (const auto& in : stage.inputs()) onlyForward = onlyForward && in.has_stage() && in.edge() == pb::EDGE_FORWARD;
+    if (!datasetStage && stage.tasks() == 0 && !onlyForward) {
       return SpecProblem{i, -1, "tasks", where + "tasks: expected a positive task count (only stages that read "
-                                                 "datasets have tasks 0)"};
+                                                 "datasets, or only forward edges, may leave it out)"};
     }
 
     for (int j = 0; j < stage.inputs_size(); ++j) {
@@ -152,7 +156,7 @@ std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
       const pb::StageSpec& upstream = spec.stages(u);
       Readers& r = readers[u];
       if (input.edge() == pb::EDGE_FORWARD) {
-        if (upstream.tasks() != stage.tasks()) {
+        if (stage.tasks() != 0 && upstream.tasks() != stage.tasks()) {
           return SpecProblem{i, j, "", where + "forward edge from stage " + quoted(upstream.name()) +
                                            " needs equal task counts, but " + quoted(upstream.name()) + " has " +
                                            describeTasks(upstream) + " and " + quoted(stage.name()) + " has " +
@@ -219,6 +223,8 @@ Result<pb::JobSpec> parseJobSpec(const std::string& yaml, const std::string& fil
   spec.set_name(root.required<std::string>("name"));
   spec.set_placement(root.optional<std::string>("placement", "proportional"));
   spec.set_max_task_attempts(root.optional<uint32_t>("max_task_attempts", 4, config::atLeast<uint32_t>(1)));
+  spec.set_static_containers(root.optional<uint32_t>("containers_per_site", 0));
+  spec.set_no_stealing(!root.optional<bool>("stealing", true));
 
   // Kept to point validation problems at their lines.
   std::vector<YamlMap> stageMaps;

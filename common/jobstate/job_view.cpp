@@ -11,7 +11,13 @@ bool isDatasetStage(const pb::JobSpec& spec, uint32_t s) {
 
 uint32_t taskCount(const JobView& job, uint32_t s) {
   if (isDatasetStage(job.spec, s)) return static_cast<uint32_t>(job.stages[s].inputs.partitions_size());
-  return job.spec.stages(static_cast<int>(s)).tasks();
+  const auto& stage = job.spec.stages(static_cast<int>(s));
+  if (stage.tasks() == 0 && stage.inputs_size() > 0) {
+    // Reads only forward edges: one task per task of its (first) upstream stage.
+    int u = job::stageIndex(job.spec, stage.inputs(0).stage());
+    if (u >= 0 && static_cast<uint32_t>(u) < s) return taskCount(job, static_cast<uint32_t>(u));
+  }
+  return stage.tasks();
 }
 
 bool stageDone(const JobView& job, uint32_t s) {

@@ -34,7 +34,16 @@ std::string slotKeyOf(const pb::ContainerId& id) { return id.worker_id() + "/" +
 
 std::string taskName(uint32_t s, uint32_t t) { return std::to_string(s) + "/" + std::to_string(t); }
 
+constexpr auto kStealInterval = milliseconds(300);
+constexpr milliseconds kStealCallTimeout{2000};
+
 }  // namespace
+
+double JobManager::Slot::used() const {
+  double u = 0;
+  for (const auto& [id, share] : tasks) u += share;
+  return u;
+}
 
 JobManager::JobManager(daemon::Runtime& runtime, config::JmConfig config)
     : runtime_(runtime),
@@ -45,6 +54,17 @@ JobManager::JobManager(daemon::Runtime& runtime, config::JmConfig config)
 JobManager::~JobManager() { stop(); }
 
 Status JobManager::start() {
+  server_.handle<pb::StealRequest, pb::StealResponse>(
+      "jm.Steal", [this](pb::StealRequest r, net::CallContext c) { return giveWork(std::move(r), c); });
+  server_.handle<pb::ContainerUsageReport, pb::Empty>(
+      "jm.ContainerUsage", std::function<Result<pb::Empty>(const pb::ContainerUsageReport&)>(
+                               [this](const pb::ContainerUsageReport& r) { return recordUsage(r); }));
+  server_.handle<pb::JmUpdateResponse, pb::Empty>(
+      "jm.Grants", std::function<Result<pb::Empty>(const pb::JmUpdateResponse&)>([this](const pb::JmUpdateResponse& g) {
+        applyGrants(g);
+        launchTasks();
+        return Result<pb::Empty>(pb::Empty());
+      }));
   auto listen = net::Endpoint::parse(config_.listen);
   if (!listen) return listen.status().prepend("listen");
   auto port = server_.start(*listen);
@@ -166,6 +186,10 @@ awaitable<Status> JobManager::registerSelf() {
   info.set_epoch(epoch_);
   info.set_worker_id(config_.worker_id);
   info.set_pid(static_cast<int64_t>(::getpid()));
+  info.set_desire(desire_);
+  info.set_granted(static_cast<uint32_t>(slots_.size()));
+  publishedDesire_ = info.desire();
+  publishedGranted_ = info.granted();
   auto path = jmPath(config_.job_id, config_.site);
   auto stat = co_await zk_->exists(path);
   if (!stat) co_return stat.status();
@@ -383,15 +407,20 @@ awaitable<void> JobManager::exchangeWithMaster() {
     hadWaiting_ = false;
   }
   int desire = unfinished == 0 ? 0 : std::min(sched::afContainerRequest(af_), static_cast<int>(unfinished));
+  if (view_.spec.static_containers() > 0) {
+    // Static allocation (the baseline HOUTU compares Af against): hold N for the whole job.
+    desire = static_cast<int>(view_.spec.static_containers());
+  }
 
+  desire_ = static_cast<uint32_t>(desire);
   pb::JmUpdateRequest req;
   req.set_job_id(config_.job_id);
   req.set_jm_address(address_);
-  req.set_desire(static_cast<uint32_t>(desire));
+  req.set_desire(desire_);
   // When the desire drops, give back idle containers first.
   int excess = static_cast<int>(slots_.size()) - desire;
   for (auto it = slots_.begin(); it != slots_.end() && excess > 0;) {
-    if (!it->second.task) {
+    if (it->second.tasks.empty()) {
       *req.add_release() = it->second.container.id();
       it = slots_.erase(it);
       --excess;
@@ -404,20 +433,49 @@ awaitable<void> JobManager::exchangeWithMaster() {
     spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
     co_return;
   }
-  std::set<std::string> granted;
-  for (const auto& c : resp->granted()) {
-    auto key = slotKeyOf(c.id());
-    granted.insert(key);
-    slots_.try_emplace(key, Slot{c, std::nullopt});
-  }
-  // Revoked containers go once their task is done.
-  std::erase_if(slots_, [&](const auto& kv) { return !granted.count(kv.first) && !kv.second.task; });
+  applyGrants(*resp);
   if (!slots_.empty()) {
+    // Utilization: measured CPU where the worker reported it, else the occupied share.
     double busy = 0;
-    for (const auto& [k, slot] : slots_) busy += slot.task ? 1 : 0;
+    for (const auto& [k, slot] : slots_) busy += std::min(1.0, slot.cpu >= 0 ? slot.cpu : slot.used());
     busySamples_ += busy / static_cast<double>(slots_.size());
     sampleCount_ += 1;
   }
+}
+
+void JobManager::applyGrants(const pb::JmUpdateResponse& grants) {
+  std::set<std::string> granted;
+  for (const auto& c : grants.granted()) {
+    auto key = slotKeyOf(c.id());
+    granted.insert(key);
+    slots_.try_emplace(key, Slot{c, {}, -1});
+  }
+  // A revoked container goes once its tasks are done.
+  std::erase_if(slots_, [&](const auto& kv) { return !granted.count(kv.first) && kv.second.tasks.empty(); });
+}
+
+Result<pb::Empty> JobManager::recordUsage(const pb::ContainerUsageReport& report) {
+  for (const auto& u : report.usage()) {
+    auto it = slots_.find(slotKeyOf(u.id()));
+    if (it == slots_.end()) continue;
+    it->second.cpu = u.cpu();
+    // What one task of each stage running here uses, smoothed: lets Parades pack tasks that
+    // leave most of a container idle (I/O-bound) and keep CPU-bound ones one per container.
+    if (!it->second.tasks.empty() && u.running_tasks() > 0) {
+      double perTask = std::clamp(u.cpu() / static_cast<double>(u.running_tasks()), 0.05, 1.0);
+      for (const auto& [id, share] : it->second.tasks) {
+        auto [entry, fresh] = stageShare_.try_emplace(id.first, perTask);
+        if (!fresh) entry->second = 0.7 * entry->second + 0.3 * perTask;
+      }
+    }
+  }
+  return pb::Empty();
+}
+
+double JobManager::taskShare(uint32_t s) const {
+  auto it = stageShare_.find(s);
+  // Round up to tenths so that rounding noise does not over-pack a container.
+  return it == stageShare_.end() ? 1.0 : std::min(1.0, std::ceil(it->second * 10) / 10);
 }
 
 void JobManager::launchTasks() {
@@ -431,7 +489,7 @@ void JobManager::launchTasks() {
     if (!view_.stages[s].parts.empty()) meanS /= static_cast<double>(view_.stages[s].parts.size());
     for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
       TaskId id{s, t};
-      if (running_.count(id) || runningElsewhere_.count(id)) continue;
+      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
       auto backoff = notBefore_.find(id);
       if (backoff != notBefore_.end() && now < backoff->second) continue;
       auto inputs = taskInputs(view_, s, t);
@@ -447,7 +505,7 @@ void JobManager::launchTasks() {
       w.preferredRacks.push_back(config_.site);
       w.waitS = std::chrono::duration<double>(now - since).count();
       w.processingS = meanS;
-      w.resource = 1.0;
+      w.resource = taskShare(s);
       byId[w.id] = id;
       waiting.push_back(std::move(w));
     }
@@ -456,20 +514,136 @@ void JobManager::launchTasks() {
   // Containers we inherited that still run a task launched by our predecessor.
   std::set<std::string> busyElsewhere;
   for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
+  size_t idle = 0;
   for (auto& [key, slot] : slots_) {
-    if (slot.task || waiting.empty() || busyElsewhere.count(key)) continue;
-    sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, 1.0};
+    if (busyElsewhere.count(key)) continue;
+    double free = std::max(0.0, 1.0 - slot.used());
+    if (waiting.empty()) {
+      if (slot.tasks.empty()) ++idle;
+      continue;
+    }
+    // Parades on this container update: node-local first, then rack-local after τ·p, then
+    // anywhere after 2τ·p; several tasks while the container has room.
+    sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, free};
     auto decision = sched::paradesOnUpdate(waiting, update, sched::ParadesParams{});
     for (const auto& launch : decision.launches) {
       TaskId id = byId[launch.taskId];
-      slot.task = id;
+      slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
       waitingSince_.erase(id);
       std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
       runtime_.spawn(runTask(key, id), "task " + launch.taskId);
-      break;  // one task per container: each task is given a whole container
+    }
+    if (decision.steal && slot.tasks.empty()) ++idle;
+  }
+  if (idle > 0 && waiting.empty() && !view_.spec.no_stealing() && !stealing_ && now - lastSteal_ >= kStealInterval) {
+    stealing_ = true;
+    lastSteal_ = now;
+    runtime_.spawn(stealWork(idle), "steal");
+  }
+}
+
+awaitable<void> JobManager::stealWork(size_t idleContainers) {
+  // Ask the other JMs of the job in turn until one gives work.
+  auto sites = co_await zk_->children(jmsPath(config_.job_id));
+  std::vector<pb::JmInfo> victims;
+  if (sites) {
+    for (const auto& site : *sites) {
+      if (site == config_.site) continue;
+      auto node = co_await zk_->get(jmPath(config_.job_id, site));
+      if (!node) continue;
+      auto info = daemon::parseProto<pb::JmInfo>(node->data, site);
+      if (info) victims.push_back(*info);
     }
   }
+  for (size_t i = 0; i < victims.size(); ++i) {
+    const auto& victim = victims[(stealRound_ + i) % victims.size()];
+    auto ep = net::Endpoint::parse(victim.address());
+    if (!ep) continue;
+    pb::StealRequest req;
+    req.set_job_id(config_.job_id);
+    req.set_thief_site(config_.site);
+    req.set_max_tasks(static_cast<uint32_t>(idleContainers));
+    auto started = Clock::now();
+    auto client = clients_.get(*ep);
+    auto r = co_await client->call<pb::StealResponse>("jm.Steal", req, kStealCallTimeout);
+    if (!r || r->stolen_size() == 0) continue;
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    spdlog::info("stole {} tasks from {} in {:.1f} ms", r->stolen_size(), victim.site(), ms);
+    ++stealRound_;
+    break;
+  }
+  stealing_ = false;
+}
+
+awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, net::CallContext) {
+  pb::StealResponse resp;
+  if (req.job_id() != config_.job_id || req.thief_site() == config_.site || !loaded_) co_return resp;
+  size_t freeHere = 0;
+  for (const auto& [key, slot] : slots_) freeHere += slot.tasks.empty() ? 1 : 0;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    // Waiting tasks we cannot start ourselves right now, oldest stage first.
+    std::vector<uint32_t> candidates;
+    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
+      TaskId id{s, t};
+      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
+      auto inputs = taskInputs(view_, s, t);
+      if (!inputs) continue;
+      // Residency: raw partitions that may not leave this site stay with it.
+      bool pinned = std::any_of(inputs->begin(), inputs->end(), [](const auto& in) { return in.residency_local(); });
+      if (!pinned) candidates.push_back(t);
+    }
+    if (candidates.size() <= freeHere) {
+      freeHere -= candidates.size();
+      continue;
+    }
+    size_t give = std::min<size_t>(req.max_tasks(), candidates.size() - freeHere);
+    // The newest waiting tasks go: ours keep their place in the queue.
+    std::vector<uint32_t> chosen(candidates.end() - static_cast<std::ptrdiff_t>(give), candidates.end());
+    for (uint32_t t : chosen) beingStolen_.insert({s, t});
+    // One compare-and-set of the taskMap moves them: a concurrent steal or release loses the
+    // race and retries on the fresh version, so a task never has two owners.
+    Status moved = makeError(ErrorCode::kConflict, "not tried");
+    for (int attempt = 0; attempt < 3 && !moved; ++attempt) {
+      auto node = co_await zk_->get(taskmapPath(config_.job_id, s));
+      if (!node) {
+        moved = node.status();
+        break;
+      }
+      auto map = daemon::parseProto<pb::TaskMap>(node->data, taskmapPath(config_.job_id, s));
+      if (!map) break;
+      std::vector<uint32_t> stillMine;
+      for (uint32_t t : chosen) {
+        if (map->owner_site(static_cast<int>(t)) == config_.site) {
+          map->set_owner_site(static_cast<int>(t), req.thief_site());
+          stillMine.push_back(t);
+        }
+      }
+      auto set = co_await zk_->set(taskmapPath(config_.job_id, s), map->SerializeAsString(), node->stat.version);
+      if (set) {
+        view_.stages[s].taskmap = *map;
+        view_.stages[s].taskmapVersion = set->version;
+        chosen = stillMine;
+        moved = Status::ok();
+      } else {
+        moved = set.status();
+      }
+    }
+    for (uint32_t t : chosen) beingStolen_.erase({s, t});
+    if (!moved) {
+      spdlog::warn("steal by {} failed: {}", req.thief_site(), moved.message());
+      co_return resp;
+    }
+    for (uint32_t t : chosen) {
+      auto* ref = resp.add_stolen();
+      ref->set_stage(s);
+      ref->set_task(t);
+      waitingSince_.erase({s, t});
+    }
+    spdlog::info("gave {} tasks of stage {} to {}", chosen.size(), s, req.thief_site());
+    co_return resp;
+  }
+  co_return resp;
 }
 
 awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
@@ -478,7 +652,7 @@ awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
   auto finish = [&] {
     running_.erase(id);
     auto it = slots_.find(slotKey);
-    if (it != slots_.end()) it->second.task.reset();
+    if (it != slots_.end()) it->second.tasks.erase(id);
   };
   auto slotIt = slots_.find(slotKey);
   auto inputs = taskInputs(view_, s, t);
@@ -499,6 +673,7 @@ awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
   for (auto& in : *inputs) *req.add_inputs() = std::move(in);
   req.set_buckets(job::outputBuckets(view_.spec, s));
   req.set_epoch(epoch_);
+  req.set_jm_address(address_);
   spdlog::info("task {} attempt {} on {}", taskName(s, t), attempt, slotKey);
   auto ep = net::Endpoint::parse(container.worker_address());
   if (!ep) {
@@ -522,7 +697,7 @@ awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
       // The container's worker is gone (a VM loss, not the task's fault): stop using its
       // containers until the master grants them again, and do not count the attempt.
       std::erase_if(slots_, [&](const auto& kv) {
-        return kv.second.container.id().worker_id() == container.id().worker_id() && !kv.second.task;
+        return kv.second.container.id().worker_id() == container.id().worker_id() && kv.second.tasks.empty();
       });
       --attempts_[id];
       co_return;
@@ -581,6 +756,9 @@ awaitable<void> JobManager::mainLoop() {
     if (primary_) co_await primaryDuties();
     co_await exchangeWithMaster();
     launchTasks();
+    if (registered_ && (desire_ != publishedDesire_ || slots_.size() != publishedGranted_)) {
+      (void)co_await registerSelf();  // publish the Af desire and the grant (status, tests)
+    }
     co_await daemon::sleepFor(kTick);
   }
 }

@@ -37,7 +37,9 @@ class JobManager {
   using TaskId = std::pair<uint32_t, uint32_t>;  // (stage, task)
   struct Slot {
     pb::Container container;
-    std::optional<TaskId> task;  // running here
+    std::map<TaskId, double> tasks;  // running here, with the share of the container each uses
+    double cpu = -1;                 // last measured CPU (cores), -1 = no report yet
+    double used() const;
   };
 
   boost::asio::awaitable<void> mainLoop();
@@ -54,6 +56,12 @@ class JobManager {
   boost::asio::awaitable<void> recomputeLostOutputs();
   boost::asio::awaitable<void> exchangeWithMaster();
   void launchTasks();
+  void applyGrants(const pb::JmUpdateResponse& grants);
+  // Estimated share of one container a task of stage s uses (measured, else a whole one).
+  double taskShare(uint32_t s) const;
+  boost::asio::awaitable<void> stealWork(size_t idleContainers);
+  boost::asio::awaitable<Result<pb::StealResponse>> giveWork(pb::StealRequest req, net::CallContext ctx);
+  Result<pb::Empty> recordUsage(const pb::ContainerUsageReport& report);
   boost::asio::awaitable<void> runTask(std::string slotKey, TaskId task);
   boost::asio::awaitable<void> failJob(std::string reason);
   void stepDown(const std::string& why);
@@ -83,12 +91,19 @@ class JobManager {
   std::set<TaskId> running_;
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks not launched by us
   std::map<TaskId, Clock::time_point> notBefore_;       // retry backoff after a lost input
+  std::set<TaskId> beingStolen_;                         // reserved while a steal CAS is in flight
+  std::map<uint32_t, double> stageShare_;                // measured container share per task, by stage
+  bool stealing_ = false;
+  Clock::time_point lastSteal_{};
+  size_t stealRound_ = 0;
   std::map<TaskId, uint32_t> attempts_;
   std::map<TaskId, Clock::time_point> waitingSince_;
   sched::AfState af_;
   Clock::time_point lastAf_;
   double busySamples_ = 0, sampleCount_ = 0;  // utilization over the current Af period
   bool hadWaiting_ = false;
+  uint32_t publishedDesire_ = 0, publishedGranted_ = 0;  // as last written to our JmInfo node
+  uint32_t desire_ = 0;
   bool stopping_ = false;
 };
 

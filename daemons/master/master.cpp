@@ -283,7 +283,21 @@ void Master::allocate() {
   size_t next = 0;
   for (size_t i = 0; i < shares.size(); ++i) {
     for (int g = 0; g < grants[i] && next < free.size(); ++g) slots_[free[next++]] = shares[i].id;
+    if (grants[i] > 0) {
+      const auto& sub = subJobs_[shares[i].id];
+      if (!sub.jmAddress.empty()) runtime_.spawn(pushGrants(sub.jobId, sub.jmAddress), "grant event");
+    }
   }
+}
+
+awaitable<void> Master::pushGrants(std::string jobId, std::string jmAddress) {
+  auto ep = net::Endpoint::parse(jmAddress);
+  if (!ep) co_return;
+  pb::JmUpdateResponse event;
+  for (auto& c : grantsOf(jobId)) *event.add_granted() = std::move(c);
+  auto client = clients_.get(*ep);
+  auto r = co_await client->call<pb::Empty>("jm.Grants", event, kPeerCallTimeout);
+  if (!r) spdlog::debug("grant event to the JM of {} not delivered: {}", jobId, r.message());
 }
 
 awaitable<void> Master::scheduleLoop() {
@@ -384,11 +398,16 @@ Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
   s.jmAddress = req.jm_address();
   s.desire = static_cast<int>(req.desire());
   s.lastUpdate = Clock::now();
+  // The caller gets its grants in the reply: no event for it from this allocation.
+  std::string caller = s.jmAddress;
+  s.jmAddress.clear();
   allocate();
+  subJobs_[req.job_id()].jmAddress = caller;
   pb::JmUpdateResponse resp;
   for (auto& c : grantsOf(req.job_id())) *resp.add_granted() = std::move(c);
   return resp;
 }
+
 
 Result<std::string> Master::pickWorkerForJm() {
   WorkerRecord* best = nullptr;

@@ -55,7 +55,10 @@ class Master {
   pb::SiteInfo siteInfo() const;
   void loadConfiguredDatasets();
   boost::asio::awaitable<void> loadPutDatasets();
+  // Fair share of the free containers against the sub-jobs' desires; grant changes are pushed
+  // to the JMs as events (their periodic JmUpdate is the fallback).
   void allocate();
+  boost::asio::awaitable<void> pushGrants(std::string jobId, std::string jmAddress);
   std::vector<pb::Container> grantsOf(const std::string& jobId) const;
   Result<std::string> pickWorkerForJm();
   // Starts a replacement JM for each job whose JM ran on `workerId` (died with it).

@@ -90,6 +90,12 @@ Status Worker::start() {
                config_.containers);
   runtime_.spawn(masterLoop(), "master registration loop");
   runtime_.spawn(livenessLoop(), "liveness publisher");
+  if (auto constants = monitor::SystemConstants::query()) {
+    monitor_.emplace(*constants);
+    runtime_.spawn(usageLoop(), "resource monitor");
+  } else {
+    spdlog::warn("resource monitor disabled: {}", constants.message());
+  }
   runtime_.spawn(reapLoop(), "child reaper");
   return {};
 }
@@ -109,15 +115,62 @@ pb::RegisterWorkerRequest Worker::registration() const {
   req.set_address(address_);
   req.set_containers(config_.containers);
   // After a master restart, it learns which containers are busy from us.
-  for (const auto& [slot, job] : busySlots_) {
+  for (const auto& [slot, busy] : busySlots_) {
     auto* c = req.add_running();
     c->mutable_id()->set_worker_id(config_.id);
     c->mutable_id()->set_slot(slot);
     c->set_worker_address(address_);
     c->set_site(config_.site);
-    req.add_running_jobs(job);
+    req.add_running_jobs(busy.jobId);
   }
   return req;
+}
+
+awaitable<void> Worker::usageLoop() {
+  while (!stopping_) {
+    co_await daemon::sleepFor(milliseconds(1000));
+    auto samples = monitor_->sampleAll(std::chrono::steady_clock::now());
+    if (!samples) {
+      spdlog::warn("resource monitor: {}", samples.message());
+      continue;
+    }
+    // Per (job, container): the sum over the task trees running in it.
+    std::map<std::string, pb::ContainerUsageReport> reports;  // by JM address
+    std::map<std::pair<std::string, uint32_t>, pb::ContainerUsage> perContainer;
+    std::map<std::string, std::string> jmOf;
+    for (const auto& u : *samples) {
+      auto it = tracked_.find(u.containerId);
+      if (it == tracked_.end() || !u.cpuMeasured) continue;
+      auto& c = perContainer[{it->second.jobId, it->second.slot}];
+      c.mutable_id()->set_worker_id(config_.id);
+      c.mutable_id()->set_slot(it->second.slot);
+      c.set_job_id(it->second.jobId);
+      c.set_cpu(c.cpu() + u.cpuCores);
+      c.set_rss_bytes(c.rss_bytes() + u.rssBytes);
+      c.set_running_tasks(c.running_tasks() + 1);
+      jmOf[it->second.jobId] = it->second.jmAddress;
+    }
+    lastUsage_.clear();
+    for (auto& [key, usage] : perContainer) {
+      lastUsage_.push_back(usage);
+      const auto& jm = jmOf[key.first];
+      if (jm.empty()) continue;
+      auto& report = reports[jm];
+      report.set_job_id(key.first);
+      report.set_worker_id(config_.id);
+      *report.add_usage() = usage;
+    }
+    for (auto& [jm, report] : reports) runtime_.spawn(sendUsage(jm, std::move(report)), "usage report");
+  }
+}
+
+awaitable<void> Worker::sendUsage(std::string jmAddress, pb::ContainerUsageReport report) {
+  auto ep = net::Endpoint::parse(jmAddress);
+  if (!ep) co_return;
+  auto client = clients_.get(*ep);
+  // Best effort: a JM that is gone or slow simply misses a sample.
+  auto r = co_await client->call<pb::Empty>("jm.ContainerUsage", report, milliseconds(900));
+  if (!r) spdlog::debug("usage report to {} failed: {}", jmAddress, r.message());
 }
 
 awaitable<void> Worker::livenessLoop() {
@@ -173,6 +226,7 @@ awaitable<void> Worker::masterLoop() {
     } else {
       pb::WorkerHeartbeat hb;
       hb.set_worker_id(config_.id);
+      for (const auto& u : lastUsage_) *hb.add_usage() = u;
       for (auto& j : deadJms_) hb.add_dead_jms(j);
       auto r = co_await client->call<pb::HeartbeatResponse>("master.Heartbeat", hb, kMasterCallTimeout);
       if (r) {
@@ -343,17 +397,29 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   }
   (void)co_await zk_->create(jobstate::attemptsPath(req.job_id()) + "/" + jobstate::runningTaskName(req.stage(), req.task()) + "-",
                              config_.id, coord::CreateMode::kPersistentSequential);
-  busySlots_[req.container().slot()] = req.job_id();
+  auto& busy = busySlots_[req.container().slot()];
+  busy.jobId = req.job_id();
+  ++busy.tasks;
 
   proc::SpawnOptions opts;
   opts.argv = {(binDir_ / "tellus-executor").string(), (dir / "task.pb").string(), (dir / "report.pb").string()};
   opts.stderrFile = dir / "stderr";
   auto child = proc::Subprocess::spawn(opts);
-  if (!child) co_return child.error().prepend("starting executor");
+  if (!child) {
+    if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
+    (void)co_await zk_->remove(markerPath);
+    co_return child.error().prepend("starting executor");
+  }
+  std::string monitorKey = std::to_string(req.container().slot()) + "/" + req.job_id() + "/" +
+                           jobstate::runningTaskName(req.stage(), req.task());
+  if (monitor_ && monitor_->track(monitorKey, child->pid())) {
+    tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
+  }
   // The executor's exit is polled on our loop: no thread blocks in waitpid.
   std::optional<proc::ExitStatus> exit;
   while (!(exit = child->tryWait())) co_await daemon::sleepFor(kChildPoll);
-  busySlots_.erase(req.container().slot());
+  if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
+  if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   auto result = co_await recordOutput(req, *exit, dir);
   // The marker goes only once the output is recorded (or the task failed), so a JM never
   // sees the task as neither running nor done.

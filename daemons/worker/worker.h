@@ -13,6 +13,7 @@
 #include "coord/zk_client.h"
 #include "daemon/daemon.h"
 #include "data/partition_store.h"
+#include "monitor/container_monitor.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
 #include "proc/subprocess.h"
@@ -34,6 +35,10 @@ class Worker {
  private:
   boost::asio::awaitable<void> masterLoop();
   boost::asio::awaitable<void> livenessLoop();
+  // Once a second: CPU and memory of every running executor tree, per container, sent to the
+  // container's JM without waiting for it (Af's utilization input).
+  boost::asio::awaitable<void> usageLoop();
+  boost::asio::awaitable<void> sendUsage(std::string jmAddress, pb::ContainerUsageReport report);
   boost::asio::awaitable<void> reapLoop();
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
@@ -64,7 +69,19 @@ class Worker {
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
   std::map<std::string, proc::Subprocess> jms_;        // job id -> JM process on this worker
   std::vector<std::string> deadJms_;                   // reported with the next heartbeat
-  std::map<uint32_t, std::string> busySlots_;          // container slot -> job of its running task
+  struct BusySlot {
+    std::string jobId;
+    int tasks = 0;
+  };
+  std::map<uint32_t, BusySlot> busySlots_;  // container slot -> job and number of tasks running in it
+  std::optional<monitor::ContainerMonitor> monitor_;
+  struct TrackedTask {
+    uint32_t slot;
+    std::string jobId;
+    std::string jmAddress;
+  };
+  std::map<std::string, TrackedTask> tracked_;  // monitor key -> what it runs for
+  std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   uint64_t nextRun_ = 0;
   bool stopping_ = false;
 };

@@ -112,7 +112,8 @@ void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
   }
   for (const auto& jm : st.jms()) {
     out << "  jm " << jm.site() << " " << (jm.role() == pb::JM_PRIMARY ? "primary" : "secondary")
-        << " epoch " << jm.epoch() << " on " << jm.worker_id() << " (" << jm.address() << ")\n";
+        << " epoch " << jm.epoch() << " on " << jm.worker_id() << " (" << jm.address() << ")  containers "
+        << jm.granted() << " (desire " << jm.desire() << ")\n";
   }
 }
 

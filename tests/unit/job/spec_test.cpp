@@ -204,8 +204,8 @@ TEST_CASE("structural errors name the stage, with the line when parsed from YAML
   }
   SECTION("stage reading stages without tasks") {
     CHECK(specError(replaced(kWordcount, "    tasks: 4\n", "")) ==
-          "job.yaml:6: stage 'reduce': tasks: expected a positive task count (only stages that read datasets have "
-          "tasks 0)");
+          "job.yaml:6: stage 'reduce': tasks: expected a positive task count (only stages that read datasets, or only "
+          "forward edges, may leave it out)");
   }
   SECTION("forward edge with mismatched counts") {
     const std::string yaml = kWordcount +
@@ -218,6 +218,15 @@ TEST_CASE("structural errors name the stage, with the line when parsed from YAML
     CHECK(specError(replaced(kWordcount, "{stage: map}", "{stage: map, edge: forward}")) ==
           "job.yaml:9: stage 'reduce': forward edge from stage 'map' needs equal task counts, but 'map' has one "
           "task per dataset partition and 'reduce' has 4 tasks");
+  }
+  SECTION("a stage reading only forward edges may leave tasks out: one per upstream task") {
+    const std::string yaml = kWordcount +
+                             "  - name: fmt\n"
+                             "    op: identity\n"
+                             "    input: {stage: reduce, edge: forward}\n";
+    auto spec = parseJobSpec(yaml, "job.yaml");
+    REQUIRE(spec.isOk());
+    CHECK(spec->stages(2).tasks() == 0);
   }
   SECTION("shuffle readers of one stage with different task counts") {
     const std::string yaml = kWordcount +
