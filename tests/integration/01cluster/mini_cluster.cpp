@@ -2,10 +2,15 @@
 
 #include <signal.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include <fstream>
 #include <sstream>
 
 #include "harness/eventually.h"
+#include "jobstate/paths.h"
 #include "proc/ports.h"
 
 namespace tellus::harness {
@@ -36,16 +41,28 @@ std::filesystem::path MiniCluster::binDir() const {
 
 Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions& options) {
   if (options.sites < 1 || options.sites > 6) return makeError(ErrorCode::kInvalidArgument, "1..6 sites");
+  if (options.zkServers != 1 && options.zkServers != 3 && options.zkServers != 5) {
+    return makeError(ErrorCode::kInvalidArgument, "zkServers: 1, 3 or 5");
+  }
   std::unique_ptr<MiniCluster> c(new MiniCluster(options, TempDir("tellus-cluster")));
-  auto zk = ZkServer::start();
-  if (!zk) return zk.error().prepend("zookeeper");
-  c->zk_ = std::move(zk).value();
+  if (options.zkServers == 1) {
+    auto zk = ZkServer::start(options.zkOptions);
+    if (!zk) return zk.error().prepend("zookeeper");
+    c->zk_ = std::move(zk).value();
+  } else {
+    auto ensemble = ZkEnsemble::start(options.zkServers, options.zkOptions);
+    if (!ensemble) return ensemble.error().prepend("zookeeper ensemble");
+    c->ensemble_ = std::move(ensemble).value();
+  }
+  auto reader = ZkReader::connect(c->zkConnect(), "/tellus", options.startTimeout);
+  if (!reader) return reader.error().prepend("test session");
+  c->reader_ = std::move(reader).value();
 
   int ports = options.sites * (1 + options.workersPerSite);
   auto free = proc::findFreePorts(static_cast<size_t>(ports));
   if (!free) return free.error();
   size_t next = 0;
-  std::string zkYaml = "zookeeper:\n  connect: " + c->zk_->connectString() +
+  std::string zkYaml = "zookeeper:\n  connect: " + c->zkConnect() +
                        "\n  chroot: /tellus\n  session_timeout_ms: " + std::to_string(options.sessionTimeoutMs) + "\n";
   for (int i = 0; i < options.sites; ++i) {
     std::string site = kSiteNames[i];
@@ -101,6 +118,8 @@ Status MiniCluster::launch(Daemon& d) {
   opts.stderrFile = d.log;
   // Each daemon is its own process group: a worker's group is its "VM".
   opts.newProcessGroup = true;
+  // A test that crashes or times out leaves no daemon behind.
+  opts.dieWithParent = true;
   auto p = proc::Subprocess::spawn(opts);
   if (!p) return p.error().prepend("starting " + d.name);
   d.process.emplace(std::move(p).value());
@@ -126,6 +145,10 @@ Status MiniCluster::waitUntilUp() {
       options_.startTimeout, std::chrono::milliseconds(100));
   if (!up) return makeError(ErrorCode::kDeadlineExceeded, "cluster did not come up: " + lastOut + crashedDaemons());
   return {};
+}
+
+std::string MiniCluster::zkConnect() const {
+  return ensemble_ ? ensemble_->connectString() : zk_->connectString();
 }
 
 std::string MiniCluster::masterAddress(const std::string& site) const {
@@ -199,6 +222,71 @@ Status MiniCluster::restartMaster(const std::string& site) {
   if (it == masters_.end()) return makeError(ErrorCode::kNotFound, "no master " + site);
   it->second.process.reset();
   return launch(it->second);
+}
+
+Result<pb::JmInfo> MiniCluster::jmInfo(const std::string& jobId, const std::string& site) {
+  return reader_->getProto<pb::JmInfo>(jobstate::jmPath(jobId, site));
+}
+
+Result<std::map<std::string, pb::JmInfo>> MiniCluster::jms(const std::string& jobId) {
+  auto sites = reader_->children(jobstate::jmsPath(jobId));
+  if (!sites) return sites.error();
+  std::map<std::string, pb::JmInfo> out;
+  for (const auto& site : *sites) {
+    auto info = jmInfo(jobId, site);
+    if (info) {
+      out[site] = *info;
+    } else if (info.error().code != ErrorCode::kNotFound) {  // gone meanwhile: not registered
+      return info.error();
+    }
+  }
+  return out;
+}
+
+Status MiniCluster::signalJmPid(pid_t pid, int sig) {
+  if (pid <= 0) return makeError(ErrorCode::kInvalidArgument, "bad JM pid " + std::to_string(pid));
+  // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so parse after ')'.
+  std::string stat = readAll("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return makeError(ErrorCode::kNotFound, "no process " + std::to_string(pid));
+  char state = 0;
+  long parent = 0;
+  if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &parent) != 2) {
+    return makeError(ErrorCode::kInternal, "cannot parse /proc/" + std::to_string(pid) + "/stat");
+  }
+  std::string comm = stat.substr(stat.find('(') + 1, close - stat.find('(') - 1);
+  bool childOfWorker = false;
+  for (auto& [id, w] : workers_) {
+    if (w.process && w.process->running() && w.process->pid() == static_cast<pid_t>(parent)) childOfWorker = true;
+  }
+  if (!childOfWorker || comm != "tellus-jm") {
+    return makeError(ErrorCode::kInvalidArgument, "process " + std::to_string(pid) + " (" + comm +
+                                                      ") is not a JM started by a worker of this cluster");
+  }
+  if (::kill(pid, sig) != 0) return makeError(ErrorCode::kInternal, "kill(" + std::to_string(pid) + "): " + std::strerror(errno));
+  return {};
+}
+
+Result<pb::JmInfo> MiniCluster::signalJm(const std::string& jobId, const std::string& site, int sig) {
+  auto info = jmInfo(jobId, site);
+  if (!info) return info.error().prepend("JM of " + jobId + " at " + site);
+  TELLUS_RETURN_IF_ERROR(signalJmPid(static_cast<pid_t>(info->pid()), sig));
+  return info;
+}
+
+std::string MiniCluster::jmLogs(const std::string& jobId, size_t maxBytesEach) const {
+  std::string out;
+  for (const auto& site : sites_) {
+    for (const auto& id : workers(site)) {
+      auto log = dir() / site / id / "jms" / jobId / "jm.log";
+      std::error_code ec;
+      if (!std::filesystem::exists(log, ec)) continue;
+      std::string text = readAll(log);
+      if (text.size() > maxBytesEach) text = "..." + text.substr(text.size() - maxBytesEach);
+      out += "\n--- JM log of " + jobId + " on " + id + ":\n" + text;
+    }
+  }
+  return out;
 }
 
 std::string MiniCluster::crashedDaemons() {

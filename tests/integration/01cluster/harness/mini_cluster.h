@@ -1,9 +1,12 @@
 #pragma once
-// An external mini cluster (Kudu's idea): a real ZooKeeper and real tellus-master /
-// tellus-worker processes on loopback, started from an options struct, with the power to kill
-// a worker "VM" (SIGKILL to its process group: the worker, its JMs and executors), kill or
-// restart a master, run the `tellus` CLI, and read ZooKeeper directly. Everything is torn down
-// (and every child reaped) when the object goes away.
+// An external mini cluster (Kudu's idea): a real ZooKeeper (a standalone server or a 3-node
+// ensemble) and real tellus-master / tellus-worker processes on loopback, started from an
+// options struct, with the power to kill a worker "VM" (SIGKILL to its process group: the
+// worker, its JMs and executors), kill, pause or resume a single JM process, kill or restart a
+// master, run the `tellus` CLI, and read ZooKeeper directly. Everything is torn down (and
+// every child reaped) when the object goes away; daemons also die with the test process.
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <filesystem>
@@ -14,8 +17,10 @@
 #include <vector>
 
 #include "harness/temp_dir.h"
+#include "harness/zk_reader.h"
 #include "harness/zk_server.h"
 #include "proc/subprocess.h"
+#include "tellus.pb.h"
 #include "util/result.h"
 
 namespace tellus::harness {
@@ -31,6 +36,9 @@ struct MiniClusterOptions {
   // Extra YAML appended to every worker config (e.g. a `wan:` list), by site.
   std::map<std::string, std::string> workerExtraYaml;
   std::chrono::milliseconds startTimeout{60000};
+  // 1: a standalone ZooKeeper server; 3 (or 5): an ensemble of that many servers.
+  size_t zkServers = 1;
+  ZkServerOptions zkOptions;
 };
 
 struct CliResult {
@@ -49,8 +57,14 @@ class MiniCluster {
   std::string masterAddress(const std::string& site) const;
   // Worker ids of a site: "<site>-w1", ...
   std::vector<std::string> workers(const std::string& site) const;
-  std::string zkConnect() const { return zk_->connectString(); }
-  ZkServer& zk() { return *zk_; }
+  // The connect string of the server, or of every member of the ensemble.
+  std::string zkConnect() const;
+  // The standalone server; with an ensemble, its first member.
+  ZkServer& zk() { return ensemble_ ? ensemble_->server(0) : *zk_; }
+  // The ensemble; nullptr with a standalone server.
+  ZkEnsemble* zkEnsemble() { return ensemble_.get(); }
+  // A session of the test itself on the cluster's ZooKeeper, chroot /tellus (the daemons' root).
+  ZkReader& zkReader() { return *reader_; }
   const std::filesystem::path& dir() const { return dir_.path(); }
   std::filesystem::path binDir() const;
 
@@ -65,6 +79,24 @@ class MiniCluster {
   Status killMaster(const std::string& site);
   Status restartMaster(const std::string& site);
   bool workerRunning(const std::string& workerId);
+
+  // The JmInfo the JM of `jobId` at `site` registered (kNotFound when it has none now), and
+  // every registered JM of the job by site.
+  Result<pb::JmInfo> jmInfo(const std::string& jobId, const std::string& site);
+  Result<std::map<std::string, pb::JmInfo>> jms(const std::string& jobId);
+  // Sends `sig` to the JM process of `jobId` at `site` alone (its pid from its JmInfo), e.g.
+  // SIGKILL (the JM crashes, its worker and containers live on) or SIGSTOP (it hangs).
+  // Returns the JmInfo of the JM signalled. kInvalidArgument when that pid is not a JM
+  // child of one of this cluster's workers (never signal a stranger after pid reuse).
+  Result<pb::JmInfo> signalJm(const std::string& jobId, const std::string& site, int sig);
+  // Sends `sig` to a JM process by pid (SIGCONT after a SIGSTOP, when its JmInfo may be gone),
+  // with the same check.
+  Status signalJmPid(pid_t pid, int sig);
+  // Every JM log of the job on every worker (the last `maxBytesEach` of each), for failure
+  // messages.
+  std::string jmLogs(const std::string& jobId, size_t maxBytesEach = 3000) const;
+  // The log file of a daemon ("master-<site>" or a worker id).
+  std::filesystem::path daemonLog(const std::string& name) const { return dir() / (name + ".log"); }
 
   // Empty when every daemon that should run does; otherwise names the ones that died.
   std::string crashedDaemons();
@@ -87,7 +119,9 @@ class MiniCluster {
 
   MiniClusterOptions options_;
   TempDir dir_;
-  std::unique_ptr<ZkServer> zk_;
+  std::unique_ptr<ZkServer> zk_;          // standalone, or
+  std::unique_ptr<ZkEnsemble> ensemble_;  // an ensemble
+  std::unique_ptr<ZkReader> reader_;
   std::vector<std::string> sites_;
   std::map<std::string, std::string> masterAddresses_;
   std::map<std::string, Daemon> masters_;  // by site

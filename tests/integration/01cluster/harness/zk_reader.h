@@ -1,0 +1,53 @@
+#pragma once
+// A test's own ZooKeeper session, for reading the cluster's state with plain blocking calls: each call runs one coroutine of a coord::ZkClient on a private io
+// thread and waits for it. Paths are relative to the chroot given at connect (the daemons'
+// root, "/tellus", for a MiniCluster).
+
+#include <google/protobuf/message.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coord/zk_client.h"
+#include "harness/io_thread.h"
+#include "util/result.h"
+
+namespace tellus::harness {
+
+class ZkReader {
+ public:
+  // Connects and waits up to `timeout` for a session.
+  static Result<std::unique_ptr<ZkReader>> connect(const std::string& connectString, const std::string& chroot,
+                                                   std::chrono::milliseconds timeout);
+  ~ZkReader();
+  ZkReader(const ZkReader&) = delete;
+  ZkReader& operator=(const ZkReader&) = delete;
+
+  Result<coord::NodeData> get(const std::string& path);
+  // kNotFound when the node is missing.
+  Result<std::vector<std::string>> children(const std::string& path);
+  // nullopt when the node is missing.
+  Result<std::optional<coord::NodeStat>> stat(const std::string& path);
+
+  // get() and parse; kInternal (naming the path) when the bytes are not a `Message`.
+  template <class Message>
+  Result<Message> getProto(const std::string& path) {
+    auto node = get(path);
+    if (!node) return node.error();
+    Message m;
+    if (!m.ParseFromString(node->data)) {
+      return makeError(ErrorCode::kInternal, path + " does not parse as " + m.GetTypeName());
+    }
+    return m;
+  }
+
+ private:
+  ZkReader() = default;
+  IoThread io_;  // declared first: outlives the client bound to it
+  std::shared_ptr<coord::ZkClient> client_;
+};
+
+}  // namespace tellus::harness

@@ -1,0 +1,39 @@
+#include "harness/zk_reader.h"
+
+namespace tellus::harness {
+
+Result<std::unique_ptr<ZkReader>> ZkReader::connect(const std::string& connectString, const std::string& chroot,
+                                                    std::chrono::milliseconds timeout) {
+  std::unique_ptr<ZkReader> reader(new ZkReader());
+  coord::SessionOptions options;
+  options.connectString = connectString;
+  options.chroot = chroot;
+  // Long enough to ride out the loss of an ensemble member without expiring.
+  options.sessionTimeout = std::chrono::milliseconds(10000);
+  auto created = reader->io_.call([&] { return coord::ZkClient::create(reader->io_.executor(), options); });
+  if (!created) return created.error().prepend("zookeeper client for " + connectString);
+  reader->client_ = std::move(created).value();
+  Status connected = reader->io_.run(reader->client_->waitConnected(timeout));
+  if (!connected) return connected.error().prepend("connecting to " + connectString);
+  return reader;
+}
+
+ZkReader::~ZkReader() {
+  if (!client_) return;
+  io_.call([&] {
+    client_->close();
+    client_.reset();
+  });
+}
+
+Result<coord::NodeData> ZkReader::get(const std::string& path) { return io_.run(client_->get(path)); }
+
+Result<std::vector<std::string>> ZkReader::children(const std::string& path) {
+  return io_.run(client_->children(path));
+}
+
+Result<std::optional<coord::NodeStat>> ZkReader::stat(const std::string& path) {
+  return io_.run(client_->exists(path));
+}
+
+}  // namespace tellus::harness

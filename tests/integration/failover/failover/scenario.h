@@ -1,0 +1,160 @@
+#pragma once
+// The failover scenarios' common ground, shared by failover_integration_test and
+// bench-failover: a mini cluster with a word corpus loaded at every site, a word count job
+// slowed by an `exec` stage (so that a failure can be injected mid-job), snapshots of the
+// job's state read straight from ZooKeeper, the invariants a failover must keep (one primary,
+// fenced writes, no finished task run twice), and a result check against a count made here.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "harness/mini_cluster.h"
+#include "tellus.pb.h"
+#include "util/result.h"
+
+namespace tellus::failover {
+
+using TaskId = std::pair<uint32_t, uint32_t>;  // (stage, task)
+using Clock = std::chrono::steady_clock;
+
+// "3/7"
+std::string taskName(const TaskId& id);
+
+// ---- words ---------------------------------------------------------------------------------
+
+// A deterministic text of `lines` lines for `seed`: words from a fixed vocabulary in mixed
+// case, with digits and punctuation between them. No tabs (an exec stage passes lines through
+// a shuffle keyed by the text before the first tab).
+std::string makeCorpus(uint32_t seed, size_t lines);
+
+// Word counts computed here, independently of the daemons: a word is a maximal run of ASCII
+// letters and digits, lowercased.
+std::map<std::string, uint64_t> countWords(std::string_view text);
+
+// Parses "word\tcount" lines; a word seen twice is an error (each reduce task owns its words).
+Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text);
+
+// The first `limit` differences, "word: expected 3, got 4".
+std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
+                                const std::map<std::string, uint64_t>& actual, size_t limit = 8);
+
+// ---- job state -----------------------------------------------------------------------------
+
+struct JobSnapshot {
+  Clock::time_point takenAt;
+  pb::JobStatus status;
+  uint64_t epoch = 0;          // value of /jobs/<id>/epoch
+  int64_t epochMzxid = 0;      // zxid of its last change
+  std::map<std::string, pb::JmInfo> jms;         // registered JMs by site
+  std::vector<std::string> election;             // sites of the election nodes, lowest first
+  std::map<uint32_t, pb::TaskMap> taskmaps;      // released stages
+  std::map<uint32_t, int64_t> taskmapCzxid;      // zxid of each taskmap's creation
+  std::map<uint32_t, uint32_t> stageTasks;       // task count of released stages
+  std::map<TaskId, pb::PartitionLocation> parts; // finished tasks' outputs
+  std::map<TaskId, pb::RunningTask> running;     // running markers
+  std::map<TaskId, uint32_t> executions;         // executors started (children of attempts/)
+
+  bool terminal() const;
+  size_t done(uint32_t stage) const;
+  // The JMs registered as primary.
+  std::vector<pb::JmInfo> primaries() const;
+  // The primary that holds the current epoch, if it has registered as such.
+  std::optional<pb::JmInfo> currentPrimary() const;
+  // Settled: one JM per job site, exactly one of them primary, holding the current epoch, at
+  // the site of the lowest election node.
+  bool settled() const;
+  // "stage 0: 5/12 done, 3 running; jms: us-east primary e2 pid 123 on us-east-w1, ..."
+  std::string describe() const;
+};
+
+// Reads the job's state (not atomically: each node as it is when read).
+Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId);
+
+// Invariants checked on every snapshot a scenario takes. A violation is recorded, never
+// thrown, so the test can report all of them.
+class InvariantWatch {
+ public:
+  void observe(const JobSnapshot& snapshot);
+  const std::vector<std::string>& violations() const { return violations_; }
+  // Epochs seen with the zxid at which each became current.
+  const std::map<uint64_t, int64_t>& epochs() const { return epochStart_; }
+
+ private:
+  void check(bool ok, const std::string& what);
+  std::map<uint64_t, int64_t> epochStart_;  // epoch -> epoch node mzxid when first seen
+  std::vector<std::string> violations_;
+};
+
+// Tasks that may legitimately run more than once after a failure: those running at the time
+// of it (markers before or right after), and those whose output was on a killed worker.
+std::set<TaskId> mayRerun(const JobSnapshot& before, const JobSnapshot& after,
+                          const std::set<std::string>& killedWorkers);
+
+// Checks the execution audit of a finished job: every task of every stage ran at least once,
+// tasks in `allowed` at most twice, every other task exactly once. Returns the violations.
+std::vector<std::string> checkExecutions(const JobSnapshot& end, const std::set<TaskId>& allowed);
+
+// ---- the scenario --------------------------------------------------------------------------
+
+struct ScenarioOptions {
+  harness::MiniClusterOptions cluster = defaultCluster();
+  uint32_t partitionsPerSite = 8;
+  size_t linesPerPartition = 60;
+  // The first stage runs `sleep <taskSleepS>; cat` over each raw partition.
+  double taskSleepS = 0.8;
+  uint32_t mapTasks = 6;
+  uint32_t reduceTasks = 3;
+
+  static harness::MiniClusterOptions defaultCluster();
+};
+
+class Scenario {
+ public:
+  // Starts the cluster and loads a different corpus at every site as dataset "corpus".
+  static Result<std::unique_ptr<Scenario>> start(const ScenarioOptions& options);
+
+  harness::MiniCluster& cluster() { return *cluster_; }
+  const ScenarioOptions& options() const { return options_; }
+  const std::map<std::string, uint64_t>& expectedCounts() const { return expected_; }
+
+  // Submits the job through `site`'s master; returns its id.
+  Result<std::string> submit(const std::string& site);
+  Result<JobSnapshot> snapshot(const std::string& jobId);
+
+  // Snapshots every `poll` until `condition` holds (-> that snapshot), the job ends without
+  // it (kInvalidArgument) or `deadline` passes (kDeadlineExceeded). Every snapshot goes to the
+  // invariant watch.
+  Result<JobSnapshot> waitFor(const std::string& jobId, const std::function<bool(const JobSnapshot&)>& condition,
+                              std::chrono::milliseconds deadline,
+                              std::chrono::milliseconds poll = std::chrono::milliseconds(20));
+  // Waits for the job to end; the snapshot is the final state.
+  Result<JobSnapshot> waitForEnd(const std::string& jobId, std::chrono::milliseconds deadline);
+
+  // Reads the result through `site`'s master and compares it with the count made here.
+  Status checkResult(const std::string& jobId, const std::string& site);
+
+  InvariantWatch& invariants() { return invariants_; }
+
+  // The cluster's crashed daemons and the job's JM logs, for failure messages.
+  std::string diagnostics(const std::string& jobId);
+
+ private:
+  Scenario(ScenarioOptions options) : options_(std::move(options)) {}
+
+  ScenarioOptions options_;
+  std::unique_ptr<harness::MiniCluster> cluster_;
+  std::map<std::string, uint64_t> expected_;
+  InvariantWatch invariants_;
+  uint32_t submitted_ = 0;
+};
+
+}  // namespace tellus::failover

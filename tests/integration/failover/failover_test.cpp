@@ -1,0 +1,508 @@
+// Failover (issue 4), one test per failure, each on a real ZooKeeper and real daemons as
+// processes (the external mini cluster): a word count whose first stage is slowed down by an
+// `exec` stage runs over three sites, the failure is injected while that stage is under way,
+// and the test asserts that
+//   - the job succeeds and its output equals a count made here,
+//   - no finished task ran twice (the execution audit under /jobs/<id>/attempts): only tasks
+//     running on a killed worker or whose output was on it may run a second time,
+//   - one primary at a time (InvariantWatch on every snapshot: one JM registered as primary
+//     of the current epoch, no stage released under a stale epoch), and a settled state with
+//     exactly one primary, at the head of the election, before the job ends,
+//   - plus what is specific to the failure (a replacement JM, a new epoch, containers no
+//     longer offered, lineage recomputation, new submissions after a master restart, ...).
+//
+// Every wait is on a real condition with a deadline (Scenario::waitFor polls ZooKeeper).
+
+#include <signal.h>
+
+#include <google/protobuf/util/json_util.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "failover/scenario.h"
+#include "harness/eventually.h"
+#include "jobstate/paths.h"
+
+namespace tellus::failover {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kJobDeadline = 120s;
+constexpr milliseconds kRecoveryDeadline = 45s;
+
+template <class R>
+std::string whyNot(const R& r) {
+  return r.isOk() ? std::string() : r.message();
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += "\n  " + l;
+  return out;
+}
+
+std::string readFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// True while `pid` exists and is not a zombie.
+bool processAlive(pid_t pid) {
+  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+std::unique_ptr<Scenario> startScenario(const ScenarioOptions& options = {}) {
+  auto sc = Scenario::start(options);
+  INFO("starting the scenario: " << whyNot(sc));
+  REQUIRE(sc.isOk());
+  return std::move(sc).value();
+}
+
+// The job's first stage is under way: between `minDone` and half of its tasks done, with the
+// current primary settled, and `extra` holding.
+std::function<bool(const JobSnapshot&)> midFirstStage(std::function<bool(const JobSnapshot&)> extra = nullptr) {
+  return [extra](const JobSnapshot& s) {
+    auto tasks = s.stageTasks.find(0);
+    if (tasks == s.stageTasks.end() || !s.settled()) return false;
+    size_t done = s.done(0);
+    return done >= 2 && done * 2 <= tasks->second && (!extra || extra(s));
+  };
+}
+
+// The end of every scenario: the job succeeded with the exact word count, the execution audit
+// allows re-runs only of `mayRunTwice`, and no invariant was violated along the way.
+void requireCorrectEnd(Scenario& sc, const std::string& jobId, const std::set<TaskId>& mayRunTwice,
+                       const std::string& resultSite) {
+  auto end = sc.waitForEnd(jobId, kJobDeadline);
+  INFO("waiting for the end: " << whyNot(end) << sc.diagnostics(jobId));
+  REQUIRE(end.isOk());
+  INFO("final state: " << end->describe() << "\nerror: " << end->status.error() << sc.diagnostics(jobId));
+  REQUIRE(end->status.state() == pb::JOB_SUCCEEDED);
+  Status result = sc.checkResult(jobId, resultSite);
+  INFO("result: " << whyNot(result));
+  CHECK(result.isOk());
+  auto problems = checkExecutions(*end, mayRunTwice);
+  INFO("execution audit:" << joined(problems));
+  CHECK(problems.empty());
+  INFO("invariants:" << joined(sc.invariants().violations()));
+  CHECK(sc.invariants().violations().empty());
+}
+
+// `site` as its own master lists it (`tellus --json sites`).
+Result<pb::SiteInfo> siteInfo(harness::MiniCluster& cluster, const std::string& site) {
+  auto r = cluster.tellus({"--json", "sites"}, site, 5s);
+  if (r.exitCode != 0) return makeError(ErrorCode::kUnavailable, "tellus sites exited " + std::to_string(r.exitCode) + ": " + r.err);
+  pb::ListSitesResponse sites;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(r.out, &sites, options).ok()) {
+    return makeError(ErrorCode::kInternal, "tellus sites printed no ListSitesResponse: " + r.out);
+  }
+  for (const auto& s : sites.sites()) {
+    if (s.site() == site) return s;
+  }
+  return makeError(ErrorCode::kNotFound, "site " + site + " is not listed: " + r.out);
+}
+
+Result<JobSnapshot> snapshotNow(Scenario& sc, const std::string& jobId) {
+  auto s = sc.snapshot(jobId);
+  if (s) sc.invariants().observe(*s);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("an sJM whose VM is killed is replaced, inherits the containers, and nothing finished re-runs",
+          "[integration][failover][sjm]") {
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string pjmSite = cluster.sites()[0];
+  const std::string victimSite = cluster.sites()[1];
+  auto jobId = sc->submit(pjmSite);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  // Kill the sJM's VM while its site also runs tasks on its other worker: those containers
+  // must keep running and be taken over by the replacement.
+  auto before = sc->waitFor(*jobId, midFirstStage([&](const JobSnapshot& s) {
+                              auto jm = s.jms.find(victimSite);
+                              if (jm == s.jms.end()) return false;
+                              for (const auto& [id, m] : s.running) {
+                                if (m.site() == victimSite && m.container().worker_id() != jm->second.worker_id()) return true;
+                              }
+                              return false;
+                            }),
+                            kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  const pb::JmInfo old = before->jms.at(victimSite);
+  REQUIRE(old.role() == pb::JM_SECONDARY);
+  const std::string killed = old.worker_id();
+  REQUIRE(cluster.killWorker(killed).isOk());
+  auto after = snapshotNow(*sc, *jobId);
+  REQUIRE(after.isOk());
+  // Tasks of the site running on the surviving worker at the kill (launched by the old sJM).
+  std::set<TaskId> inherited;
+  for (const auto& [id, m] : after->running) {
+    if (m.site() == victimSite && m.container().worker_id() != killed) inherited.insert(id);
+  }
+
+  auto replaced = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(victimSite);
+    return jm != s.jms.end() && jm->second.pid() != old.pid() && s.settled();
+  }, kRecoveryDeadline);
+  INFO("waiting for a replacement sJM: " << whyNot(replaced) << sc->diagnostics(*jobId));
+  REQUIRE(replaced.isOk());
+  const pb::JmInfo& fresh = replaced->jms.at(victimSite);
+  CHECK(fresh.role() == pb::JM_SECONDARY);
+  CHECK(fresh.worker_id() != killed);
+  // The pJM stayed primary, under the same epoch.
+  REQUIRE(replaced->currentPrimary());
+  CHECK(replaced->currentPrimary()->site() == pjmSite);
+  CHECK(replaced->epoch == before->epoch);
+
+  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {killed}), pjmSite);
+  // The inherited tasks were not launched again (checked by the audit: they are not allowed a
+  // second run); that there were some makes this scenario the one the issue describes.
+  CHECK(!inherited.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("an sJM process killed alone is replaced at once and every task runs exactly once",
+          "[integration][failover][sjm]") {
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string pjmSite = cluster.sites()[0];
+  const std::string victimSite = cluster.sites()[2];
+  auto jobId = sc->submit(pjmSite);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  auto before = sc->waitFor(*jobId, midFirstStage([&](const JobSnapshot& s) {
+                              for (const auto& [id, m] : s.running) {
+                                if (m.site() == victimSite) return true;
+                              }
+                              return false;
+                            }),
+                            kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  auto old = cluster.signalJm(*jobId, victimSite, SIGKILL);
+  INFO("killing the sJM: " << whyNot(old));
+  REQUIRE(old.isOk());
+  REQUIRE(old->role() == pb::JM_SECONDARY);
+  auto killedAt = Clock::now();
+
+  auto replaced = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(victimSite);
+    return jm != s.jms.end() && jm->second.pid() != old->pid();
+  }, kRecoveryDeadline);
+  INFO("waiting for a replacement sJM: " << whyNot(replaced) << sc->diagnostics(*jobId));
+  REQUIRE(replaced.isOk());
+  // The worker reported its dead child and the master replaced it without waiting for the
+  // session of the dead JM to expire.
+  CHECK(replaced->takenAt - killedAt < milliseconds(sc->options().cluster.sessionTimeoutMs));
+  CHECK(replaced->jms.at(victimSite).role() == pb::JM_SECONDARY);
+  CHECK(cluster.workerRunning(old->worker_id()));
+
+  auto settled = sc->waitFor(*jobId, [](const JobSnapshot& s) { return s.settled(); }, kRecoveryDeadline);
+  INFO(whyNot(settled));
+  REQUIRE(settled.isOk());
+  CHECK(settled->currentPrimary()->site() == pjmSite);
+  // No VM was lost: every task runs exactly once, including those running when the JM died.
+  requireCorrectEnd(*sc, *jobId, {}, pjmSite);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next stages and gets the site a new sJM",
+          "[integration][failover][pjm]") {
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string pjmSite = cluster.sites()[0];
+  auto jobId = sc->submit(pjmSite);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  const pb::JmInfo old = *before->currentPrimary();
+  REQUIRE(old.site() == pjmSite);
+  const std::string killed = old.worker_id();
+  REQUIRE(cluster.killWorker(killed).isOk());
+  auto after = snapshotNow(*sc, *jobId);
+  REQUIRE(after.isOk());
+
+  auto elected = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    auto p = s.currentPrimary();
+    return p && p->epoch() > old.epoch();
+  }, kRecoveryDeadline);
+  INFO("waiting for a new primary: " << whyNot(elected) << sc->diagnostics(*jobId));
+  REQUIRE(elected.isOk());
+  const pb::JmInfo primary = *elected->currentPrimary();
+  CHECK(primary.site() != pjmSite);
+  CHECK(primary.epoch() == old.epoch() + 1);
+
+  auto settled = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(pjmSite);
+    return s.settled() && jm != s.jms.end() && jm->second.worker_id() != killed;
+  }, kRecoveryDeadline);
+  INFO("waiting for a replacement JM at " << pjmSite << ": " << whyNot(settled) << sc->diagnostics(*jobId));
+  REQUIRE(settled.isOk());
+  CHECK(settled->jms.at(pjmSite).role() == pb::JM_SECONDARY);
+  CHECK(settled->currentPrimary()->pid() == primary.pid());
+
+  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {killed}), cluster.sites()[1]);
+  // The new primary acted: every stage released after the kill carries its epoch.
+  auto end = sc->snapshot(*jobId);
+  REQUIRE(end.isOk());
+  size_t releasedByNewPrimary = 0;
+  for (const auto& [s, map] : end->taskmaps) {
+    if (after->taskmaps.count(s)) continue;
+    CHECK(map.epoch() == primary.epoch());
+    ++releasedByNewPrimary;
+  }
+  CHECK(releasedByNewPrimary >= 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("a killed worker's tasks re-run elsewhere, its lost outputs are recomputed, its containers are withdrawn",
+          "[integration][failover][worker]") {
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string site = cluster.sites()[1];
+  auto jobId = sc->submit(cluster.sites()[0]);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  // A worker of `site` that hosts no JM of the job, holds a finished output, and runs a task.
+  std::string victim;
+  auto before = sc->waitFor(*jobId, midFirstStage([&](const JobSnapshot& s) {
+                              for (const auto& id : cluster.workers(site)) {
+                                bool hostsJm = false, holdsOutput = false, runsTask = false;
+                                for (const auto& [jmSite, jm] : s.jms) hostsJm = hostsJm || jm.worker_id() == id;
+                                for (const auto& [t, loc] : s.parts) holdsOutput = holdsOutput || loc.worker_id() == id;
+                                for (const auto& [t, m] : s.running) runsTask = runsTask || m.container().worker_id() == id;
+                                if (!hostsJm && holdsOutput && runsTask) {
+                                  victim = id;
+                                  return true;
+                                }
+                              }
+                              return false;
+                            }),
+                            kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  REQUIRE(cluster.killWorker(victim).isOk());
+  auto after = snapshotNow(*sc, *jobId);
+  REQUIRE(after.isOk());
+  std::map<std::string, int64_t> jmPids;
+  for (const auto& [jmSite, jm] : after->jms) jmPids[jmSite] = jm.pid();
+
+  // The master withdraws the worker's containers; ZooKeeper forgets the worker.
+  const auto survivors = static_cast<uint32_t>(cluster.workers(site).size() - 1);
+  std::string lastSeen;
+  bool withdrawn = harness::eventually(
+      [&] {
+        auto info = siteInfo(cluster, site);
+        auto live = cluster.zkReader().stat(jobstate::siteWorkerPath(site, victim));
+        lastSeen = info ? info->ShortDebugString() : info.message();
+        return info && info->workers() == survivors &&
+               info->containers_total() == survivors * sc->options().cluster.containersPerWorker && live && !*live;
+      },
+      kRecoveryDeadline, 100ms);
+  INFO("site " << site << " as its master publishes it: " << lastSeen);
+  CHECK(withdrawn);
+
+  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {victim}), cluster.sites()[0]);
+  auto end = sc->snapshot(*jobId);
+  REQUIRE(end.isOk());
+  // Lineage: every output that was only on the victim was still needed (the first stage was
+  // not done) and was computed again, elsewhere.
+  size_t lost = 0;
+  for (const auto& [id, loc] : after->parts) {
+    if (loc.worker_id() != victim) continue;
+    ++lost;
+    INFO("lost output of task " << taskName(id));
+    CHECK(end->executions[id] == 2);
+    CHECK(end->parts.at(id).worker_id() != victim);
+  }
+  CHECK(lost >= 1);
+  // Tasks running on the victim (with their execution recorded) ran again, elsewhere.
+  for (const auto& [id, m] : before->running) {
+    if (m.container().worker_id() != victim || !before->executions.count(id)) continue;
+    INFO("task " << taskName(id) << " was running on the victim");
+    CHECK(end->executions[id] == before->executions.at(id) + 1);
+    CHECK(end->parts.at(id).worker_id() != victim);
+  }
+  for (const auto& [id, loc] : end->parts) CHECK(loc.worker_id() != victim);
+  // No JM was on the victim: none was replaced.
+  for (const auto& [jmSite, pid] : jmPids) {
+    INFO("JM at " << jmSite);
+    CHECK(before->jms.at(jmSite).pid() == pid);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("a master killed mid-job and restarted rebuilds its view; the job is undisturbed and submissions work again",
+          "[integration][failover][master]") {
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string site = cluster.sites()[0];
+  auto jobId = sc->submit(site);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  REQUIRE(cluster.killMaster(site).isOk());
+
+  // Without its master the site's JM goes on with the containers it holds: a task it owns
+  // finishes while the master is down.
+  auto progressed = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    for (const auto& [id, loc] : s.parts) {
+      if (!before->parts.count(id) && loc.site() == site) return true;
+    }
+    return false;
+  }, kRecoveryDeadline);
+  INFO("progress without the master: " << whyNot(progressed) << sc->diagnostics(*jobId));
+  CHECK(progressed.isOk());
+
+  REQUIRE(cluster.restartMaster(site).isOk());
+  // Its workers re-register: the site is published again with all of them.
+  std::string lastSeen;
+  bool rebuilt = harness::eventually(
+      [&] {
+        auto info = siteInfo(cluster, site);
+        lastSeen = info ? info->ShortDebugString() : info.message();
+        return info && info->workers() == cluster.workers(site).size() &&
+               info->containers_total() == cluster.workers(site).size() * sc->options().cluster.containersPerWorker;
+      },
+      kRecoveryDeadline, 100ms);
+  INFO("site " << site << " as its master publishes it: " << lastSeen << cluster.crashedDaemons());
+  REQUIRE(rebuilt);
+  // Running JMs were not disturbed: the same processes, the same primary and epoch.
+  auto now = snapshotNow(*sc, *jobId);
+  REQUIRE(now.isOk());
+  if (!now->terminal()) {
+    for (const auto& [jmSite, jm] : before->jms) {
+      INFO("JM at " << jmSite);
+      REQUIRE(now->jms.count(jmSite));
+      CHECK(now->jms.at(jmSite).pid() == jm.pid());
+    }
+    CHECK(now->epoch == before->epoch);
+  }
+  requireCorrectEnd(*sc, *jobId, {}, site);
+
+  // A new job through the restarted master.
+  auto second = sc->submit(site);
+  INFO("second submission: " << whyNot(second));
+  REQUIRE(second.isOk());
+  requireCorrectEnd(*sc, *second, {}, site);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary again, and rejoins or exits",
+          "[integration][failover][expiry]") {
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string pjmSite = cluster.sites()[0];
+  auto jobId = sc->submit(pjmSite);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  auto paused = cluster.signalJm(*jobId, pjmSite, SIGSTOP);
+  INFO("pausing the pJM: " << whyNot(paused));
+  REQUIRE(paused.isOk());
+  REQUIRE(paused->role() == pb::JM_PRIMARY);
+  const auto pid = static_cast<pid_t>(paused->pid());
+  // Resumed however the test ends: a stopped JM would hold its worker's teardown.
+  struct Resume {
+    harness::MiniCluster& cluster;
+    pid_t pid;
+    ~Resume() { (void)cluster.signalJmPid(pid, SIGCONT); }
+  } resumeOnExit{cluster, pid};
+
+  // Its session expires; another JM takes over with a new epoch.
+  auto elected = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    auto p = s.currentPrimary();
+    return p && p->epoch() > paused->epoch() && p->pid() != pid;
+  }, kRecoveryDeadline);
+  INFO("waiting for a new primary: " << whyNot(elected) << sc->diagnostics(*jobId));
+  REQUIRE(elected.isOk());
+  CHECK(elected->currentPrimary()->site() != pjmSite);
+
+  REQUIRE(cluster.signalJmPid(pid, SIGCONT).isOk());
+  // The old primary either rejoins as a secondary or, its site having a new JM, exits.
+  // It never shows up as primary again.
+  bool sawOldAsPrimary = false;
+  auto resolved = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(pjmSite);
+    bool rejoined = jm != s.jms.end() && jm->second.pid() == pid;
+    if (rejoined && jm->second.role() == pb::JM_PRIMARY) sawOldAsPrimary = true;
+    bool exited = !processAlive(pid) && jm != s.jms.end();
+    return s.settled() && (rejoined || exited);
+  }, kRecoveryDeadline);
+  INFO("waiting for the old primary to rejoin or exit: " << whyNot(resolved) << sc->diagnostics(*jobId));
+  REQUIRE(resolved.isOk());
+  CHECK_FALSE(sawOldAsPrimary);
+  CHECK(resolved->currentPrimary()->pid() != pid);
+
+  requireCorrectEnd(*sc, *jobId, {}, pjmSite);
+  // It noticed: the JM logged that it stepped down.
+  std::string logs = cluster.jmLogs(*jobId, 1 << 20);
+  INFO(logs);
+  CHECK(logs.find("no longer primary") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// Hidden ([.known-bug]) until the worker records executions and outputs reliably across a
+// ZooKeeper connection loss: while the ensemble elects a new leader every client is
+// disconnected for a moment, and a task that starts or ends then loses its attempt node
+// (the audit shows it ran 0 times) or, rarely, hangs the job. See the failover report.
+TEST_CASE("a job survives the loss of the leader of a 3-node ZooKeeper ensemble",
+          "[integration][failover][ensemble][.known-bug]") {
+  ScenarioOptions options;
+  options.cluster.zkServers = 3;
+  auto sc = startScenario(options);
+  auto& cluster = sc->cluster();
+  REQUIRE(cluster.zkEnsemble() != nullptr);
+  auto jobId = sc->submit(cluster.sites()[0]);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  auto leader = cluster.zkEnsemble()->leaderIndex();
+  INFO(whyNot(leader));
+  REQUIRE(leader.isOk());
+  REQUIRE(cluster.zkEnsemble()->server(*leader).kill().isOk());
+
+  // The two others elect a leader and the job goes on.
+  auto progressed = sc->waitFor(*jobId, [&](const JobSnapshot& s) { return s.parts.size() > before->parts.size(); },
+                                kRecoveryDeadline);
+  INFO("progress after the leader loss: " << whyNot(progressed) << sc->diagnostics(*jobId));
+  CHECK(progressed.isOk());
+  auto newLeader = cluster.zkEnsemble()->leaderIndex();
+  CHECK((newLeader.isOk() && *newLeader != *leader));
+  requireCorrectEnd(*sc, *jobId, {}, cluster.sites()[0]);
+}
+
+}  // namespace
+}  // namespace tellus::failover

@@ -1,0 +1,447 @@
+#include "failover/scenario.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "harness/eventually.h"
+#include "jobstate/paths.h"
+
+namespace tellus::failover {
+
+using std::chrono::milliseconds;
+using namespace tellus::jobstate;
+
+std::string taskName(const TaskId& id) { return std::to_string(id.first) + "/" + std::to_string(id.second); }
+
+// ---- words ---------------------------------------------------------------------------------
+
+std::string makeCorpus(uint32_t seed, size_t lines) {
+  static const char* const kVocabulary[] = {
+      "tellus", "zookeeper", "primary", "secondary", "epoch",   "fence",  "lineage", "worker",
+      "master", "container", "stage",   "task",      "shuffle", "reduce", "map",     "site",
+      "spot",   "failover",  "session", "expiry",    "quorum",  "leader", "vm",      "x86",
+      "a",      "b",         "c",       "d7",        "e",       "wan",    "lp",      "houtu"};
+  constexpr size_t kWords = sizeof(kVocabulary) / sizeof(kVocabulary[0]);
+  static const char* const kSeparators[] = {" ", "  ", ", ", ". ", "; ", " - ", "! ", " (", ") "};
+  constexpr size_t kSeps = sizeof(kSeparators) / sizeof(kSeparators[0]);
+  // A fixed linear congruential generator: the same text on every platform.
+  uint64_t state = 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(seed) * 0x100000001B3ULL);
+  auto next = [&state](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  std::string text;
+  for (size_t l = 0; l < lines; ++l) {
+    size_t words = 1 + next(12);
+    for (size_t w = 0; w < words; ++w) {
+      // Skewed: low indices are frequent.
+      size_t index = std::min(next(kWords), next(kWords));
+      std::string word = kVocabulary[index];
+      if (next(4) == 0) word[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(word[0])));
+      if (next(10) == 0) word += std::to_string(next(100));
+      text += word;
+      text += kSeparators[next(kSeps)];
+    }
+    text += '\n';
+  }
+  return text;
+}
+
+std::map<std::string, uint64_t> countWords(std::string_view text) {
+  std::map<std::string, uint64_t> counts;
+  std::string word;
+  for (char c : text) {
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+      word += c;
+    } else if (c >= 'A' && c <= 'Z') {
+      word += static_cast<char>(c - 'A' + 'a');
+    } else if (!word.empty()) {
+      ++counts[word];
+      word.clear();
+    }
+  }
+  if (!word.empty()) ++counts[word];
+  return counts;
+}
+
+Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text) {
+  std::map<std::string, uint64_t> counts;
+  std::istringstream in{std::string(text)};
+  size_t lineNumber = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lineNumber;
+    if (line.empty()) continue;
+    auto tab = line.find('\t');
+    if (tab == std::string::npos) {
+      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNumber) + " has no tab: " + line);
+    }
+    std::string word = line.substr(0, tab);
+    uint64_t count = 0;
+    if (std::sscanf(line.c_str() + tab + 1, "%lu", &count) != 1) {
+      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNumber) + ": bad count: " + line);
+    }
+    if (!counts.emplace(word, count).second) {
+      return makeError(ErrorCode::kInvalidArgument, "word '" + word + "' appears twice in the result");
+    }
+  }
+  return counts;
+}
+
+std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
+                                const std::map<std::string, uint64_t>& actual, size_t limit) {
+  std::string out;
+  size_t shown = 0;
+  auto add = [&](const std::string& word, uint64_t want, uint64_t got) {
+    if (shown++ < limit) out += word + ": expected " + std::to_string(want) + ", got " + std::to_string(got) + "; ";
+  };
+  for (const auto& [word, n] : expected) {
+    auto it = actual.find(word);
+    uint64_t got = it == actual.end() ? 0 : it->second;
+    if (got != n) add(word, n, got);
+  }
+  for (const auto& [word, n] : actual) {
+    if (!expected.count(word)) add(word, 0, n);
+  }
+  if (shown > limit) out += "(" + std::to_string(shown - limit) + " more)";
+  return out;
+}
+
+// ---- job state -----------------------------------------------------------------------------
+
+bool JobSnapshot::terminal() const {
+  auto s = status.state();
+  return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED;
+}
+
+size_t JobSnapshot::done(uint32_t stage) const {
+  return static_cast<size_t>(std::count_if(parts.begin(), parts.end(), [&](const auto& kv) { return kv.first.first == stage; }));
+}
+
+std::vector<pb::JmInfo> JobSnapshot::primaries() const {
+  std::vector<pb::JmInfo> out;
+  for (const auto& [site, info] : jms) {
+    if (info.role() == pb::JM_PRIMARY) out.push_back(info);
+  }
+  return out;
+}
+
+std::optional<pb::JmInfo> JobSnapshot::currentPrimary() const {
+  for (const auto& info : primaries()) {
+    if (info.epoch() == epoch) return info;
+  }
+  return std::nullopt;
+}
+
+bool JobSnapshot::settled() const {
+  for (const auto& site : status.sites()) {
+    if (!jms.count(site)) return false;
+  }
+  auto all = primaries();
+  if (all.size() != 1 || all.front().epoch() != epoch || epoch == 0) return false;
+  return !election.empty() && election.front() == all.front().site();
+}
+
+std::string JobSnapshot::describe() const {
+  std::string out = pb::JobState_Name(status.state());
+  for (const auto& [s, n] : stageTasks) {
+    size_t running = static_cast<size_t>(
+        std::count_if(this->running.begin(), this->running.end(), [&](const auto& kv) { return kv.first.first == s; }));
+    out += "; stage " + std::to_string(s) + ": " + std::to_string(done(s)) + "/" + std::to_string(n) + " done, " +
+           std::to_string(running) + " running";
+  }
+  if (!running.empty() && running.size() <= 6) {
+    out += " (";
+    for (const auto& [id, m] : running) out += " " + taskName(id) + "@" + m.container().worker_id();
+    out += " )";
+  }
+  out += "; epoch " + std::to_string(epoch) + "; jms:";
+  for (const auto& [site, info] : jms) {
+    out += " " + site + (info.role() == pb::JM_PRIMARY ? " primary" : " secondary") + " e" +
+           std::to_string(info.epoch()) + " pid " + std::to_string(info.pid()) + " on " + info.worker_id() + ",";
+  }
+  out += " election:";
+  for (const auto& site : election) out += " " + site;
+  return out;
+}
+
+Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId) {
+  JobSnapshot snap;
+  snap.takenAt = Clock::now();
+  auto status = zk.getProto<pb::JobStatus>(statusPath(jobId));
+  if (!status) return status.error();
+  snap.status = *status;
+  auto spec = zk.getProto<pb::JobSpec>(specPath(jobId));
+  if (!spec) return spec.error();
+  auto epoch = zk.get(epochPath(jobId));
+  if (!epoch) return epoch.error();
+  snap.epoch = std::strtoull(epoch->data.c_str(), nullptr, 10);
+  snap.epochMzxid = epoch->stat.mzxid;
+
+  auto sites = zk.children(jmsPath(jobId));
+  if (!sites) return sites.error();
+  for (const auto& site : *sites) {
+    auto info = zk.getProto<pb::JmInfo>(jmPath(jobId, site));
+    if (info) {
+      snap.jms[site] = *info;
+    } else if (info.error().code != ErrorCode::kNotFound) {
+      return info.error();
+    }
+  }
+  auto contenders = zk.children(electionPath(jobId));
+  if (!contenders) return contenders.error();
+  std::sort(contenders->begin(), contenders->end());  // fixed-width sequence numbers
+  for (const auto& name : *contenders) {
+    auto node = zk.get(electionPath(jobId) + "/" + name);
+    if (node) snap.election.push_back(node->data);
+  }
+
+  for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
+    auto tm = zk.get(taskmapPath(jobId, s));
+    if (!tm) {
+      if (tm.error().code == ErrorCode::kNotFound) continue;
+      return tm.error();
+    }
+    pb::TaskMap map;
+    if (!map.ParseFromString(tm->data)) return makeError(ErrorCode::kInternal, taskmapPath(jobId, s) + " is no TaskMap");
+    snap.taskmaps[s] = map;
+    snap.taskmapCzxid[s] = tm->stat.czxid;
+    snap.stageTasks[s] = static_cast<uint32_t>(map.owner_site_size());
+    auto names = zk.children(partsPath(jobId, s));
+    if (!names) return names.error();
+    for (const auto& name : *names) {
+      auto t = static_cast<uint32_t>(std::stoul(name));
+      auto loc = zk.getProto<pb::PartitionLocation>(partPath(jobId, s, t));
+      if (loc) {
+        snap.parts[{s, t}] = *loc;
+      } else if (loc.error().code != ErrorCode::kNotFound) {  // removed meanwhile: lineage
+        return loc.error();
+      }
+    }
+  }
+  auto markers = zk.children(runningPath(jobId));
+  if (!markers) return markers.error();
+  for (const auto& name : *markers) {
+    unsigned s = 0, t = 0;
+    if (std::sscanf(name.c_str(), "%u-%u", &s, &t) != 2) return makeError(ErrorCode::kInternal, "bad marker " + name);
+    auto marker = zk.getProto<pb::RunningTask>(runningPath(jobId) + "/" + name);
+    if (marker) snap.running[{s, t}] = *marker;
+  }
+  auto attempts = zk.children(attemptsPath(jobId));
+  if (!attempts) return attempts.error();
+  for (const auto& name : *attempts) {
+    unsigned s = 0, t = 0;
+    if (std::sscanf(name.c_str(), "%u-%u-", &s, &t) != 2) {
+      return makeError(ErrorCode::kInternal, "bad attempt node " + name);
+    }
+    ++snap.executions[{s, t}];
+  }
+  return snap;
+}
+
+void InvariantWatch::check(bool ok, const std::string& what) {
+  if (!ok && std::find(violations_.begin(), violations_.end(), what) == violations_.end()) violations_.push_back(what);
+}
+
+void InvariantWatch::observe(const JobSnapshot& snap) {
+  epochStart_.try_emplace(snap.epoch, snap.epochMzxid);
+  // Two JMs claiming the current epoch as primary would be two primaries acting at once.
+  size_t claiming = 0;
+  for (const auto& info : snap.primaries()) claiming += info.epoch() == snap.epoch ? 1 : 0;
+  check(claiming <= 1, std::to_string(claiming) + " JMs registered as primary of epoch " + std::to_string(snap.epoch) +
+                           ": " + snap.describe());
+  for (const auto& info : snap.primaries()) {
+    check(info.epoch() <= snap.epoch, "JM at " + info.site() + " claims epoch " + std::to_string(info.epoch()) +
+                                          " beyond the current " + std::to_string(snap.epoch));
+  }
+  // Fencing: a stage released (taskmap created) after epoch E became current must carry an
+  // epoch >= E; a stale primary's release would carry an older one.
+  for (const auto& [s, map] : snap.taskmaps) {
+    int64_t created = snap.taskmapCzxid.at(s);
+    check(map.epoch() >= 1 && map.epoch() <= snap.epoch,
+          "stage " + std::to_string(s) + " released under epoch " + std::to_string(map.epoch()) +
+              " while the epoch is " + std::to_string(snap.epoch));
+    for (const auto& [e, start] : epochStart_) {
+      check(!(e > map.epoch() && start < created),
+            "stage " + std::to_string(s) + " released under stale epoch " + std::to_string(map.epoch()) +
+                " after epoch " + std::to_string(e) + " had begun (zxid " + std::to_string(start) + " < " +
+                std::to_string(created) + ")");
+    }
+  }
+}
+
+std::set<TaskId> mayRerun(const JobSnapshot& before, const JobSnapshot& after,
+                          const std::set<std::string>& killedWorkers) {
+  std::set<TaskId> out;
+  for (const auto* snap : {&before, &after}) {
+    for (const auto& [id, marker] : snap->running) {
+      if (killedWorkers.count(marker.container().worker_id())) out.insert(id);
+    }
+    for (const auto& [id, loc] : snap->parts) {
+      if (killedWorkers.count(loc.worker_id())) out.insert(id);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> checkExecutions(const JobSnapshot& end, const std::set<TaskId>& allowed) {
+  std::vector<std::string> problems;
+  for (const auto& [s, n] : end.stageTasks) {
+    for (uint32_t t = 0; t < n; ++t) {
+      TaskId id{s, t};
+      auto it = end.executions.find(id);
+      uint32_t runs = it == end.executions.end() ? 0 : it->second;
+      uint32_t most = allowed.count(id) ? 2 : 1;
+      if (runs < 1 || runs > most) {
+        problems.push_back("task " + taskName(id) + " ran " + std::to_string(runs) + " times (allowed 1.." +
+                           std::to_string(most) + ")");
+      }
+    }
+  }
+  for (const auto& [id, runs] : end.executions) {
+    auto stage = end.stageTasks.find(id.first);
+    if (stage == end.stageTasks.end() || id.second >= stage->second) {
+      problems.push_back("task " + taskName(id) + " ran " + std::to_string(runs) + " times but does not exist");
+    }
+  }
+  return problems;
+}
+
+// ---- the scenario --------------------------------------------------------------------------
+
+harness::MiniClusterOptions ScenarioOptions::defaultCluster() {
+  harness::MiniClusterOptions o;
+  o.sites = 3;
+  o.workersPerSite = 2;
+  o.containersPerWorker = 2;
+  o.sessionTimeoutMs = 2000;
+  o.schedulePeriodMs = 100;
+  o.heartbeatMs = 200;
+  o.workerTimeoutMs = 1500;
+  return o;
+}
+
+Result<std::unique_ptr<Scenario>> Scenario::start(const ScenarioOptions& options) {
+  if (options.partitionsPerSite == 0 || options.linesPerPartition == 0 || options.mapTasks == 0 ||
+      options.reduceTasks == 0) {
+    return makeError(ErrorCode::kInvalidArgument, "partitions, lines, map and reduce tasks must be positive");
+  }
+  std::unique_ptr<Scenario> sc(new Scenario(options));
+  auto cluster = harness::MiniCluster::start(options.cluster);
+  if (!cluster) return cluster.error().prepend("mini cluster");
+  sc->cluster_ = std::move(cluster).value();
+  const auto& sites = sc->cluster_->sites();
+  for (size_t i = 0; i < sites.size(); ++i) {
+    // Texts are counted per site and never concatenated: no word straddles two sites.
+    std::string text = makeCorpus(static_cast<uint32_t>(17 + i), options.partitionsPerSite * options.linesPerPartition);
+    for (const auto& [word, n] : countWords(text)) sc->expected_[word] += n;
+    TELLUS_RETURN_IF_ERROR(sc->cluster_->putDataset(sites[i], "corpus", text, options.partitionsPerSite));
+  }
+  return sc;
+}
+
+Result<std::string> Scenario::submit(const std::string& site) {
+  char sleep[32];
+  std::snprintf(sleep, sizeof(sleep), "%.3f", options_.taskSleepS);
+  std::string name = "failover-" + std::to_string(++submitted_);
+  std::string spec = "name: " + name + R"(
+placement: proportional
+stages:
+  - name: slow
+    op: exec
+    input: {dataset: corpus}
+    params: {cmd: "sleep )" + std::string(sleep) + R"(; cat"}
+  - name: map
+    op: wordcount.map
+    tasks: )" + std::to_string(options_.mapTasks) + R"(
+    input: {stage: slow}
+  - name: reduce
+    op: wordcount.reduce
+    tasks: )" + std::to_string(options_.reduceTasks) + R"(
+    input: {stage: map}
+)";
+  auto path = cluster_->dir() / (name + ".yaml");
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << spec;
+    if (!out) return makeError(ErrorCode::kInternal, "cannot write " + path.string());
+  }
+  auto r = cluster_->tellus({"submit", path.string()}, site);
+  if (r.exitCode != 0) {
+    return makeError(ErrorCode::kInternal, "tellus submit exited " + std::to_string(r.exitCode) + ": " + r.err);
+  }
+  std::string id = r.out;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  if (id.rfind("job-", 0) != 0) return makeError(ErrorCode::kInternal, "tellus submit printed '" + r.out + "'");
+  return id;
+}
+
+Result<JobSnapshot> Scenario::snapshot(const std::string& jobId) { return snapshotJob(cluster_->zkReader(), jobId); }
+
+Result<JobSnapshot> Scenario::waitFor(const std::string& jobId, const std::function<bool(const JobSnapshot&)>& condition,
+                                      milliseconds deadline, milliseconds poll) {
+  std::optional<JobSnapshot> found;
+  std::string last = "no snapshot";
+  bool ended = false;
+  harness::eventually(
+      [&] {
+        auto snap = snapshot(jobId);
+        if (!snap) {
+          last = "reading the job state: " + snap.message();
+          return false;
+        }
+        invariants_.observe(*snap);
+        if (condition(*snap)) {
+          found = std::move(snap).value();
+          return true;
+        }
+        last = snap->describe();
+        ended = snap->terminal();
+        return ended;
+      },
+      deadline, poll);
+  if (found) return std::move(*found);
+  if (ended) return makeError(ErrorCode::kInvalidArgument, "the job ended first: " + last);
+  return makeError(ErrorCode::kDeadlineExceeded, "not within the deadline; last: " + last);
+}
+
+Result<JobSnapshot> Scenario::waitForEnd(const std::string& jobId, milliseconds deadline) {
+  return waitFor(jobId, [](const JobSnapshot& s) { return s.terminal(); }, deadline, milliseconds(50));
+}
+
+Status Scenario::checkResult(const std::string& jobId, const std::string& site) {
+  auto r = cluster_->tellus({"result", jobId}, site);
+  if (r.exitCode != 0) return makeError(ErrorCode::kInternal, "tellus result exited " + std::to_string(r.exitCode) + ": " + r.err);
+  auto counts = parseWordCounts(r.out);
+  if (!counts) return counts.error();
+  if (*counts != expected_) {
+    return makeError(ErrorCode::kInternal, "word counts differ (" + std::to_string(counts->size()) + " words, expected " +
+                                               std::to_string(expected_.size()) + "): " +
+                                               describeDifferences(expected_, *counts));
+  }
+  return {};
+}
+
+std::string Scenario::diagnostics(const std::string& jobId) {
+  std::string out = cluster_->crashedDaemons();
+  if (!jobId.empty()) out += cluster_->jmLogs(jobId);
+  // The workers' warnings and errors (lost connections, failed tasks).
+  for (const auto& site : cluster_->sites()) {
+    for (const auto& id : cluster_->workers(site)) {
+      std::ifstream in(cluster_->daemonLog(id));
+      std::string notable;
+      for (std::string line; std::getline(in, line);) {
+        if ((line.find(" W [") != std::string::npos || line.find(" E [") != std::string::npos) &&
+            line.find("zookeeper-c") == std::string::npos) {
+          notable += line + "\n";
+        }
+      }
+      if (notable.size() > 3000) notable = "..." + notable.substr(notable.size() - 3000);
+      if (!notable.empty()) out += "\n--- warnings of " + id + ":\n" + notable;
+    }
+  }
+  return out;
+}
+
+}  // namespace tellus::failover
