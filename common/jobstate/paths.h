@@ -1,7 +1,7 @@
 #pragma once
 // The ZooKeeper layout, in one place (relative to the chroot). See DESIGN.md.
 //
-//   /sites/<site>                      persistent: SiteInfo (last published)
+//   /sites/<site>                      persistent, empty: parent of the site's nodes
 //   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master
 //   /sites/<site>/datasets/<name>      persistent: SiteDataset loaded with `tellus put`
 //   /sites/<site>/workers/<id>         ephemeral: WorkerInfo, owned by the live worker

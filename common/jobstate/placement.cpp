@@ -22,6 +22,26 @@ double meanTaskS(const std::vector<SiteCapacity>& sites) {
 
 }  // namespace
 
+std::vector<SiteCapacity> siteCapacities(const std::vector<pb::SiteInfo>& sites) {
+  std::vector<SiteCapacity> out;
+  std::map<std::string, double> upMbps;
+  for (const auto& s : sites) {
+    for (const auto& rate : s.inbound()) upMbps[rate.from_site()] += rate.mbps();
+  }
+  for (const auto& s : sites) {
+    SiteCapacity cap;
+    cap.site = s.site();
+    cap.slots = static_cast<int>(std::max<uint32_t>(1, s.containers_total()));
+    double down = 0;
+    for (const auto& rate : s.inbound()) down += rate.mbps();
+    // Mbit/s -> GB/s (the LPs' unit); unmeasured links keep the 1 GB/s default.
+    if (down > 0) cap.downGBps = down / 8 / 1000;
+    if (upMbps[s.site()] > 0) cap.upGBps = upMbps[s.site()] / 8 / 1000;
+    out.push_back(cap);
+  }
+  return out;
+}
+
 Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, const std::string& placement,
                                    const std::vector<SiteCapacity>& sites) {
   if (sites.empty()) return makeError(ErrorCode::kInvalidArgument, "no sites to place stage " + std::to_string(s));

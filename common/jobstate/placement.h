@@ -21,6 +21,11 @@ struct SiteCapacity {
   double taskS = 1.0;     // expected task duration there (stage mean so far, or 1)
 };
 
+// Capacities from the sites' published records: slots = containers offered; down = the sum of
+// measured inbound rates, up = the sum of what the other sites measured from it (defaults
+// when nothing was measured yet). Pure, so it is tested on its own.
+std::vector<SiteCapacity> siteCapacities(const std::vector<pb::SiteInfo>& sites);
+
 // Owner site of every task of stage s under `placement` (proportional | in-place |
 // centralized | tetrium; see docs/jobs.md):
 //  - dataset stages: proportional and in-place put each task where its partition is (HOUTU's

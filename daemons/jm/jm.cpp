@@ -323,17 +323,18 @@ awaitable<void> JobManager::primaryDuties() {
   co_await recomputeLostOutputs();
   if (!primary_) co_return;
   for (uint32_t s : releasableStages(view_)) {
-    std::vector<SiteCapacity> sites;
+    std::vector<pb::SiteInfo> infos;
     for (const auto& site : status_.sites()) {
-      SiteCapacity cap;
-      cap.site = site;
+      pb::SiteInfo info;
+      info.set_site(site);
       auto live = co_await zk_->get(siteLivePath(site));
       if (live) {
-        auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
-        if (info) cap.slots = static_cast<int>(std::max<uint32_t>(1, info->containers_total()));
+        auto parsed = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
+        if (parsed) info = *parsed;
       }
-      sites.push_back(cap);
+      infos.push_back(std::move(info));
     }
+    auto sites = siteCapacities(infos);
     auto map = initialTaskMap(view_, s, view_.spec.placement().empty() ? "proportional" : view_.spec.placement(), sites);
     if (!map) {
       co_await failJob("placing stage " + view_.spec.stages(static_cast<int>(s)).name() + ": " + map.message());

@@ -188,6 +188,18 @@ pb::SiteInfo Master::siteInfo() const {
     if (holder.empty()) ++free;
   }
   info.set_workers(live);
+  // The site's inbound rate from each other site: the sum over its workers (they share the
+  // site's downlink, each measuring its own fetches).
+  std::map<std::string, double> inbound;
+  for (const auto& [id, w] : workers_) {
+    if (!w.alive) continue;
+    for (const auto& [from, mbps] : w.inboundMbps) inbound[from] += mbps;
+  }
+  for (const auto& [from, mbps] : inbound) {
+    auto* rate = info.add_inbound();
+    rate->set_from_site(from);
+    rate->set_mbps(mbps);
+  }
   info.set_containers_total(total);
   info.set_containers_free(free);
   for (const auto& [name, ds] : datasets_) {
@@ -373,6 +385,7 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
     return resp;
   }
   it->second.lastHeartbeat = Clock::now();
+  for (const auto& rate : req.inbound()) it->second.inboundMbps[rate.from_site()] = rate.mbps();
   for (const auto& job : req.dead_jms()) {
     spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
     runtime_.spawn(replaceJm(job), "replacing the JM of " + job);

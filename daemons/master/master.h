@@ -39,6 +39,7 @@ class Master {
     Clock::time_point lastHeartbeat;
     bool alive = true;
     uint32_t jms = 0;  // JMs launched here (to spread them)
+    std::map<std::string, double> inboundMbps;  // measured by the worker, by source site
   };
   struct SubJob {
     std::string jobId;

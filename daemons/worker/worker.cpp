@@ -227,6 +227,11 @@ awaitable<void> Worker::masterLoop() {
       pb::WorkerHeartbeat hb;
       hb.set_worker_id(config_.id);
       for (const auto& u : lastUsage_) *hb.add_usage() = u;
+      for (const auto& [from, mbps] : inboundMbps_) {
+        auto* rate = hb.add_inbound();
+        rate->set_from_site(from);
+        rate->set_mbps(mbps);
+      }
       for (auto& j : deadJms_) hb.add_dead_jms(j);
       auto r = co_await client->call<pb::HeartbeatResponse>("master.Heartbeat", hb, kMasterCallTimeout);
       if (r) {
@@ -316,20 +321,21 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
   } else {
     req.set_dataset_file(ref.dataset_file());
   }
-  auto st = co_await fetchTo(ref.worker_id(), ref.worker_address(), req, path, ref.has_partition());
+  auto st = co_await fetchTo(ref.site(), ref.worker_id(), ref.worker_address(), req, path, ref.has_partition());
   // Raw partitions have copies on other workers: a dead VM costs one retry, not the job.
   for (int i = 0; !st && i < ref.replicas_size(); ++i) {
     spdlog::warn("input {} from {} failed ({}): trying replica on {}", index, ref.worker_id(), st.message(),
                  ref.replicas(i).worker_id());
     req.set_dataset_file(ref.replicas(i).file());
-    st = co_await fetchTo(ref.replicas(i).worker_id(), ref.replicas(i).worker_address(), req, path, false);
+    st = co_await fetchTo(ref.site(), ref.replicas(i).worker_id(), ref.replicas(i).worker_address(), req, path, false);
   }
   if (!st) co_return st.error();
   co_return path.string();
 }
 
-awaitable<Status> Worker::fetchTo(const std::string& workerId, const std::string& address, pb::FetchRequest req,
-                                  std::filesystem::path path, bool verify) {
+awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& workerId, const std::string& address,
+                                  pb::FetchRequest req, std::filesystem::path path, bool verify) {
+  auto started = std::chrono::steady_clock::now();
   auto ep = net::Endpoint::parse(address);
   if (!ep) co_return ep.error().prepend("input on worker " + workerId);
   auto client = clients_.get(*ep);
@@ -355,6 +361,14 @@ awaitable<Status> Worker::fetchTo(const std::string& workerId, const std::string
   }
   out.close();
   if (!out) co_return makeError(ErrorCode::kInternal, "cannot write " + path.string());
+  // What the WAN delivered: the placement LPs are fed measured rates, not configured ones.
+  // Small transfers measure latency, not bandwidth, so only those of 64 KiB and more count.
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (site != config_.site && offset >= (64u << 10) && seconds > 0) {
+    double mbps = static_cast<double>(offset) * 8 / 1e6 / seconds;
+    auto [it, fresh] = inboundMbps_.try_emplace(site, mbps);
+    if (!fresh) it->second = 0.8 * it->second + 0.2 * mbps;
+  }
   co_return Status::ok();
 }
 

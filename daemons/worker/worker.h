@@ -51,8 +51,9 @@ class Worker {
   boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                          size_t index);
   // Copies one partition from another worker into `path`, verifying its checksum.
-  boost::asio::awaitable<Status> fetchTo(const std::string& workerId, const std::string& address,
-                                         pb::FetchRequest req, std::filesystem::path path, bool verify);
+  boost::asio::awaitable<Status> fetchTo(const std::string& site, const std::string& workerId,
+                                         const std::string& address, pb::FetchRequest req,
+                                         std::filesystem::path path, bool verify);
   bool servable(const std::filesystem::path& file) const;
   pb::RegisterWorkerRequest registration() const;
 
@@ -82,6 +83,7 @@ class Worker {
   };
   std::map<std::string, TrackedTask> tracked_;  // monitor key -> what it runs for
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
+  std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)
   uint64_t nextRun_ = 0;
   bool stopping_ = false;
 };
