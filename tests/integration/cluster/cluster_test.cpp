@@ -424,13 +424,15 @@ TEST_CASE("tellus kill ends a running job and its JMs", "[integration][cluster]"
     INFO(put.message());
     REQUIRE(put.isOk());
   }
-  // Map tasks that would take far longer than the test waits.
+  // Map tasks that run until their executor dies (and never leave an orphan behind: a
+  // plain `sleep` would outlive a killed executor, as exec commands have their own process
+  // group).
   auto spec = files.writeFile("kill.yaml", R"(name: kill-itest
 stages:
   - name: map
     op: exec
     input: {dataset: kill-in}
-    params: {cmd: "sleep 60; cat"}
+    params: {cmd: "while kill -0 $PPID 2>/dev/null; do sleep 0.1; done; cat"}
   - name: reduce
     op: identity
     tasks: 2
@@ -461,6 +463,10 @@ stages:
   INFO(cluster.crashedDaemons());
   REQUIRE(underWay);
   for (const auto& jm : jms) CHECK(processAlive(static_cast<pid_t>(jm.pid())));
+  // The executors of its tasks (their task files lie under .../containers/<job id>/).
+  const std::string executorMark = "/containers/" + *jobId + "/";
+  bool executing = harness::eventually([&] { return !processesWithArgument(executorMark).empty(); }, 30s, 20ms);
+  REQUIRE(executing);
 
   // Killed through another site's master than the one it was submitted to.
   auto killed = cluster.tellus({"kill", *jobId}, sites[2]);
@@ -483,6 +489,12 @@ stages:
       },
       20s, 50ms);
   CHECK(jmsGone);
+
+  // And its tasks stop: a killed job's executors must not run on (here: forever) in
+  // containers their master has already handed back to other jobs.
+  bool executorsGone = harness::eventually([&] { return processesWithArgument(executorMark).empty(); }, 20s, 50ms);
+  INFO("executors of " << *jobId << " still running: " << processesWithArgument(executorMark).size());
+  CHECK(executorsGone);
 
   // Still killed afterwards (no JM overwrote the state on its way out), and final.
   auto after = zk.getProto<pb::JobStatus>(statusPath(*jobId));

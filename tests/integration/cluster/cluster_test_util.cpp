@@ -289,6 +289,28 @@ bool processAlive(pid_t pid) {
   return content[close + 2] != 'Z' && content[close + 2] != 'X';
 }
 
+std::vector<pid_t> processesWithArgument(const std::string& fragment) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = readAll(entry.path() / "cmdline");  // arguments separated by NULs
+    size_t start = 0;
+    while (start < cmdline.size()) {
+      size_t end = cmdline.find('\0', start);
+      if (end == std::string::npos) end = cmdline.size();
+      if (std::string_view(cmdline).substr(start, end - start).find(fragment) != std::string_view::npos) {
+        auto pid = static_cast<pid_t>(std::stol(name));
+        if (processAlive(pid)) out.push_back(pid);
+        break;
+      }
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The shared cluster
 

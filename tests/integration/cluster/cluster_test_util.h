@@ -129,6 +129,11 @@ Status parseJson(const std::string& json, google::protobuf::Message& message);
 // True while a process with this pid exists and is not a zombie.
 bool processAlive(pid_t pid);
 
+// Live (non-zombie) processes of this user whose command line has an argument containing
+// `fragment`, e.g. the executors of one job (their task file lies under
+// <worker data>/containers/<job id>/).
+std::vector<pid_t> processesWithArgument(const std::string& fragment);
+
 // The cluster shared by every test case of this binary (3 sites x 2 workers x 3 containers),
 // started on first use and torn down at exit: starting one costs seconds, and the tests use
 // their own datasets and jobs, so they do not disturb each other. Fails the calling test if
