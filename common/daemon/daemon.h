@@ -10,10 +10,12 @@
 #include <boost/asio/io_context.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
 
+#include "util/log.h"
 #include "util/result.h"
 
 namespace tellus::daemon {
@@ -41,6 +43,29 @@ class Runtime {
   boost::asio::io_context io_{1};
   bool failed_ = false;
 };
+
+// The body of every daemon's main: load the config (exit 2 with the loader's one-line error),
+// start logging as `logName(config)`, build the daemon on a Runtime, start it (exit 1 on
+// failure), and run until SIGTERM/SIGINT, when it is stopped.
+template <class Daemon, class Config, class LoadFn, class NameFn>
+int runDaemon(const char* program, const std::string& configPath, LoadFn load, NameFn logName) {
+  Result<Config> config = load(configPath);
+  if (!config) {
+    std::fprintf(stderr, "%s: %s\n", program, config.message().c_str());
+    return 2;
+  }
+  initLogging(logName(*config), config->log_level);
+  Runtime runtime;
+  Daemon daemon(runtime, *config);
+  if (auto st = daemon.start(); !st) {
+    spdlog::critical("cannot start: {}", st.message());
+    return 1;
+  }
+  return runtime.run([&] {
+    daemon.stop();
+    runtime.shutdown();
+  });
+}
 
 // Waits on the current coroutine's executor (a timer, not a thread sleep).
 boost::asio::awaitable<void> sleepFor(std::chrono::milliseconds d);

@@ -4,6 +4,21 @@
 
 namespace tellus::jobstate {
 
+bool isTerminal(pb::JobState state) {
+  return state == pb::JOB_SUCCEEDED || state == pb::JOB_FAILED || state == pb::JOB_KILLED;
+}
+
+std::string jobStateName(pb::JobState state) {
+  switch (state) {
+    case pb::JOB_PENDING: return "pending";
+    case pb::JOB_RUNNING: return "running";
+    case pb::JOB_SUCCEEDED: return "succeeded";
+    case pb::JOB_FAILED: return "failed";
+    case pb::JOB_KILLED: return "killed";
+    default: return "unknown";
+  }
+}
+
 bool isDatasetStage(const pb::JobSpec& spec, uint32_t s) {
   const auto& st = spec.stages(static_cast<int>(s));
   return st.inputs_size() > 0 && st.inputs(0).has_dataset();

@@ -27,6 +27,11 @@ struct JobView {
   std::vector<StageView> stages;  // same length as spec.stages once loaded
 };
 
+// succeeded / failed / killed: the job is over.
+bool isTerminal(pb::JobState state);
+// "running", "succeeded", ... as users see it.
+std::string jobStateName(pb::JobState state);
+
 // A stage that reads a dataset (rather than another stage).
 bool isDatasetStage(const pb::JobSpec& spec, uint32_t s);
 // Number of tasks of stage s (dataset stages: one per input partition).

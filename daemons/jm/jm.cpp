@@ -28,7 +28,6 @@ constexpr auto kJmGrace = std::chrono::seconds(2);
 constexpr auto kJmRequestInterval = std::chrono::seconds(5);
 constexpr uint32_t kDefaultMaxAttempts = 4;
 
-bool terminal(pb::JobState s) { return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED; }
 
 std::string slotKeyOf(const pb::ContainerId& id) { return id.worker_id() + "/" + std::to_string(id.slot()); }
 
@@ -378,7 +377,7 @@ awaitable<void> JobManager::failJob(std::string reason) {
     auto node = co_await zk_->get(statusPath(config_.job_id));
     if (!node) co_return;
     auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(config_.job_id));
-    if (!st || terminal(st->state())) co_return;
+    if (!st || isTerminal(st->state())) co_return;
     st->set_state(pb::JOB_FAILED);
     st->set_error(reason);
     st->set_finish_unix_ms(daemon::nowUnixMs());
@@ -741,7 +740,7 @@ awaitable<void> JobManager::mainLoop() {
       co_await daemon::sleepFor(kTick);
       continue;
     }
-    if (terminal(status_.state())) {
+    if (isTerminal(status_.state())) {
       pb::JmUpdateRequest bye;
       bye.set_job_id(config_.job_id);
       bye.set_finished(true);
@@ -765,22 +764,9 @@ awaitable<void> JobManager::mainLoop() {
 }
 
 int run(const std::string& configPath) {
-  auto config = config::loadJmConfig(configPath);
-  if (!config) {
-    std::fprintf(stderr, "tellus-jm: %s\n", config.message().c_str());
-    return 2;
-  }
-  initLogging("jm/" + config->job_id + "/" + config->site, config->log_level);
-  daemon::Runtime runtime;
-  JobManager jm(runtime, *config);
-  if (auto st = jm.start(); !st) {
-    spdlog::critical("cannot start: {}", st.message());
-    return 1;
-  }
-  return runtime.run([&] {
-    jm.stop();
-    runtime.shutdown();
-  });
+  return daemon::runDaemon<JobManager, config::JmConfig>(
+      "tellus-jm", configPath, config::loadJmConfig,
+      [](const config::JmConfig& c) { return "jm/" + c.job_id + "/" + c.site; });
 }
 
 }  // namespace tellus::jm

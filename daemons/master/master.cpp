@@ -7,6 +7,7 @@
 
 #include "daemon/zookeeper.h"
 #include "job/spec.h"
+#include "jobstate/job_view.h"
 #include "jobstate/paths.h"
 #include "sched/fair_share.h"
 #include "util/log.h"
@@ -23,18 +24,7 @@ namespace {
 constexpr milliseconds kPeerCallTimeout{3000};
 constexpr milliseconds kPublishPeriod{500};
 
-bool terminal(pb::JobState s) { return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED; }
 
-std::string stateName(pb::JobState s) {
-  switch (s) {
-    case pb::JOB_PENDING: return "pending";
-    case pb::JOB_RUNNING: return "running";
-    case pb::JOB_SUCCEEDED: return "succeeded";
-    case pb::JOB_FAILED: return "failed";
-    case pb::JOB_KILLED: return "killed";
-    default: return "unknown";
-  }
-}
 
 }  // namespace
 
@@ -334,7 +324,8 @@ awaitable<void> Master::scheduleLoop() {
     for (const auto& [id, w] : jmWorker_) holders.insert(id);
     for (const auto& jobId : holders) {
       auto st = co_await readStatus(jobId);
-      if ((st && terminal(st->state())) || (!st && st.error().code == ErrorCode::kNotFound)) {
+      if ((st && isTerminal(st->state())) || (!st && st.error().code == ErrorCode::kNotFound)) {
+        runtime_.spawn(stopJobTasks(jobId), "stopping the tasks of " + jobId);
         for (auto& [key, holder] : slots_) {
           if (holder == jobId) holder.clear();
         }
@@ -582,7 +573,7 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
 awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, net::CallContext) {
   auto st = co_await readStatus(req.job_id());
   if (!st) co_return st.error();
-  if (terminal(st->state())) co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has ended");
+  if (isTerminal(st->state())) co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has ended");
   // Try each live worker until one starts the JM.
   std::set<std::string> tried;
   for (;;) {
@@ -711,8 +702,8 @@ awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallCo
     }
     auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(req.job_id()));
     if (!st) co_return st.error();
-    if (terminal(st->state())) {
-      co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has already " + stateName(st->state()));
+    if (isTerminal(st->state())) {
+      co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has already " + jobStateName(st->state()));
     }
     st->set_state(pb::JOB_KILLED);
     st->set_finish_unix_ms(daemon::nowUnixMs());
@@ -730,7 +721,7 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
   if (!st) co_return st.error();
   if (st->state() != pb::JOB_SUCCEEDED) {
     co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has no result: it is " +
-                                                         stateName(st->state()) +
+                                                         jobStateName(st->state()) +
                                                          (st->error().empty() ? "" : " (" + st->error() + ")"));
   }
   auto specNode = co_await zk_->get(specPath(req.job_id()));
@@ -833,6 +824,22 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   co_return resp;
 }
 
+awaitable<void> Master::stopJobTasks(std::string jobId) {
+  pb::KillJobTasksRequest req;
+  req.set_job_id(jobId);
+  std::vector<std::pair<std::string, std::string>> targets;
+  for (const auto& [id, w] : workers_) {
+    if (w.alive) targets.emplace_back(id, w.address);
+  }
+  for (const auto& [id, address] : targets) {
+    auto ep = net::Endpoint::parse(address);
+    if (!ep) continue;
+    auto client = clients_.get(*ep);
+    auto r = co_await client->call<pb::Empty>("worker.KillJobTasks", req, kPeerCallTimeout);
+    if (!r) spdlog::warn("worker {} could not stop the tasks of {}: {}", id, jobId, r.message());
+  }
+}
+
 void Master::replaceJmsOf(const std::string& workerId) {
   std::vector<std::string> jobs;
   for (const auto& [job, worker] : jmWorker_) {
@@ -858,22 +865,9 @@ awaitable<void> Master::replaceJm(std::string jobId) {
 }
 
 int run(const std::string& configPath) {
-  auto config = config::loadMasterConfig(configPath);
-  if (!config) {
-    std::fprintf(stderr, "tellus-master: %s\n", config.message().c_str());
-    return 2;
-  }
-  initLogging("master/" + config->site, config->log_level);
-  daemon::Runtime runtime;
-  Master master(runtime, *config);
-  if (auto st = master.start(); !st) {
-    spdlog::critical("cannot start: {}", st.message());
-    return 1;
-  }
-  return runtime.run([&] {
-    master.stop();
-    runtime.shutdown();
-  });
+  return daemon::runDaemon<Master, config::MasterConfig>(
+      "tellus-master", configPath, config::loadMasterConfig,
+      [](const config::MasterConfig& c) { return "master/" + c.site; });
 }
 
 }  // namespace tellus::master

@@ -65,6 +65,8 @@ class Master {
   // Starts a replacement JM for each job whose JM ran on `workerId` (died with it).
   void replaceJmsOf(const std::string& workerId);
   boost::asio::awaitable<void> replaceJm(std::string jobId);
+  // A job has ended: every live worker of the site stops its executors.
+  boost::asio::awaitable<void> stopJobTasks(std::string jobId);
 
   // RPC handlers
   boost::asio::awaitable<Result<pb::SubmitResponse>> submit(pb::SubmitRequest req, net::CallContext ctx);

@@ -4,6 +4,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <signal.h>
+
 #include <fstream>
 
 #include "data/checksum.h"
@@ -45,10 +47,21 @@ data::PartitionKey toKey(const pb::PartitionKey& k) {
 
 }  // namespace
 
-Worker::Worker(daemon::Runtime& runtime, config::WorkerConfig config, std::filesystem::path binDir)
+namespace {
+
+// tellus-jm and tellus-executor live next to tellus-worker unless the config says otherwise.
+std::filesystem::path binDirOf(const config::WorkerConfig& config) {
+  if (!config.bin_dir.empty()) return config.bin_dir;
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+}
+
+}  // namespace
+
+Worker::Worker(daemon::Runtime& runtime, config::WorkerConfig config)
     : runtime_(runtime),
       config_(std::move(config)),
-      binDir_(std::move(binDir)),
+      binDir_(binDirOf(config_)),
       dataDir_(config_.data_dir),
       server_(runtime.io().get_executor()),
       clients_(runtime.io().get_executor()),
@@ -72,6 +85,9 @@ Status Worker::start() {
       "worker.RunTask", [this](pb::RunTaskRequest r, net::CallContext c) { return runTask(std::move(r), c); });
   server_.handle<pb::FetchRequest, pb::FetchResponse>(
       "worker.Fetch", [this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
+  server_.handle<pb::KillJobTasksRequest, pb::Empty>(
+      "worker.KillJobTasks", std::function<Result<pb::Empty>(const pb::KillJobTasksRequest&)>(
+                                 [this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); }));
   server_.handle<pb::WriteDatasetRequest, pb::WriteDatasetResponse>(
       "worker.WriteDataset", std::function<Result<pb::WriteDatasetResponse>(const pb::WriteDatasetRequest&)>(
                                  [this](const pb::WriteDatasetRequest& r) { return writeDataset(r); }));
@@ -429,9 +445,14 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (monitor_ && monitor_->track(monitorKey, child->pid())) {
     tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
   }
+  executors_[req.job_id()].insert(child->pid());
   // The executor's exit is polled on our loop: no thread blocks in waitpid.
   std::optional<proc::ExitStatus> exit;
   while (!(exit = child->tryWait())) co_await daemon::sleepFor(kChildPoll);
+  if (auto it = executors_.find(req.job_id()); it != executors_.end()) {
+    it->second.erase(child->pid());
+    if (it->second.empty()) executors_.erase(it);
+  }
   if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   auto result = co_await recordOutput(req, *exit, dir);
@@ -521,6 +542,15 @@ awaitable<Result<pb::FetchResponse>> Worker::fetch(pb::FetchRequest req, net::Ca
   co_return resp;
 }
 
+Result<pb::Empty> Worker::killJobTasks(const pb::KillJobTasksRequest& req) {
+  auto it = executors_.find(req.job_id());
+  if (it == executors_.end()) return pb::Empty();
+  spdlog::info("job {} has ended: killing its {} executors", req.job_id(), it->second.size());
+  // Still-unreaped children (the runTask coroutines reap them), so the pids are ours.
+  for (pid_t pid : it->second) ::kill(pid, SIGKILL);
+  return pb::Empty();
+}
+
 Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequest& req) {
   TELLUS_RETURN_IF_ERROR(data::validateStoreName("dataset", req.dataset()));
   TELLUS_RETURN_IF_ERROR(data::validateStoreName("upload id", req.upload_id()));
@@ -550,25 +580,9 @@ Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequ
 }
 
 int run(const std::string& configPath) {
-  auto config = config::loadWorkerConfig(configPath);
-  if (!config) {
-    std::fprintf(stderr, "tellus-worker: %s\n", config.message().c_str());
-    return 2;
-  }
-  initLogging("worker/" + config->id, config->log_level);
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::filesystem::path binDir = config->bin_dir.empty() ? self.parent_path() : std::filesystem::path(config->bin_dir);
-  daemon::Runtime runtime;
-  Worker worker(runtime, *config, binDir);
-  if (auto st = worker.start(); !st) {
-    spdlog::critical("cannot start: {}", st.message());
-    return 1;
-  }
-  return runtime.run([&] {
-    worker.stop();
-    runtime.shutdown();
-  });
+  return daemon::runDaemon<Worker, config::WorkerConfig>(
+      "tellus-worker", configPath, config::loadWorkerConfig,
+      [](const config::WorkerConfig& c) { return "worker/" + c.id; });
 }
 
 }  // namespace tellus::worker

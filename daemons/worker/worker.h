@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "config/config.h"
@@ -24,7 +25,7 @@ namespace tellus::worker {
 
 class Worker {
  public:
-  Worker(daemon::Runtime& runtime, config::WorkerConfig config, std::filesystem::path binDir);
+  Worker(daemon::Runtime& runtime, config::WorkerConfig config);
   ~Worker();
 
   // Binds the RPC server, opens the store, connects to ZooKeeper and starts the loops.
@@ -47,6 +48,7 @@ class Worker {
                                                                    proc::ExitStatus exit, std::filesystem::path dir);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
+  Result<pb::Empty> killJobTasks(const pb::KillJobTasksRequest& req);
   // Brings one input partition to a local file (or points at it when it is already here).
   boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                          size_t index);
@@ -82,6 +84,7 @@ class Worker {
     std::string jmAddress;
   };
   std::map<std::string, TrackedTask> tracked_;  // monitor key -> what it runs for
+  std::map<std::string, std::set<pid_t>> executors_;  // job -> executor processes running for it
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)
   uint64_t nextRun_ = 0;

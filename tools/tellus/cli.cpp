@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "data/dataset.h"
 #include "job/spec.h"
+#include "jobstate/job_view.h"
 #include "net/rpc_client.h"
 #include "plan/plan.h"
 #include "tellus.pb.h"
@@ -36,18 +38,7 @@ struct Failure {
   std::string message;
 };
 
-std::string jobStateName(pb::JobState s) {
-  switch (s) {
-    case pb::JOB_PENDING: return "pending";
-    case pb::JOB_RUNNING: return "running";
-    case pb::JOB_SUCCEEDED: return "succeeded";
-    case pb::JOB_FAILED: return "failed";
-    case pb::JOB_KILLED: return "killed";
-    default: return "unknown";
-  }
-}
 
-bool terminal(pb::JobState s) { return s == pb::JOB_SUCCEEDED || s == pb::JOB_FAILED || s == pb::JOB_KILLED; }
 
 std::string toJson(const google::protobuf::Message& m) {
   google::protobuf::util::JsonPrintOptions opts;
@@ -98,7 +89,7 @@ void printTasks(const pb::JobStatusResponse& st, std::ostream& out) {
 
 void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
   const auto& s = st.status();
-  out << s.job_id() << "  " << s.name() << "  " << jobStateName(s.state()) << "  submitted at "
+  out << s.job_id() << "  " << s.name() << "  " << jobstate::jobStateName(s.state()) << "  submitted at "
       << s.submit_site();
   if (!s.error().empty()) out << "  error: " << s.error();
   out << "\n";
@@ -125,13 +116,13 @@ int waitForJob(const Client& client, const std::string& jobId, bool json, std::o
   for (;;) {
     auto st = client.call<pb::JobStatusResponse>("master.Status", req);
     std::ostringstream line;
-    line << jobStateName(st.status().state());
+    line << jobstate::jobStateName(st.status().state());
     for (const auto& stage : st.stages()) line << "  " << stage.name() << " " << stage.done() << "/" << stage.tasks();
     if (!json && line.str() != last) {
       out << "[" << jobId << "] " << line.str() << std::endl;
       last = line.str();
     }
-    if (terminal(st.status().state())) {
+    if (jobstate::isTerminal(st.status().state())) {
       if (json) {
         out << toJson(st) << "\n";
       } else {
@@ -182,7 +173,7 @@ int cmdList(const Globals& g, std::ostream& out) {
     return 0;
   }
   for (const auto& j : resp.jobs()) {
-    out << j.job_id() << "  " << jobStateName(j.state()) << "  " << j.name() << "  sites:";
+    out << j.job_id() << "  " << jobstate::jobStateName(j.state()) << "  " << j.name() << "  sites:";
     for (const auto& s : j.sites()) out << " " << s;
     out << "\n";
   }
@@ -291,6 +282,17 @@ int cmdPut(const Globals& g, const std::string& path, const std::string& dataset
 
 }  // namespace
 
+namespace {
+
+bool isCommand(const CLI::App& app, const std::string& word) {
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == word) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Globals g;
   if (const char* env = std::getenv("TELLUS_MASTER")) g.master = env;
@@ -342,6 +344,19 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       out << app.help();
       return 0;
     }
+    // An unknown command word reaches CLI11 as "a subcommand is required": name it instead.
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--master" || args[i] == "--timeout-ms") {
+        ++i;
+        continue;
+      }
+      if (!args[i].empty() && args[i][0] != '-' && !isCommand(app, args[i])) {
+        err << "tellus: unknown command '" << args[i]
+            << "' (expected submit, status, list, sites, result, kill, put or plan)\n";
+        return 2;
+      }
+      if (!args[i].empty() && args[i][0] != '-') break;
+    }
     err << "tellus: " << e.what() << "\n";
     return 2;
   }
@@ -357,7 +372,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (*kill) return cmdKill(g, jobId, out);
     if (*put) return cmdPut(g, putFile, dataset, site, partitions, residencyLocal, out);
   } catch (const Failure& f) {
-    err << "tellus: " << f.message << "\n";
+    // One line, whatever the error carries (a failed command's stderr has several).
+    std::string line = f.message;
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    err << "tellus: " << line << "\n";
     return f.code;
   }
   return 2;
