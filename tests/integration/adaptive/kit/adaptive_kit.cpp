@@ -1,0 +1,348 @@
+#include "kit/adaptive_kit.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "harness/eventually.h"
+#include "jobstate/paths.h"
+
+namespace tellus::adaptive {
+
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string readAll(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+Status writeAll(const std::filesystem::path& p, const std::string& content) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << content;
+  out.close();
+  if (!out) return makeError(ErrorCode::kInternal, "cannot write " + p.string());
+  return {};
+}
+
+bool isWordByte(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+// Parses a non-negative decimal integer that must fill `text`.
+bool parseUint(std::string_view text, uint64_t& out) {
+  if (text.empty() || text.size() > 19) return false;
+  out = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return true;
+}
+
+// The JM log of `jobId` on every worker: (site, path).
+std::vector<std::pair<std::string, std::filesystem::path>> jmLogFiles(const harness::MiniCluster& cluster,
+                                                                       const std::string& jobId) {
+  std::vector<std::pair<std::string, std::filesystem::path>> out;
+  for (const auto& site : cluster.sites()) {
+    for (const auto& worker : cluster.workers(site)) {
+      auto log = cluster.dir() / site / worker / "jms" / jobId / "jm.log";
+      std::error_code ec;
+      if (std::filesystem::exists(log, ec)) out.emplace_back(site, log);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// ZkView
+
+Result<std::unique_ptr<ZkView>> ZkView::connect(const std::string& connectString, milliseconds timeout) {
+  std::unique_ptr<ZkView> z(new ZkView());
+  coord::SessionOptions options;
+  options.connectString = connectString;
+  options.chroot = "/tellus";
+  auto created = z->io_.call([&] { return coord::ZkClient::create(z->io_.executor(), options); });
+  if (!created) return created.error().prepend("zookeeper client");
+  z->client_ = std::move(created).value();
+  Status connected = z->io_.run(z->client_->waitConnected(timeout));
+  if (!connected) return connected.error().prepend("connecting to " + connectString);
+  return z;
+}
+
+ZkView::~ZkView() {
+  if (!client_) return;
+  io_.call([&] {
+    client_->close();
+    client_.reset();
+  });
+}
+
+Result<coord::NodeData> ZkView::get(const std::string& path) { return io_.run(client_->get(path)); }
+
+Result<std::vector<std::string>> ZkView::children(const std::string& path) { return io_.run(client_->children(path)); }
+
+// ---------------------------------------------------------------------------------------------
+// Job state
+
+Result<std::vector<Execution>> readExecutions(ZkView& zk, const std::string& jobId) {
+  auto dir = jobstate::attemptsPath(jobId);
+  auto names = zk.children(dir);
+  if (!names) return names.error().prepend("listing " + dir);
+  std::vector<Execution> out;
+  for (const auto& name : *names) {
+    // <stage>-<task>-<sequence>
+    auto first = name.find('-');
+    auto second = first == std::string::npos ? std::string::npos : name.find('-', first + 1);
+    uint64_t stage = 0, task = 0, seq = 0;
+    if (second == std::string::npos || !parseUint(std::string_view(name).substr(0, first), stage) ||
+        !parseUint(std::string_view(name).substr(first + 1, second - first - 1), task) ||
+        !parseUint(std::string_view(name).substr(second + 1), seq)) {
+      return makeError(ErrorCode::kInternal, dir + "/" + name + ": expected <stage>-<task>-<sequence>");
+    }
+    auto node = zk.get(dir + "/" + name);
+    if (!node) return node.error().prepend("reading " + dir + "/" + name);
+    if (node->data.empty()) return makeError(ErrorCode::kInternal, dir + "/" + name + " names no worker");
+    out.push_back(Execution{static_cast<uint32_t>(stage), static_cast<uint32_t>(task), node->data});
+  }
+  return out;
+}
+
+std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> executionsByTask(const std::vector<Execution>& runs) {
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> out;
+  for (const auto& r : runs) out[{r.stage, r.task}].push_back(r.workerId);
+  return out;
+}
+
+Result<pb::JobStatus> readJobStatus(ZkView& zk, const std::string& jobId) {
+  return zk.getProto<pb::JobStatus>(jobstate::statusPath(jobId));
+}
+
+Result<pb::TaskMap> readTaskMap(ZkView& zk, const std::string& jobId, uint32_t stage) {
+  return zk.getProto<pb::TaskMap>(jobstate::taskmapPath(jobId, stage));
+}
+
+Result<pb::StageInputs> readStageInputs(ZkView& zk, const std::string& jobId, uint32_t stage) {
+  return zk.getProto<pb::StageInputs>(jobstate::inputsPath(jobId, stage));
+}
+
+Result<size_t> finishedTasks(ZkView& zk, const std::string& jobId, uint32_t stage) {
+  auto parts = zk.children(jobstate::partsPath(jobId, stage));
+  if (!parts) return parts.error();
+  return parts->size();
+}
+
+Result<pb::JmInfo> readJmInfo(ZkView& zk, const std::string& jobId, const std::string& site) {
+  return zk.getProto<pb::JmInfo>(jobstate::jmPath(jobId, site));
+}
+
+std::map<std::string, std::string> workerSites(const harness::MiniCluster& cluster) {
+  std::map<std::string, std::string> out;
+  for (const auto& site : cluster.sites()) {
+    for (const auto& w : cluster.workers(site)) out[w] = site;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLI
+
+Status putDataset(harness::MiniCluster& cluster, const std::string& site, const std::string& dataset,
+                  const std::string& content, uint32_t partitions, bool residencyLocal) {
+  auto file = cluster.dir() / (dataset + "-" + site + ".txt");
+  TELLUS_RETURN_IF_ERROR(writeAll(file, content));
+  std::vector<std::string> args{"put",   file.string(), "--dataset", dataset, "--site", site, "--partitions",
+                                std::to_string(partitions)};
+  if (residencyLocal) args.push_back("--residency-local");
+  auto r = cluster.tellus(args, site);
+  if (r.exitCode != 0) {
+    return makeError(ErrorCode::kInternal, "tellus put " + dataset + " at " + site + ": exit " +
+                                               std::to_string(r.exitCode) + ": " + r.err);
+  }
+  return {};
+}
+
+Result<std::string> submitJob(harness::MiniCluster& cluster, const std::string& specYaml, const std::string& site,
+                              const std::string& fileName) {
+  auto file = cluster.dir() / fileName;
+  TELLUS_RETURN_IF_ERROR(writeAll(file, specYaml));
+  auto r = cluster.tellus({"submit", file.string()}, site);
+  if (r.exitCode != 0) {
+    return makeError(ErrorCode::kInternal,
+                     "tellus submit " + fileName + ": exit " + std::to_string(r.exitCode) + ": " + r.err);
+  }
+  // The job id is the first "job-<digits>" token of the output ("job-0000000001", or
+  // "submitted job-0000000001" from older CLIs).
+  auto at = r.out.find("job-");
+  if (at == std::string::npos) {
+    return makeError(ErrorCode::kInternal, "tellus submit printed '" + r.out + "', expected a job id");
+  }
+  auto end = at + 4;
+  while (end < r.out.size() && std::isdigit(static_cast<unsigned char>(r.out[end]))) ++end;
+  if (end == at + 4) return makeError(ErrorCode::kInternal, "tellus submit printed '" + r.out + "', expected a job id");
+  return r.out.substr(at, end - at);
+}
+
+Result<pb::JobStatus> waitForJobEnd(ZkView& zk, const std::string& jobId, milliseconds deadline) {
+  pb::JobStatus last;
+  std::string lastError;
+  bool ended = harness::eventually(
+      [&] {
+        auto st = readJobStatus(zk, jobId);
+        if (!st) {
+          lastError = st.message();
+          return false;
+        }
+        last = *st;
+        return last.state() == pb::JOB_SUCCEEDED || last.state() == pb::JOB_FAILED || last.state() == pb::JOB_KILLED;
+      },
+      deadline, milliseconds(50));
+  if (!ended) {
+    return makeError(ErrorCode::kDeadlineExceeded,
+                     "job " + jobId + " still " + pb::JobState_Name(last.state()) + " after " +
+                         std::to_string(deadline.count()) + " ms" + (lastError.empty() ? "" : " (" + lastError + ")"));
+  }
+  return last;
+}
+
+Result<std::string> jobResult(harness::MiniCluster& cluster, const std::string& jobId, const std::string& site) {
+  auto r = cluster.tellus({"result", jobId}, site);
+  if (r.exitCode != 0) {
+    return makeError(ErrorCode::kInternal, "tellus result " + jobId + ": exit " + std::to_string(r.exitCode) + ": " + r.err);
+  }
+  return r.out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steals
+
+std::vector<StealRecord> parseSteals(std::string_view jmLog, const std::string& thiefSite) {
+  std::vector<StealRecord> out;
+  std::istringstream in{std::string(jmLog)};
+  const std::string marker = "stole ";
+  for (std::string line; std::getline(in, line);) {
+    auto at = line.find(marker);
+    if (at == std::string::npos) continue;
+    // "stole <n> tasks from <site> in <ms> ms"
+    std::istringstream fields(line.substr(at + marker.size()));
+    StealRecord r;
+    std::string tasksWord, fromWord, inWord, msWord;
+    if (!(fields >> r.tasks >> tasksWord >> fromWord >> r.victimSite >> inWord >> r.latencyMs >> msWord)) continue;
+    if (tasksWord != "tasks" || fromWord != "from" || inWord != "in" || msWord != "ms") continue;
+    r.thiefSite = thiefSite;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<StealRecord> readSteals(const harness::MiniCluster& cluster, const std::string& jobId) {
+  std::vector<StealRecord> out;
+  for (const auto& [site, log] : jmLogFiles(cluster, jobId)) {
+    auto steals = parseSteals(readAll(log), site);
+    out.insert(out.end(), steals.begin(), steals.end());
+  }
+  return out;
+}
+
+std::string jmLogTails(const harness::MiniCluster& cluster, const std::string& jobId, size_t maxBytes) {
+  std::string out;
+  for (const auto& [site, log] : jmLogFiles(cluster, jobId)) {
+    std::string text = readAll(log);
+    if (text.size() > maxBytes) text = "..." + text.substr(text.size() - maxBytes);
+    out += "\n--- " + log.string() + ":\n" + text;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Corpus and word counts
+
+std::string generateText(uint32_t seed, size_t lines) {
+  static const char* const kVocabulary[] = {
+      "tellus", "site",    "steal",  "desire", "grant",  "task",   "stage",  "shuffle", "parades", "houtu",
+      "zone",   "region",  "fabric", "quorum", "epoch",  "lease",  "bucket", "reduce",  "mapper",  "wan",
+      "delta",  "rho",     "queue",  "spot",   "vm",     "ledger", "alpha",  "beta",    "gamma",   "omega",
+      "north",  "south",   "east",   "west",   "river",  "stone",  "cloud",  "amber",   "cedar",   "maple"};
+  constexpr size_t kWords = sizeof(kVocabulary) / sizeof(kVocabulary[0]);
+  std::mt19937 rng(seed);
+  // Skewed: low indices are far more frequent (a few hot keys, a long tail).
+  std::geometric_distribution<size_t> pick(0.12);
+  std::uniform_int_distribution<int> wordsPerLine(1, 12);
+  std::string out;
+  for (size_t l = 0; l < lines; ++l) {
+    int n = wordsPerLine(rng);
+    for (int w = 0; w < n; ++w) {
+      if (w > 0) out += ' ';
+      out += kVocabulary[pick(rng) % kWords];
+      // Some words carry a numeric suffix: many distinct keys for the reduce tasks.
+      if (rng() % 5 == 0) out += std::to_string(rng() % 200);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::map<std::string, uint64_t> countWords(std::string_view text) {
+  std::map<std::string, uint64_t> counts;
+  std::string word;
+  for (char c : text) {
+    if (isWordByte(c)) {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!word.empty()) {
+      ++counts[word];
+      word.clear();
+    }
+  }
+  if (!word.empty()) ++counts[word];
+  return counts;
+}
+
+Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text) {
+  std::map<std::string, uint64_t> counts;
+  std::istringstream in{std::string(text)};
+  size_t lineNo = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lineNo;
+    if (line.empty()) continue;
+    auto tab = line.find('\t');
+    uint64_t n = 0;
+    if (tab == std::string::npos || tab == 0 || !parseUint(std::string_view(line).substr(tab + 1), n)) {
+      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + " '" + line +
+                                                        "': expected word<TAB>count");
+    }
+    auto [it, fresh] = counts.emplace(line.substr(0, tab), n);
+    if (!fresh) {
+      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + ": word '" + it->first +
+                                                        "' appears twice");
+    }
+  }
+  return counts;
+}
+
+std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
+                                const std::map<std::string, uint64_t>& actual, size_t limit) {
+  std::string out;
+  size_t shown = 0;
+  auto note = [&](const std::string& word, uint64_t want, uint64_t got) {
+    if (shown++ >= limit) return;
+    out += word + ": expected " + std::to_string(want) + ", got " + std::to_string(got) + "; ";
+  };
+  for (const auto& [word, n] : expected) {
+    auto it = actual.find(word);
+    uint64_t got = it == actual.end() ? 0 : it->second;
+    if (got != n) note(word, n, got);
+  }
+  for (const auto& [word, n] : actual) {
+    if (!expected.count(word)) note(word, 0, n);
+  }
+  if (shown > limit) out += "(" + std::to_string(shown - limit) + " more)";
+  return out;
+}
+
+int64_t jobRuntimeMs(const pb::JobStatus& status) { return status.finish_unix_ms() - status.submit_unix_ms(); }
+
+}  // namespace tellus::adaptive
