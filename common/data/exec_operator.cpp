@@ -19,6 +19,7 @@
 
 #include "data/operator_factories.h"
 #include "data/record.h"
+#include "monitor/process_table.h"
 
 extern char** environ;
 
@@ -114,18 +115,16 @@ class ScopedSigpipeBlock {
   bool wasPending_ = false;
 };
 
-// Owns a spawned child: whatever path we leave by (error, timeout), the child's whole process
-// group is killed if the child is still running, and the child is always reaped. The command
-// runs in a process group of its own so that this kill also reaches what the shell started
-// (`sleep 30` under dash is a grandchild, a pipeline is several). The flip side: killing the
-// executor's process group does not reach the command; it then sees EOF on stdin and EPIPE
-// on stdout, which ends ordinary filters.
+// Owns a spawned child: whatever path we leave by (error, timeout), the child and everything
+// it started (`sleep 30` under dash is a grandchild, a pipeline is several) are killed if the
+// child is still running, and the child is always reaped. The command stays in the executor's
+// process group, which is its worker's: killing a worker "VM" kills the command too.
 class ChildProcess {
  public:
   explicit ChildProcess(pid_t pid) : pid_(pid) {}
   ~ChildProcess() {
     if (!reaped_) {
-      ::kill(-pid_, SIGKILL);
+      monitor::signalProcessTree(pid_, SIGKILL);
       int status = 0;
       while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
@@ -257,12 +256,11 @@ class ExecOperator final : public Operator {
     sigemptyset(&pipeOnly);
     sigaddset(&pipeOnly, SIGPIPE);
     // The child gets an empty signal mask (we block SIGPIPE in this thread) and a default
-    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it), in a new
-    // process group (see ChildProcess).
+    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it); it stays in
+    // our process group (see ChildProcess).
     posix_spawnattr_setsigmask(&attributes, &noSignals);
     posix_spawnattr_setsigdefault(&attributes, &pipeOnly);
-    posix_spawnattr_setpgroup(&attributes, 0);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
     std::string shell = "/bin/sh";
     std::string dashC = "-c";

@@ -1,5 +1,7 @@
 #include "monitor/process_table.h"
 
+#include <signal.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -128,6 +130,20 @@ Result<ProcessTable> readProcessTable(const std::filesystem::path& procRoot) {
   auto table = ProcessTable::fromStats(std::move(stats));
   table.setMalformedEntries(malformed);
   return table;
+}
+
+std::vector<pid_t> processTree(const ProcessTable& table, pid_t root) {
+  std::vector<pid_t> tree{root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    for (pid_t child : table.childrenOf(tree[i])) tree.push_back(child);
+  }
+  return tree;
+}
+
+void signalProcessTree(pid_t root, int sig) {
+  std::vector<pid_t> tree{root};
+  if (auto table = readProcessTable()) tree = processTree(*table, root);
+  for (pid_t pid : tree) ::kill(pid, sig);
 }
 
 }  // namespace tellus::monitor

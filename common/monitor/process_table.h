@@ -55,4 +55,12 @@ class ProcessTable {
 // `procRoot` cannot be listed. Reads only small in-memory files: it never waits on a process.
 Result<ProcessTable> readProcessTable(const std::filesystem::path& procRoot = "/proc");
 
+// `root` and all its descendants (by ppid) in `table`, root first. Pure.
+std::vector<pid_t> processTree(const ProcessTable& table, pid_t root);
+
+// Sends `sig` to `root` and every descendant, all collected before the first signal so that
+// none escapes by being reparented. Used where a process group cannot be: a task's command
+// stays in its worker's group (so a VM kill reaches it) yet must die with its task.
+void signalProcessTree(pid_t root, int sig);
+
 }  // namespace tellus::monitor

@@ -12,6 +12,7 @@
 #include "daemon/zookeeper.h"
 #include "data/dataset.h"
 #include "jobstate/paths.h"
+#include "monitor/process_table.h"
 #include "util/log.h"
 
 namespace tellus::worker {
@@ -546,8 +547,9 @@ Result<pb::Empty> Worker::killJobTasks(const pb::KillJobTasksRequest& req) {
   auto it = executors_.find(req.job_id());
   if (it == executors_.end()) return pb::Empty();
   spdlog::info("job {} has ended: killing its {} executors", req.job_id(), it->second.size());
-  // Still-unreaped children (the runTask coroutines reap them), so the pids are ours.
-  for (pid_t pid : it->second) ::kill(pid, SIGKILL);
+  // Still-unreaped children (the runTask coroutines reap them), so the pids are ours; their
+  // commands go with them.
+  for (pid_t pid : it->second) monitor::signalProcessTree(pid, SIGKILL);
   return pb::Empty();
 }
 

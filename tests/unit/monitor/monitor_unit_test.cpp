@@ -1,6 +1,8 @@
 // common/monitor without I/O: the /proc parsers on literal file contents, the CPU math, and
 // process-tree accounting over synthetic process tables.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -370,4 +372,20 @@ TEST_CASE("ContainerMonitor reports every container from one snapshot", "[unit][
   CHECK(usages[2].containerId == "gone");
   CHECK_FALSE(usages[2].rootAlive);
   CHECK(usages[2].processes == 0);
+}
+
+TEST_CASE("processTree collects a root and all its descendants, root first", "[unit][monitor]") {
+  auto stat = [](pid_t pid, pid_t ppid) {
+    tellus::monitor::PidStat s;
+    s.pid = pid;
+    s.ppid = ppid;
+    s.comm = "p" + std::to_string(pid);
+    return s;
+  };
+  auto table = tellus::monitor::ProcessTable::fromStats({stat(1, 0), stat(10, 1), stat(11, 10), stat(12, 11),
+                                                          stat(13, 10), stat(20, 1)});
+  auto tree = tellus::monitor::processTree(table, 10);
+  std::sort(tree.begin() + 1, tree.end());
+  CHECK(tree == std::vector<pid_t>{10, 11, 12, 13});
+  CHECK(tellus::monitor::processTree(table, 20) == std::vector<pid_t>{20});
 }
