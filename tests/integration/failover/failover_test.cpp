@@ -221,6 +221,54 @@ TEST_CASE("an sJM process killed alone is replaced at once and every task runs e
 
 // ---------------------------------------------------------------------------------------------
 
+TEST_CASE("an sJM that hangs past its session expiry is replaced through the pJM, from ZooKeeper alone",
+          "[integration][failover][sjm][expiry]") {
+  // A hung JM is neither a dead child nor a silent worker: its worker and master see nothing
+  // wrong, so only the pJM, watching the JM's ephemeral node vanish, can have it replaced.
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string pjmSite = cluster.sites()[0];
+  const std::string victimSite = cluster.sites()[1];
+  auto jobId = sc->submit(pjmSite);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  auto paused = cluster.signalJm(*jobId, victimSite, SIGSTOP);
+  INFO("pausing the sJM: " << whyNot(paused));
+  REQUIRE(paused.isOk());
+  const auto pid = static_cast<pid_t>(paused->pid());
+  auto pausedAt = Clock::now();
+  struct Resume {
+    harness::MiniCluster& cluster;
+    pid_t pid;
+    ~Resume() { (void)cluster.signalJmPid(pid, SIGCONT); }
+  } resumeOnExit{cluster, pid};
+
+  auto replaced = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(victimSite);
+    return jm != s.jms.end() && jm->second.pid() != pid;
+  }, kRecoveryDeadline);
+  INFO("waiting for a replacement sJM: " << whyNot(replaced) << sc->diagnostics(*jobId));
+  REQUIRE(replaced.isOk());
+  // Not before the hung JM's session could expire: the replacement came through ZooKeeper.
+  CHECK(replaced->takenAt - pausedAt >= milliseconds(sc->options().cluster.sessionTimeoutMs));
+  CHECK(replaced->jms.at(victimSite).role() == pb::JM_SECONDARY);
+  CHECK(replaced->currentPrimary()->site() == pjmSite);
+
+  // Resumed, the old sJM finds its site taken and exits.
+  REQUIRE(cluster.signalJmPid(pid, SIGCONT).isOk());
+  bool exited = harness::eventually([&] { return !processAlive(pid); }, kRecoveryDeadline, 50ms);
+  INFO(cluster.jmLogs(*jobId));
+  CHECK(exited);
+
+  requireCorrectEnd(*sc, *jobId, {}, pjmSite);
+}
+
+// ---------------------------------------------------------------------------------------------
+
 TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next stages and gets the site a new sJM",
           "[integration][failover][pjm]") {
   auto sc = startScenario();

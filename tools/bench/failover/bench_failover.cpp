@@ -162,8 +162,18 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
   run["output_exact"] = exact.isOk();
   if (!exact) run["output_error"] = exact.message();
   uint32_t extraRuns = 0;
-  for (const auto& [id, n] : end->executions) extraRuns += n > 1 ? n - 1 : 0;
+  Json rerun = Json::array();
+  for (const auto& [id, n] : end->executions) {
+    if (n <= 1) continue;
+    extraRuns += n - 1;
+    rerun.push_back(taskName(id) + " x" + std::to_string(n));
+  }
   run["extra_executions"] = extraRuns;
+  run["tasks_run_more_than_once"] = rerun;
+  if (extraRuns > 0 && std::getenv("BENCH_FAILOVER_DUMP_LOGS")) {
+    // For investigating why: every JM's log of the job.
+    std::cerr << cluster.jmLogs(*jobId, 1 << 22) << "\n";
+  }
 
   if (killedAt) {
     // From the outputs' own timestamps: precise, independent of the polling above.
