@@ -425,7 +425,15 @@ Status Scenario::checkResult(const std::string& jobId, const std::string& site) 
 
 std::string Scenario::diagnostics(const std::string& jobId) {
   std::string out = cluster_->crashedDaemons();
-  if (!jobId.empty()) out += cluster_->jmLogs(jobId);
+  if (!jobId.empty()) {
+    // The JM logs without the ZooKeeper C client's connection chatter.
+    std::istringstream logs(cluster_->jmLogs(jobId, 1 << 20));
+    std::string kept;
+    for (std::string line; std::getline(logs, line);) {
+      if (line.find("zookeeper-c") == std::string::npos) kept += line + "\n";
+    }
+    out += kept.size() > 12000 ? "..." + kept.substr(kept.size() - 12000) : kept;
+  }
   // The workers' warnings and errors (lost connections, failed tasks).
   for (const auto& site : cluster_->sites()) {
     for (const auto& id : cluster_->workers(site)) {

@@ -5,7 +5,8 @@
 // issue's goals were met).
 //
 //   bench-failover [--session-timeout-ms 2000] [--partitions-per-site 32] [--task-sleep-s 1]
-//                  [--repeats 1] [--scenarios none,pjm-vm,pjm-process,sjm-vm,worker]
+//                  [--containers 2] [--repeats 1] [--timeline]
+//                  [--scenarios none,pjm-vm,pjm-process,sjm-vm,worker]
 //
 // Scenarios (the failure lands when half of the first stage is done):
 //   none         no failure: the baseline job time
@@ -53,6 +54,7 @@ struct BenchOptions {
   double taskSleepS = 1.0;
   uint32_t containersPerWorker = 2;
   int repeats = 1;
+  bool timeline = false;
   std::vector<std::string> scenarios = kScenarios;
 };
 
@@ -175,6 +177,19 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
     std::cerr << cluster.jmLogs(*jobId, 1 << 22) << "\n";
   }
 
+  if (bench.timeline) {
+    // When each task finished, per stage and site where it ran (s since submission).
+    Json timeline;
+    for (const auto& [id, loc] : end->parts) {
+      timeline["stage" + std::to_string(id.first)][loc.site()].push_back(
+          static_cast<double>(loc.finish_unix_ms() - end->status.submit_unix_ms()) / 1000.0);
+    }
+    for (auto& [stage, sites] : timeline.items()) {
+      for (auto& [site, times] : sites.items()) std::sort(times.begin(), times.end());
+    }
+    run["finish_times_s"] = timeline;
+    if (killedAt) run["kill_s"] = static_cast<double>(killedUnixMs - end->status.submit_unix_ms()) / 1000.0;
+  }
   if (killedAt) {
     // From the outputs' own timestamps: precise, independent of the polling above.
     std::optional<int64_t> firstAnywhere, firstAtSite;
@@ -240,6 +255,7 @@ int main(int argc, char** argv) {
   app.add_option("--task-sleep-s", bench.taskSleepS, "seconds each first-stage task sleeps")->check(CLI::Range(0.0, 60.0));
   app.add_option("--containers", bench.containersPerWorker, "containers per worker")->check(CLI::Range(1u, 16u));
   app.add_option("--repeats", bench.repeats, "runs per scenario")->check(CLI::Range(1, 100));
+  app.add_flag("--timeline", bench.timeline, "also print when each task finished, per stage and site");
   app.add_option("--scenarios", scenarios, "comma-separated subset of none,pjm-vm,pjm-process,sjm-vm,worker");
   CLI11_PARSE(app, argc, argv);
   // Logs (the test session's ZooKeeper client) go to stderr: stdout is the JSON document.
