@@ -56,15 +56,14 @@ SharedCluster& shared() {
   return s;
 }
 
-#define REQUIRE_CLUSTER()                 \
-  auto& env = shared();                   \
-  INFO(env.error);                        \
-  REQUIRE(env.cluster != nullptr);        \
-  REQUIRE(env.zk != nullptr);             \
-  auto& cluster = *env.cluster;           \
-  auto& zk = *env.zk;                     \
-  (void)cluster;                          \
-  (void)zk
+// The shared cluster, or a failed test naming why it could not start.
+SharedCluster& requireCluster() {
+  auto& env = shared();
+  INFO(env.error);
+  REQUIRE(env.cluster != nullptr);
+  REQUIRE(env.zk != nullptr);
+  return env;
+}
 
 template <class R>
 std::string whyNot(const R& r) {
@@ -122,7 +121,9 @@ std::string describeExecutions(const std::map<std::pair<uint32_t, uint32_t>, std
 
 TEST_CASE("a JM with an idle container steals waiting tasks from a loaded site; the word count stays exact",
           "[integration][adaptive][steal]") {
-  REQUIRE_CLUSTER();
+  auto& env = requireCluster();
+  auto& cluster = *env.cluster;
+  auto& zk = *env.zk;
   const auto& sites = cluster.sites();
   const std::string& loaded = sites[0];  // holds every partition, runs one container
   const std::string& idle = sites[1];    // the submit site: its pJM owns no task at first
@@ -187,7 +188,9 @@ TEST_CASE("a JM with an idle container steals waiting tasks from a loaded site; 
 
 TEST_CASE("concurrent steals by four idle sites never run a task twice; the word count stays exact",
           "[integration][adaptive][steal]") {
-  REQUIRE_CLUSTER();
+  auto& env = requireCluster();
+  auto& cluster = *env.cluster;
+  auto& zk = *env.zk;
   const auto& sites = cluster.sites();
   REQUIRE(sites.size() == 5);
   const std::string& loaded = sites[0];
@@ -285,7 +288,9 @@ std::string describeTimeline(const std::vector<DesireSample>& samples) {
 
 TEST_CASE("Af raises a JM's desire while tasks wait and lowers it while its containers sit idle",
           "[integration][adaptive][af]") {
-  REQUIRE_CLUSTER();
+  auto& env = requireCluster();
+  auto& cluster = *env.cluster;
+  auto& zk = *env.zk;
   const std::string& site = cluster.sites()[4];
   constexpr uint32_t kQueueTasks = 32, kSleepyTasks = 16;
 
@@ -374,7 +379,9 @@ TEST_CASE("Af raises a JM's desire while tasks wait and lowers it while its cont
 
 TEST_CASE("steals leave residency-local partitions at their site; other tasks are stolen; the word count stays exact",
           "[integration][adaptive][steal][residency]") {
-  REQUIRE_CLUSTER();
+  auto& env = requireCluster();
+  auto& cluster = *env.cluster;
+  auto& zk = *env.zk;
   const auto& sites = cluster.sites();
   const std::string& home = sites[0];
   auto where = workerSites(cluster);
@@ -443,29 +450,59 @@ TEST_CASE("steals leave residency-local partitions at their site; other tasks ar
 
 // ---------------------------------------------------------------------------------------------
 
-// Hidden until fixed (see the report in the commit that added it): under Af (no
-// containers_per_site), a JM never holds an idle container with no waiting task, so it never
-// steals: exchangeWithMaster() caps the desire at the JM's own unfinished tasks and releases idle
-// containers before launchTasks() looks for them.
-TEST_CASE("under Af, a JM whose site has no task of the stage steals from a loaded site",
+// Hidden until fixed (see the report of issue 5's tests): under Af (no containers_per_site),
+// exchangeWithMaster() caps a JM's desire at its own unfinished tasks, so a JM whose site owns
+// no task of the running stage asks for 0 containers, holds none, and never reaches Parades'
+// STEAL (launchTasks() steals only with an idle container); idle containers beyond the JM's own
+// unfinished tasks are released in the same loop before launchTasks() runs. Stealing therefore
+// works with static allocation only (and under Af only in containers that packing left empty).
+TEST_CASE("under Af, a JM whose site has no task of the stage gets a container and steals from a loaded site",
           "[integration][adaptive][steal][af][.known-bug]") {
-  REQUIRE_CLUSTER();
+  auto& env = requireCluster();
+  auto& cluster = *env.cluster;
+  auto& zk = *env.zk;
   const auto& sites = cluster.sites();
   const std::string& loaded = sites[0];
   const std::string& idle = sites[1];
   auto where = workerSites(cluster);
 
-  std::string text = generateText(501, 3000);
-  auto expected = countWords(text);
-  Status put = putDataset(cluster, loaded, "af-steal", text, 40);
+  Status put = putDataset(cluster, loaded, "af-steal", generateText(501, 2000), 40);
   INFO(put.message());
   REQUIRE(put.isOk());
-
-  auto jobId = submitJob(cluster, slowWordCountSpec("af-steal", {"af-steal"}, 0, 3, 2), idle, "af-steal.yaml");
+  // CPU-bound tasks: a queue forms at the loaded site (they are not packed ten to a container).
+  const std::string spec = R"(name: af-steal
+stages:
+  - name: burn
+    op: synthetic
+    input: {dataset: af-steal}
+    params: {cpu_ms: 300, output_bytes: 64}
+  - name: sum
+    op: identity
+    tasks: 2
+    input: {stage: burn}
+)";
+  auto jobId = submitJob(cluster, spec, idle, "af-steal.yaml");
   INFO(whyNot(jobId));
   REQUIRE(jobId.isOk());
+
+  uint32_t idleMaxGranted = 0, idleMaxDesire = 0, loadedMaxDesire = 0;
+  bool ended = harness::eventually(
+      [&] {
+        if (auto jm = readJmInfo(zk, *jobId, idle)) {
+          idleMaxGranted = std::max(idleMaxGranted, jm->granted());
+          idleMaxDesire = std::max(idleMaxDesire, jm->desire());
+        }
+        if (auto jm = readJmInfo(zk, *jobId, loaded)) loadedMaxDesire = std::max(loadedMaxDesire, jm->desire());
+        auto st = readJobStatus(zk, *jobId);
+        return st && st->state() != pb::JOB_RUNNING && st->state() != pb::JOB_PENDING;
+      },
+      kJobDeadline, milliseconds(50));
+  REQUIRE(ended);
   requireSucceeded(cluster, zk, *jobId);
   INFO(jmLogTails(cluster, *jobId));
+  INFO("idle site's JM: max desire " << idleMaxDesire << ", max granted " << idleMaxGranted
+                                     << "; loaded site's JM: max desire " << loadedMaxDesire);
+  CHECK(loadedMaxDesire >= 4);  // the loaded site had a queue
 
   auto runs = readExecutions(zk, *jobId);
   INFO(whyNot(runs));
@@ -474,8 +511,8 @@ TEST_CASE("under Af, a JM whose site has no task of the stage steals from a load
   for (const auto& r : *runs) {
     if (r.stage == 0 && where[r.workerId] == idle) ++atIdle;
   }
+  CHECK(idleMaxGranted >= 1);
   CHECK(atIdle >= 1);
-  requireExactWordCount(cluster, *jobId, idle, expected);
 }
 
 }  // namespace
