@@ -392,6 +392,22 @@ awaitable<void> JobManager::exchangeWithMaster() {
   // Work this sub-job still has: its unfinished tasks of released stages.
   size_t unfinished = 0;
   for (uint32_t s = 0; s < view_.stages.size(); ++s) unfinished += unfinishedTasks(view_, s, config_.site).size();
+  // Work this JM could steal: other sites' tasks that are neither done nor running. While there
+  // is some, a JM keeps at least a container to steal with even when it owns no task.
+  size_t stealable = 0;
+  if (!view_.spec.no_stealing()) {
+    for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+      const auto& stage = view_.stages[s];
+      if (!stage.taskmap) continue;
+      for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
+        TaskId id{s, static_cast<uint32_t>(t)};
+        if (stage.taskmap->owner_site(t) != config_.site && !stage.parts.count(id.second) &&
+            !runningElsewhere_.count(id)) {
+          ++stealable;
+        }
+      }
+    }
+  }
 
   auto now = Clock::now();
   if (sampleCount_ == 0 || now - lastAf_ >= milliseconds(config_.period_ms)) {
@@ -399,14 +415,15 @@ awaitable<void> JobManager::exchangeWithMaster() {
     obs.allocation = static_cast<double>(slots_.size());
     obs.utilization = sampleCount_ > 0 ? busySamples_ / sampleCount_ : 0.0;
     obs.hasWaitingTasks = hadWaiting_;
-    sched::AfParams params;
-    params.maxDesire = std::max<double>(1.0, static_cast<double>(unfinished));
-    af_ = sched::afDesire(af_, obs, params);
+    // Af's own state is not capped by the work at hand (the request below is): a stage that
+    // drains must not make the next one ramp up from a single container again.
+    af_ = sched::afDesire(af_, obs, sched::AfParams{});
     lastAf_ = now;
     busySamples_ = sampleCount_ = 0;
     hadWaiting_ = false;
   }
-  int desire = unfinished == 0 ? 0 : std::min(sched::afContainerRequest(af_), static_cast<int>(unfinished));
+  size_t useful = unfinished + std::min<size_t>(stealable, 1 + unfinished);
+  int desire = static_cast<int>(std::min<size_t>(static_cast<size_t>(sched::afContainerRequest(af_)), useful));
   if (view_.spec.static_containers() > 0) {
     // Static allocation (the baseline HOUTU compares Af against): hold N for the whole job.
     desire = static_cast<int>(view_.spec.static_containers());
@@ -437,7 +454,9 @@ awaitable<void> JobManager::exchangeWithMaster() {
   if (!slots_.empty()) {
     // Utilization: measured CPU where the worker reported it, else the occupied share.
     double busy = 0;
-    for (const auto& [k, slot] : slots_) busy += std::min(1.0, slot.cpu >= 0 ? slot.cpu : slot.used());
+    for (const auto& [k, slot] : slots_) {
+      if (!slot.tasks.empty()) busy += std::min(1.0, slot.cpu >= 0 ? slot.cpu : slot.used());
+    }
     busySamples_ += busy / static_cast<double>(slots_.size());
     sampleCount_ += 1;
   }
@@ -462,7 +481,9 @@ Result<pb::Empty> JobManager::recordUsage(const pb::ContainerUsageReport& report
     // What one task of each stage running here uses, smoothed: lets Parades pack tasks that
     // leave most of a container idle (I/O-bound) and keep CPU-bound ones one per container.
     if (!it->second.tasks.empty() && u.running_tasks() > 0) {
-      double perTask = std::clamp(u.cpu() / static_cast<double>(u.running_tasks()), 0.05, 1.0);
+      // At most four tasks per container: on a busy host the measured share is what a task
+      // got, not what it needs, and packing on it alone would over-pack.
+      double perTask = std::clamp(u.cpu() / static_cast<double>(u.running_tasks()), 0.25, 1.0);
       for (const auto& [id, share] : it->second.tasks) {
         auto [entry, fresh] = stageShare_.try_emplace(id.first, perTask);
         if (!fresh) entry->second = 0.7 * entry->second + 0.3 * perTask;
@@ -519,7 +540,7 @@ void JobManager::launchTasks() {
     if (busyElsewhere.count(key)) continue;
     double free = std::max(0.0, 1.0 - slot.used());
     if (waiting.empty()) {
-      if (slot.tasks.empty()) ++idle;
+      if (slot.used() <= 0.5) ++idle;  // room for more work, and nothing of ours waits
       continue;
     }
     // Parades on this container update: node-local first, then rack-local after τ·p, then
@@ -534,7 +555,7 @@ void JobManager::launchTasks() {
       std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
       runtime_.spawn(runTask(key, id), "task " + launch.taskId);
     }
-    if (decision.steal && slot.tasks.empty()) ++idle;
+    if (decision.steal && slot.used() <= 0.5) ++idle;
   }
   if (idle > 0 && waiting.empty() && !view_.spec.no_stealing() && !stealing_ && now - lastSteal_ >= kStealInterval) {
     stealing_ = true;
@@ -652,7 +673,10 @@ awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
   auto finish = [&] {
     running_.erase(id);
     auto it = slots_.find(slotKey);
-    if (it != slots_.end()) it->second.tasks.erase(id);
+    if (it != slots_.end()) {
+      it->second.tasks.erase(id);
+      if (it->second.tasks.empty()) it->second.cpu = -1;  // an idle container's last reading is stale
+    }
   };
   auto slotIt = slots_.find(slotKey);
   auto inputs = taskInputs(view_, s, t);

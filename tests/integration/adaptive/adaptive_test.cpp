@@ -457,7 +457,7 @@ TEST_CASE("steals leave residency-local partitions at their site; other tasks ar
 // unfinished tasks are released in the same loop before launchTasks() runs. Stealing therefore
 // works with static allocation only (and under Af only in containers that packing left empty).
 TEST_CASE("under Af, a JM whose site has no task of the stage gets a container and steals from a loaded site",
-          "[integration][adaptive][steal][af][.known-bug]") {
+          "[integration][adaptive][steal][af]") {
   auto& env = requireCluster();
   auto& cluster = *env.cluster;
   auto& zk = *env.zk;
