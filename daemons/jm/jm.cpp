@@ -129,6 +129,23 @@ awaitable<Status> JobManager::refresh() {
   auto parsed = daemon::parseProto<pb::JobStatus>(st->data, statusPath(config_.job_id));
   if (!parsed) co_return parsed.status();
   status_ = *parsed;
+  // Running markers first, outputs second: a worker records a task's output before it drops
+  // the marker, so a task cannot fall between the two readings and look neither running nor
+  // done.
+  auto markerNames = co_await zk_->children(runningPath(config_.job_id));
+  std::map<TaskId, pb::RunningTask> markers;
+  if (markerNames) {
+    for (const auto& name : *markerNames) {
+      auto dash = name.find('-');
+      if (dash == std::string::npos) continue;
+      TaskId id{static_cast<uint32_t>(std::stoul(name.substr(0, dash))), static_cast<uint32_t>(std::stoul(name.substr(dash + 1)))};
+      if (running_.count(id)) continue;
+      auto node = co_await zk_->get(runningTaskPath(config_.job_id, id.first, id.second));
+      if (!node) continue;
+      auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
+      if (marker) markers[id] = *marker;
+    }
+  }
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
     auto& stage = view_.stages[s];
     auto tm = co_await zk_->get(taskmapPath(config_.job_id, s));
@@ -153,22 +170,19 @@ awaitable<Status> JobManager::refresh() {
       auto loc = daemon::parseProto<pb::PartitionLocation>(node->data, partPath(config_.job_id, s, t));
       if (loc) stage.parts[t] = *loc;
     }
-    // A part removed from ZooKeeper (its only copy was lost) must be recomputed.
-    std::erase_if(stage.parts, [&](const auto& kv) { return !present.count(kv.first); });
+    // A part removed from ZooKeeper (its only copy was lost) must be recomputed. Only parts an
+    // earlier listing saw are forgotten: one our own task just recorded may be newer than this
+    // listing.
+    auto& listed = listedParts_[s];
+    std::erase_if(stage.parts, [&](const auto& kv) { return listed.count(kv.first) && !present.count(kv.first); });
+    listed = std::move(present);
   }
-  auto markers = co_await zk_->children(runningPath(config_.job_id));
+  // A marker that outlives its task's recorded output (its worker lost the connection while
+  // removing it) no longer means the task or its container is busy.
   runningElsewhere_.clear();
-  if (markers) {
-    for (const auto& name : *markers) {
-      auto dash = name.find('-');
-      if (dash == std::string::npos) continue;
-      TaskId id{static_cast<uint32_t>(std::stoul(name.substr(0, dash))), static_cast<uint32_t>(std::stoul(name.substr(dash + 1)))};
-      if (running_.count(id)) continue;
-      auto node = co_await zk_->get(runningTaskPath(config_.job_id, id.first, id.second));
-      if (!node) continue;
-      auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
-      if (marker) runningElsewhere_[id] = *marker;
-    }
+  for (auto& [id, marker] : markers) {
+    if (id.first < view_.stages.size() && view_.stages[id.first].parts.count(id.second)) continue;
+    runningElsewhere_[id] = std::move(marker);
   }
   if (registered_) {
     auto mine = co_await zk_->exists(jmPath(config_.job_id, config_.site));

@@ -90,6 +90,7 @@ class JobManager {
   std::map<std::string, Slot> slots_;  // granted containers by "worker/slot"
   std::set<TaskId> running_;
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks not launched by us
+  std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts seen by the last listing, by stage
   std::map<TaskId, Clock::time_point> notBefore_;       // retry backoff after a lost input
   std::set<TaskId> beingStolen_;                         // reserved while a steal CAS is in flight
   std::map<uint32_t, double> stageShare_;                // measured container share per task, by stage

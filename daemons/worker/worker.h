@@ -56,6 +56,11 @@ class Worker {
   boost::asio::awaitable<Status> fetchTo(const std::string& site, const std::string& workerId,
                                          const std::string& address, pb::FetchRequest req,
                                          std::filesystem::path path, bool verify);
+  // The ephemeral running marker plus the execution's audit node, retried through connection
+  // loss; kAlreadyExists when the task is running elsewhere.
+  boost::asio::awaitable<Status> markRunning(const pb::RunTaskRequest& req, const std::string& markerPath,
+                                             std::string marker);
+  boost::asio::awaitable<Status> unmarkRunning(const std::string& markerPath);
   bool servable(const std::filesystem::path& file) const;
   pb::RegisterWorkerRequest registration() const;
 
