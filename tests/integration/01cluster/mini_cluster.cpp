@@ -54,7 +54,7 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
     if (!ensemble) return ensemble.error().prepend("zookeeper ensemble");
     c->ensemble_ = std::move(ensemble).value();
   }
-  auto reader = ZkReader::connect(c->zkConnect(), "/tellus", options.startTimeout);
+  auto reader = ZkReader::connect(c->zkConnect(), kDaemonChroot, options.startTimeout);
   if (!reader) return reader.error().prepend("test session");
   c->reader_ = std::move(reader).value();
 

@@ -36,4 +36,10 @@ Result<std::optional<coord::NodeStat>> ZkReader::stat(const std::string& path) {
   return io_.run(client_->exists(path));
 }
 
+Result<bool> ZkReader::exists(const std::string& path) {
+  auto found = stat(path);
+  if (!found) return found.error();
+  return found->has_value();
+}
+
 }  // namespace tellus::harness

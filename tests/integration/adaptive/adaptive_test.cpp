@@ -117,6 +117,23 @@ std::string describeExecutions(const std::map<std::pair<uint32_t, uint32_t>, std
   return out;
 }
 
+// Loads a dataset with putDataset() or fails the test naming why.
+void requirePutDataset(harness::MiniCluster& cluster, const std::string& site, const std::string& dataset,
+                       const std::string& content, uint32_t partitions, bool residencyLocal = false) {
+  Status put = putDataset(cluster, site, dataset, content, partitions, residencyLocal);
+  INFO(put.message());
+  REQUIRE(put.isOk());
+}
+
+// The job's execution audit, executors by (stage, task); fails the test if it cannot be read.
+std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> requireExecutionsByTask(ZkView& zk,
+                                                                                           const std::string& jobId) {
+  auto runs = readExecutions(zk, jobId);
+  INFO(whyNot(runs));
+  REQUIRE(runs.isOk());
+  return executionsByTask(*runs);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("a JM with an idle container steals waiting tasks from a loaded site; the word count stays exact",
@@ -131,9 +148,7 @@ TEST_CASE("a JM with an idle container steals waiting tasks from a loaded site; 
 
   std::string text = generateText(101, 2400);
   auto expected = countWords(text);
-  Status put = putDataset(cluster, loaded, "steal-one", text, 24);
-  INFO(put.message());
-  REQUIRE(put.isOk());
+  requirePutDataset(cluster, loaded, "steal-one", text, 24);
 
   auto jobId = submitJob(cluster, slowWordCountSpec("steal-one", {"steal-one"}, 1, 3, 2), idle, "steal-one.yaml");
   INFO(whyNot(jobId));
@@ -153,10 +168,7 @@ TEST_CASE("a JM with an idle container steals waiting tasks from a loaded site; 
   INFO(whyNot(taskmap));
   REQUIRE(taskmap.isOk());
   REQUIRE(taskmap->owner_site_size() == 24);
-  auto runs = readExecutions(zk, *jobId);
-  INFO(whyNot(runs));
-  REQUIRE(runs.isOk());
-  auto byTask = executionsByTask(*runs);
+  auto byTask = requireExecutionsByTask(zk, *jobId);
   INFO("executions: " << describeExecutions(byTask));
   size_t stolen = 0, ranAtIdleSite = 0;
   for (uint32_t t = 0; t < 24; ++t) {
@@ -202,15 +214,11 @@ TEST_CASE("concurrent steals by four idle sites never run a task twice; the word
   const uint32_t loadedPartitions = 40;
   std::string big = generateText(202, 4000);
   for (const auto& [w, n] : countWords(big)) expected[w] += n;
-  Status put = putDataset(cluster, loaded, "steal-many", big, loadedPartitions);
-  INFO(put.message());
-  REQUIRE(put.isOk());
+  requirePutDataset(cluster, loaded, "steal-many", big, loadedPartitions);
   for (size_t i = 1; i < sites.size(); ++i) {
     std::string small = generateText(300 + static_cast<uint32_t>(i), 30);
     for (const auto& [w, n] : countWords(small)) expected[w] += n;
-    Status p = putDataset(cluster, sites[i], "steal-many", small, 1);
-    INFO(p.message());
-    REQUIRE(p.isOk());
+    requirePutDataset(cluster, sites[i], "steal-many", small, 1);
   }
 
   auto jobId = submitJob(cluster, slowWordCountSpec("steal-many", {"steal-many"}, 2, 4, 4), sites[1], "steal-many.yaml");
@@ -395,15 +403,9 @@ TEST_CASE("steals leave residency-local partitions at their site; other tasks ar
   for (const auto* t : {&pinned, &freeHome, &freeOther}) {
     for (const auto& [w, n] : countWords(*t)) expected[w] += n;
   }
-  Status put = putDataset(cluster, home, "res-pinned", pinned, 10, /*residencyLocal=*/true);
-  INFO(put.message());
-  REQUIRE(put.isOk());
-  put = putDataset(cluster, home, "res-free", freeHome, 10);
-  INFO(put.message());
-  REQUIRE(put.isOk());
-  put = putDataset(cluster, sites[2], "res-free", freeOther, 1);
-  INFO(put.message());
-  REQUIRE(put.isOk());
+  requirePutDataset(cluster, home, "res-pinned", pinned, 10, /*residencyLocal=*/true);
+  requirePutDataset(cluster, home, "res-free", freeHome, 10);
+  requirePutDataset(cluster, sites[2], "res-free", freeOther, 1);
 
   auto jobId =
       submitJob(cluster, slowWordCountSpec("residency", {"res-pinned", "res-free"}, 1, 3, 2), sites[1], "residency.yaml");
@@ -419,10 +421,7 @@ TEST_CASE("steals leave residency-local partitions at their site; other tasks ar
   auto taskmap = readTaskMap(zk, *jobId, 0);
   INFO(whyNot(taskmap));
   REQUIRE(taskmap.isOk());
-  auto runs = readExecutions(zk, *jobId);
-  INFO(whyNot(runs));
-  REQUIRE(runs.isOk());
-  auto byTask = executionsByTask(*runs);
+  auto byTask = requireExecutionsByTask(zk, *jobId);
   INFO("executions: " << describeExecutions(byTask));
 
   size_t pinnedTasks = 0, freeStolen = 0;
@@ -466,9 +465,7 @@ TEST_CASE("under Af, a JM whose site has no task of the stage gets a container a
   const std::string& idle = sites[1];
   auto where = workerSites(cluster);
 
-  Status put = putDataset(cluster, loaded, "af-steal", generateText(501, 2000), 40);
-  INFO(put.message());
-  REQUIRE(put.isOk());
+  requirePutDataset(cluster, loaded, "af-steal", generateText(501, 2000), 40);
   // CPU-bound tasks: a queue forms at the loaded site (they are not packed ten to a container).
   const std::string spec = R"(name: af-steal
 stages:

@@ -193,7 +193,7 @@ struct LayoutObservations {
 };
 
 // One poll of the job's znodes; returns true once the job has succeeded.
-bool observeJob(ZkInspector& zk, const std::string& jobId, const std::set<std::string>& jobSites,
+bool observeJob(ZkReader& zk, const std::string& jobId, const std::set<std::string>& jobSites,
                 const std::vector<uint32_t>& stageTasks, const std::vector<uint32_t>& stageBuckets,
                 LayoutObservations& seen) {
   using namespace jobstate;
@@ -220,7 +220,7 @@ bool observeJob(ZkInspector& zk, const std::string& jobId, const std::set<std::s
         auto info = zk.getProto<pb::JmInfo>(jmPath(jobId, site));
         if (!info) break;  // the JM went away between the two reads
         auto stat = zk.stat(jmPath(jobId, site));
-        if (stat && stat->ephemeralOwner == 0) seen.problems.insert(jmPath(jobId, site) + " is not ephemeral");
+        if (stat && *stat && (*stat)->ephemeralOwner == 0) seen.problems.insert(jmPath(jobId, site) + " is not ephemeral");
         primaries += info->role() == pb::JM_PRIMARY ? 1 : 0;
         infos[site] = *info;
       }
@@ -305,7 +305,8 @@ TEST_CASE("while a job runs, ZooKeeper holds its JMs, task maps and outputs", "[
     CHECK(info->workers() == 2);
     auto stat = zk.stat(siteLivePath(site));
     REQUIRE(stat.isOk());
-    CHECK(stat->ephemeralOwner != 0);
+    REQUIRE(stat->has_value());
+    CHECK((*stat)->ephemeralOwner != 0);
   }
 
   // Two partitions at each site; tasks that sleep make the job slow enough to watch: about

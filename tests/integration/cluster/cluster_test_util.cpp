@@ -27,53 +27,7 @@ std::string readAll(const std::filesystem::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-bool isWordByte(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
-
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// ZkInspector
-
-Result<std::unique_ptr<ZkInspector>> ZkInspector::connect(const std::string& connectString, const std::string& chroot,
-                                                           milliseconds timeout) {
-  std::unique_ptr<ZkInspector> z(new ZkInspector());
-  coord::SessionOptions options;
-  options.connectString = connectString;
-  options.chroot = chroot;
-  auto created = z->io_.call([&] { return coord::ZkClient::create(z->io_.executor(), options); });
-  if (!created) return created.error().prepend("zookeeper client");
-  z->client_ = std::move(created).value();
-  Status connected = z->io_.run(z->client_->waitConnected(timeout));
-  if (!connected) return connected.error().prepend("connecting to " + connectString);
-  return z;
-}
-
-ZkInspector::~ZkInspector() {
-  if (!client_) return;
-  io_.call([&] {
-    client_->close();
-    client_.reset();
-  });
-}
-
-Result<coord::NodeData> ZkInspector::get(const std::string& path) { return io_.run(client_->get(path)); }
-
-Result<std::vector<std::string>> ZkInspector::children(const std::string& path) {
-  return io_.run(client_->children(path));
-}
-
-Result<bool> ZkInspector::exists(const std::string& path) {
-  Result<std::optional<coord::NodeStat>> stat = io_.run(client_->exists(path));
-  if (!stat) return stat.error();
-  return stat->has_value();
-}
-
-Result<coord::NodeStat> ZkInspector::stat(const std::string& path) {
-  Result<std::optional<coord::NodeStat>> stat = io_.run(client_->exists(path));
-  if (!stat) return stat.error();
-  if (!*stat) return makeError(ErrorCode::kNotFound, "no node " + path);
-  return **stat;
-}
 
 // ---------------------------------------------------------------------------------------------
 // CliRunner
@@ -147,52 +101,6 @@ SilentServer::~SilentServer() { ::close(fd_); }
 // ---------------------------------------------------------------------------------------------
 // Word counts and corpora
 
-std::map<std::string, uint64_t> countWords(std::string_view text) {
-  std::map<std::string, uint64_t> counts;
-  size_t i = 0;
-  while (i < text.size()) {
-    if (!isWordByte(text[i])) {
-      ++i;
-      continue;
-    }
-    size_t end = i;
-    while (end < text.size() && isWordByte(text[end])) ++end;
-    std::string word(text.substr(i, end - i));
-    for (char& c : word) {
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    ++counts[word];
-    i = end;
-  }
-  return counts;
-}
-
-Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text) {
-  std::map<std::string, uint64_t> counts;
-  size_t lineNo = 0;
-  std::istringstream in{std::string(text)};
-  for (std::string line; std::getline(in, line);) {
-    ++lineNo;
-    if (line.empty()) continue;
-    auto tab = line.find('\t');
-    if (tab == std::string::npos || tab == 0 || tab + 1 == line.size()) {
-      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + ": '" + line +
-                                                        "' is not word<TAB>count");
-    }
-    std::string word = line.substr(0, tab);
-    std::string number = line.substr(tab + 1);
-    if (number.find_first_not_of("0123456789") != std::string::npos) {
-      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + ": count '" + number +
-                                                        "' is not a non-negative integer");
-    }
-    if (!counts.emplace(word, std::stoull(number)).second) {
-      return makeError(ErrorCode::kInvalidArgument,
-                       "result line " + std::to_string(lineNo) + ": word '" + word + "' appears twice");
-    }
-  }
-  return counts;
-}
-
 std::string generateCorpus(uint32_t seed, size_t lines, bool trailingNewline) {
   // A fixed vocabulary of 1..3 syllables: the same for every seed, so sites share words
   // (their counts must add up across sites) but draw them with different frequencies.
@@ -246,25 +154,6 @@ std::string generateCorpus(uint32_t seed, size_t lines, bool trailingNewline) {
     if (!last || trailingNewline) text += percent(rng) < 10 ? "\r\n" : "\n";
   }
   return text;
-}
-
-std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
-                                const std::map<std::string, uint64_t>& actual, size_t limit) {
-  std::ostringstream out;
-  size_t shown = 0;
-  for (const auto& [word, n] : expected) {
-    auto it = actual.find(word);
-    if (it != actual.end() && it->second == n) continue;
-    if (shown++ == limit) break;
-    out << word << ": expected " << n << ", got " << (it == actual.end() ? std::string("none") : std::to_string(it->second))
-        << "; ";
-  }
-  for (const auto& [word, n] : actual) {
-    if (expected.count(word)) continue;
-    if (shown++ >= limit) break;
-    out << word << ": unexpected (" << n << "); ";
-  }
-  return out.str();
 }
 
 Status parseJson(const std::string& json, google::protobuf::Message& message) {
@@ -328,9 +217,9 @@ harness::MiniCluster& sharedCluster() {
   return **cluster;
 }
 
-ZkInspector& sharedZk() {
-  static Result<std::unique_ptr<ZkInspector>> zk =
-      ZkInspector::connect(sharedCluster().zkConnect(), "/tellus", milliseconds(20000));
+ZkReader& sharedZk() {
+  static Result<std::unique_ptr<ZkReader>> zk =
+      ZkReader::connect(sharedCluster().zkConnect(), harness::kDaemonChroot, milliseconds(20000));
   INFO("connecting to the cluster's ZooKeeper: " << whyNot(zk));
   REQUIRE(zk.isOk());
   return **zk;

@@ -1,8 +1,8 @@
 #pragma once
-// Helpers of the cluster integration tests (tests/integration/cluster): a synchronous
-// ZooKeeper reader for asserting the job-state layout, a `tellus` runner that controls the
-// environment and measures time, a TCP listener that never answers, an independent word
-// counter and a deterministic corpus generator.
+// Helpers of the cluster integration tests (tests/integration/cluster): a `tellus` runner
+// that controls the environment and measures time, a TCP listener that never answers and a
+// deterministic corpus generator. ZooKeeper reads and word counts come from the harness
+// (harness/zk_reader.h, harness/wordcount.h).
 
 #include <google/protobuf/message.h>
 #include <sys/types.h>
@@ -19,49 +19,21 @@
 #include <utility>
 #include <vector>
 
-#include "coord/zk_client.h"
-#include "harness/io_thread.h"
 #include "harness/mini_cluster.h"
 #include "harness/temp_dir.h"
+#include "harness/wordcount.h"
+#include "harness/zk_reader.h"
 #include "tellus.pb.h"
 #include "util/result.h"
 
 namespace tellus::itest {
 
-// A ZooKeeper session of the test itself, used only to read the cluster's state. Blocking
-// calls: each runs one coroutine on a private io thread and waits for it.
-class ZkInspector {
- public:
-  // Connects (chroot applied by the client) and waits up to `timeout` for the session.
-  static Result<std::unique_ptr<ZkInspector>> connect(const std::string& connectString, const std::string& chroot,
-                                                       std::chrono::milliseconds timeout);
-  ~ZkInspector();
-  ZkInspector(const ZkInspector&) = delete;
-  ZkInspector& operator=(const ZkInspector&) = delete;
-
-  Result<coord::NodeData> get(const std::string& path);
-  // kNotFound when the node is missing.
-  Result<std::vector<std::string>> children(const std::string& path);
-  Result<bool> exists(const std::string& path);
-  Result<coord::NodeStat> stat(const std::string& path);
-
-  // get() and parse; kInternal (naming the path) when the bytes are not a `Message`.
-  template <class Message>
-  Result<Message> getProto(const std::string& path) {
-    auto node = get(path);
-    if (!node) return node.error();
-    Message m;
-    if (!m.ParseFromString(node->data)) {
-      return makeError(ErrorCode::kInternal, path + " does not parse as " + m.GetTypeName());
-    }
-    return m;
-  }
-
- private:
-  ZkInspector() = default;
-  harness::IoThread io_;  // declared first: outlives the client bound to it
-  std::shared_ptr<coord::ZkClient> client_;
-};
+// The tests read the cluster's state with the harness's ZooKeeper reader, and check word
+// counts with the harness's independent counter.
+using harness::ZkReader;
+using harness::countWords;
+using harness::parseWordCounts;
+using harness::describeDifferences;
 
 // One run of the `tellus` CLI.
 struct CliRun {
@@ -105,23 +77,11 @@ class SilentServer {
   uint16_t port_;
 };
 
-// Word counts of `text`, computed here independently of the daemons: a word is a maximal run
-// of ASCII letters and digits, lowercased; every other byte separates words.
-std::map<std::string, uint64_t> countWords(std::string_view text);
-
-// Parses a word count result ("word\tcount" per line). Errors name the offending line,
-// including a word that appears twice (every word must come from exactly one reduce task).
-Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text);
-
 // A deterministic text of about `lines` lines for `seed`: words drawn (skewed) from a fixed
 // vocabulary, in mixed case, with digits, punctuation, tabs, CRLF line ends, empty lines and
 // non-ASCII UTF-8 letters that split words. Ends without a trailing newline if
 // `trailingNewline` is false.
 std::string generateCorpus(uint32_t seed, size_t lines, bool trailingNewline);
-
-// "a=1 b=2 ..." of the first `limit` differences between two counts (for failure messages).
-std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
-                                const std::map<std::string, uint64_t>& actual, size_t limit = 10);
 
 // Parses the JSON printed by `tellus --json ...` into `message`.
 Status parseJson(const std::string& json, google::protobuf::Message& message);
@@ -141,7 +101,7 @@ std::vector<pid_t> processesWithArgument(const std::string& fragment);
 harness::MiniCluster& sharedCluster();
 
 // A ZooKeeper session on the shared cluster's ZooKeeper, chroot /tellus (the daemons' root).
-ZkInspector& sharedZk();
+ZkReader& sharedZk();
 
 // Thin wrappers of `tellus` commands on the cluster, through the master of `site`. Errors
 // carry the command's exit code and stderr.

@@ -74,6 +74,37 @@ std::function<bool(const JobSnapshot&)> midFirstStage(std::function<bool(const J
   };
 }
 
+// A job of the scenario, submitted and caught with its first stage under way: the moment every
+// scenario below injects its failure.
+struct JobMidFirstStage {
+  std::string id;
+  JobSnapshot before;  // the snapshot that found the first stage under way
+};
+
+JobMidFirstStage submitAndWaitMidFirstStage(Scenario& sc, const std::string& site) {
+  auto jobId = sc.submit(site);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+  auto before = sc.waitFor(*jobId, midFirstStage(), kJobDeadline);
+  INFO("waiting for the first stage: " << whyNot(before) << sc.diagnostics(*jobId));
+  REQUIRE(before.isOk());
+  return {*jobId, *before};
+}
+
+// Sends SIGCONT to a JM paused with SIGSTOP however the test ends: a stopped JM would hold its
+// worker's teardown.
+class ResumeJmOnExit {
+ public:
+  ResumeJmOnExit(harness::MiniCluster& cluster, pid_t pid) : cluster_(cluster), pid_(pid) {}
+  ~ResumeJmOnExit() { (void)cluster_.signalJmPid(pid_, SIGCONT); }
+  ResumeJmOnExit(const ResumeJmOnExit&) = delete;
+  ResumeJmOnExit& operator=(const ResumeJmOnExit&) = delete;
+
+ private:
+  harness::MiniCluster& cluster_;
+  pid_t pid_;
+};
+
 // The end of every scenario: the job succeeded with the exact word count, the execution audit
 // allows re-runs only of `mayRunTwice`, and no invariant was violated along the way.
 void requireCorrectEnd(Scenario& sc, const std::string& jobId, const std::set<TaskId>& mayRunTwice,
@@ -229,29 +260,20 @@ TEST_CASE("an sJM that hangs past its session expiry is replaced through the pJM
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
   const std::string victimSite = cluster.sites()[1];
-  auto jobId = sc->submit(pjmSite);
-  INFO(whyNot(jobId));
-  REQUIRE(jobId.isOk());
-
-  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
-  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
-  REQUIRE(before.isOk());
-  auto paused = cluster.signalJm(*jobId, victimSite, SIGSTOP);
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
+  const std::string& jobId = job.id;
+  auto paused = cluster.signalJm(jobId, victimSite, SIGSTOP);
   INFO("pausing the sJM: " << whyNot(paused));
   REQUIRE(paused.isOk());
   const auto pid = static_cast<pid_t>(paused->pid());
   auto pausedAt = Clock::now();
-  struct Resume {
-    harness::MiniCluster& cluster;
-    pid_t pid;
-    ~Resume() { (void)cluster.signalJmPid(pid, SIGCONT); }
-  } resumeOnExit{cluster, pid};
+  ResumeJmOnExit resumeOnExit(cluster, pid);
 
-  auto replaced = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+  auto replaced = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto jm = s.jms.find(victimSite);
     return jm != s.jms.end() && jm->second.pid() != pid;
   }, kRecoveryDeadline);
-  INFO("waiting for a replacement sJM: " << whyNot(replaced) << sc->diagnostics(*jobId));
+  INFO("waiting for a replacement sJM: " << whyNot(replaced) << sc->diagnostics(jobId));
   REQUIRE(replaced.isOk());
   // Not before the hung JM's session could expire: the replacement came through ZooKeeper.
   CHECK(replaced->takenAt - pausedAt >= milliseconds(sc->options().cluster.sessionTimeoutMs));
@@ -261,10 +283,10 @@ TEST_CASE("an sJM that hangs past its session expiry is replaced through the pJM
   // Resumed, the old sJM finds its site taken and exits.
   REQUIRE(cluster.signalJmPid(pid, SIGCONT).isOk());
   bool exited = harness::eventually([&] { return !processAlive(pid); }, kRecoveryDeadline, 50ms);
-  INFO(cluster.jmLogs(*jobId));
+  INFO(cluster.jmLogs(jobId));
   CHECK(exited);
 
-  requireCorrectEnd(*sc, *jobId, {}, pjmSite);
+  requireCorrectEnd(*sc, jobId, {}, pjmSite);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -274,42 +296,38 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
   auto sc = startScenario();
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
-  auto jobId = sc->submit(pjmSite);
-  INFO(whyNot(jobId));
-  REQUIRE(jobId.isOk());
-
-  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
-  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
-  REQUIRE(before.isOk());
-  const pb::JmInfo old = *before->currentPrimary();
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
+  const std::string& jobId = job.id;
+  const JobSnapshot& before = job.before;
+  const pb::JmInfo old = *before.currentPrimary();
   REQUIRE(old.site() == pjmSite);
   const std::string killed = old.worker_id();
   REQUIRE(cluster.killWorker(killed).isOk());
-  auto after = snapshotNow(*sc, *jobId);
+  auto after = snapshotNow(*sc, jobId);
   REQUIRE(after.isOk());
 
-  auto elected = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+  auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto p = s.currentPrimary();
     return p && p->epoch() > old.epoch();
   }, kRecoveryDeadline);
-  INFO("waiting for a new primary: " << whyNot(elected) << sc->diagnostics(*jobId));
+  INFO("waiting for a new primary: " << whyNot(elected) << sc->diagnostics(jobId));
   REQUIRE(elected.isOk());
   const pb::JmInfo primary = *elected->currentPrimary();
   CHECK(primary.site() != pjmSite);
   CHECK(primary.epoch() == old.epoch() + 1);
 
-  auto settled = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+  auto settled = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto jm = s.jms.find(pjmSite);
     return s.settled() && jm != s.jms.end() && jm->second.worker_id() != killed;
   }, kRecoveryDeadline);
-  INFO("waiting for a replacement JM at " << pjmSite << ": " << whyNot(settled) << sc->diagnostics(*jobId));
+  INFO("waiting for a replacement JM at " << pjmSite << ": " << whyNot(settled) << sc->diagnostics(jobId));
   REQUIRE(settled.isOk());
   CHECK(settled->jms.at(pjmSite).role() == pb::JM_SECONDARY);
   CHECK(settled->currentPrimary()->pid() == primary.pid());
 
-  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {killed}), cluster.sites()[1]);
+  requireCorrectEnd(*sc, jobId, mayRerun(before, *after, {killed}), cluster.sites()[1]);
   // The new primary acted: every stage released after the kill carries its epoch.
-  auto end = sc->snapshot(*jobId);
+  auto end = sc->snapshot(jobId);
   REQUIRE(end.isOk());
   size_t releasedByNewPrimary = 0;
   for (const auto& [s, map] : end->taskmaps) {
@@ -411,24 +429,20 @@ TEST_CASE("a master killed mid-job and restarted rebuilds its view; the job is u
   auto sc = startScenario();
   auto& cluster = sc->cluster();
   const std::string site = cluster.sites()[0];
-  auto jobId = sc->submit(site);
-  INFO(whyNot(jobId));
-  REQUIRE(jobId.isOk());
-
-  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
-  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
-  REQUIRE(before.isOk());
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, site);
+  const std::string& jobId = job.id;
+  const JobSnapshot& before = job.before;
   REQUIRE(cluster.killMaster(site).isOk());
 
   // Without its master the site's JM goes on with the containers it holds: a task it owns
   // finishes while the master is down.
-  auto progressed = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+  auto progressed = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     for (const auto& [id, loc] : s.parts) {
-      if (!before->parts.count(id) && loc.site() == site) return true;
+      if (!before.parts.count(id) && loc.site() == site) return true;
     }
     return false;
   }, kRecoveryDeadline);
-  INFO("progress without the master: " << whyNot(progressed) << sc->diagnostics(*jobId));
+  INFO("progress without the master: " << whyNot(progressed) << sc->diagnostics(jobId));
   CHECK(progressed.isOk());
 
   REQUIRE(cluster.restartMaster(site).isOk());
@@ -445,19 +459,19 @@ TEST_CASE("a master killed mid-job and restarted rebuilds its view; the job is u
   INFO("site " << site << " as its master publishes it: " << lastSeen << cluster.crashedDaemons());
   REQUIRE(rebuilt);
   // Running JMs were not disturbed: the same processes, the same primary and epoch.
-  auto now = snapshotNow(*sc, *jobId);
+  auto now = snapshotNow(*sc, jobId);
   REQUIRE(now.isOk());
   if (now->terminal()) {
     WARN("the job ended before the JMs could be compared");
   } else {
-    for (const auto& [jmSite, jm] : before->jms) {
+    for (const auto& [jmSite, jm] : before.jms) {
       INFO("JM at " << jmSite);
       REQUIRE(now->jms.count(jmSite));
       CHECK(now->jms.at(jmSite).pid() == jm.pid());
     }
-    CHECK(now->epoch == before->epoch);
+    CHECK(now->epoch == before.epoch);
   }
-  requireCorrectEnd(*sc, *jobId, {}, site);
+  requireCorrectEnd(*sc, jobId, {}, site);
 
   // A new job through the restarted master.
   auto second = sc->submit(site);
@@ -473,31 +487,21 @@ TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary
   auto sc = startScenario();
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
-  auto jobId = sc->submit(pjmSite);
-  INFO(whyNot(jobId));
-  REQUIRE(jobId.isOk());
-
-  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
-  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
-  REQUIRE(before.isOk());
-  auto paused = cluster.signalJm(*jobId, pjmSite, SIGSTOP);
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
+  const std::string& jobId = job.id;
+  auto paused = cluster.signalJm(jobId, pjmSite, SIGSTOP);
   INFO("pausing the pJM: " << whyNot(paused));
   REQUIRE(paused.isOk());
   REQUIRE(paused->role() == pb::JM_PRIMARY);
   const auto pid = static_cast<pid_t>(paused->pid());
-  // Resumed however the test ends: a stopped JM would hold its worker's teardown.
-  struct Resume {
-    harness::MiniCluster& cluster;
-    pid_t pid;
-    ~Resume() { (void)cluster.signalJmPid(pid, SIGCONT); }
-  } resumeOnExit{cluster, pid};
+  ResumeJmOnExit resumeOnExit(cluster, pid);
 
   // Its session expires; another JM takes over with a new epoch.
-  auto elected = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+  auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto p = s.currentPrimary();
     return p && p->epoch() > paused->epoch() && p->pid() != pid;
   }, kRecoveryDeadline);
-  INFO("waiting for a new primary: " << whyNot(elected) << sc->diagnostics(*jobId));
+  INFO("waiting for a new primary: " << whyNot(elected) << sc->diagnostics(jobId));
   REQUIRE(elected.isOk());
   CHECK(elected->currentPrimary()->site() != pjmSite);
 
@@ -505,21 +509,21 @@ TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary
   // The old primary either rejoins as a secondary or, its site having a new JM, exits.
   // It never shows up as primary again.
   bool sawOldAsPrimary = false;
-  auto resolved = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+  auto resolved = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto jm = s.jms.find(pjmSite);
     bool rejoined = jm != s.jms.end() && jm->second.pid() == pid;
     if (rejoined && jm->second.role() == pb::JM_PRIMARY) sawOldAsPrimary = true;
     bool exited = !processAlive(pid) && jm != s.jms.end();
     return s.settled() && (rejoined || exited);
   }, kRecoveryDeadline);
-  INFO("waiting for the old primary to rejoin or exit: " << whyNot(resolved) << sc->diagnostics(*jobId));
+  INFO("waiting for the old primary to rejoin or exit: " << whyNot(resolved) << sc->diagnostics(jobId));
   REQUIRE(resolved.isOk());
   CHECK_FALSE(sawOldAsPrimary);
   CHECK(resolved->currentPrimary()->pid() != pid);
 
-  requireCorrectEnd(*sc, *jobId, {}, pjmSite);
+  requireCorrectEnd(*sc, jobId, {}, pjmSite);
   // It noticed: the JM logged that it stepped down.
-  std::string logs = cluster.jmLogs(*jobId, 1 << 20);
+  std::string logs = cluster.jmLogs(jobId, 1 << 20);
   INFO(logs);
   CHECK(logs.find("no longer primary") != std::string::npos);
 }
@@ -536,26 +540,22 @@ TEST_CASE("a job survives the loss of the leader of a 3-node ZooKeeper ensemble"
   auto sc = startScenario(options);
   auto& cluster = sc->cluster();
   REQUIRE(cluster.zkEnsemble() != nullptr);
-  auto jobId = sc->submit(cluster.sites()[0]);
-  INFO(whyNot(jobId));
-  REQUIRE(jobId.isOk());
-
-  auto before = sc->waitFor(*jobId, midFirstStage(), kJobDeadline);
-  INFO("waiting for the first stage: " << whyNot(before) << sc->diagnostics(*jobId));
-  REQUIRE(before.isOk());
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, cluster.sites()[0]);
+  const std::string& jobId = job.id;
+  const JobSnapshot& before = job.before;
   auto leader = cluster.zkEnsemble()->leaderIndex();
   INFO(whyNot(leader));
   REQUIRE(leader.isOk());
   REQUIRE(cluster.zkEnsemble()->server(*leader).kill().isOk());
 
   // The two others elect a leader and the job goes on.
-  auto progressed = sc->waitFor(*jobId, [&](const JobSnapshot& s) { return s.parts.size() > before->parts.size(); },
+  auto progressed = sc->waitFor(jobId, [&](const JobSnapshot& s) { return s.parts.size() > before.parts.size(); },
                                 kRecoveryDeadline);
-  INFO("progress after the leader loss: " << whyNot(progressed) << sc->diagnostics(*jobId));
+  INFO("progress after the leader loss: " << whyNot(progressed) << sc->diagnostics(jobId));
   CHECK(progressed.isOk());
   auto newLeader = cluster.zkEnsemble()->leaderIndex();
   CHECK((newLeader.isOk() && *newLeader != *leader));
-  requireCorrectEnd(*sc, *jobId, {}, cluster.sites()[0]);
+  requireCorrectEnd(*sc, jobId, {}, cluster.sites()[0]);
 }
 
 }  // namespace

@@ -49,65 +49,6 @@ std::string makeCorpus(uint32_t seed, size_t lines) {
   return text;
 }
 
-std::map<std::string, uint64_t> countWords(std::string_view text) {
-  std::map<std::string, uint64_t> counts;
-  std::string word;
-  for (char c : text) {
-    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-      word += c;
-    } else if (c >= 'A' && c <= 'Z') {
-      word += static_cast<char>(c - 'A' + 'a');
-    } else if (!word.empty()) {
-      ++counts[word];
-      word.clear();
-    }
-  }
-  if (!word.empty()) ++counts[word];
-  return counts;
-}
-
-Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text) {
-  std::map<std::string, uint64_t> counts;
-  std::istringstream in{std::string(text)};
-  size_t lineNumber = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++lineNumber;
-    if (line.empty()) continue;
-    auto tab = line.find('\t');
-    if (tab == std::string::npos) {
-      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNumber) + " has no tab: " + line);
-    }
-    std::string word = line.substr(0, tab);
-    uint64_t count = 0;
-    if (std::sscanf(line.c_str() + tab + 1, "%lu", &count) != 1) {
-      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNumber) + ": bad count: " + line);
-    }
-    if (!counts.emplace(word, count).second) {
-      return makeError(ErrorCode::kInvalidArgument, "word '" + word + "' appears twice in the result");
-    }
-  }
-  return counts;
-}
-
-std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
-                                const std::map<std::string, uint64_t>& actual, size_t limit) {
-  std::string out;
-  size_t shown = 0;
-  auto add = [&](const std::string& word, uint64_t want, uint64_t got) {
-    if (shown++ < limit) out += word + ": expected " + std::to_string(want) + ", got " + std::to_string(got) + "; ";
-  };
-  for (const auto& [word, n] : expected) {
-    auto it = actual.find(word);
-    uint64_t got = it == actual.end() ? 0 : it->second;
-    if (got != n) add(word, n, got);
-  }
-  for (const auto& [word, n] : actual) {
-    if (!expected.count(word)) add(word, 0, n);
-  }
-  if (shown > limit) out += "(" + std::to_string(shown - limit) + " more)";
-  return out;
-}
-
 // ---- job state -----------------------------------------------------------------------------
 
 bool JobSnapshot::terminal() const {

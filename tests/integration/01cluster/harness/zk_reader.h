@@ -17,11 +17,18 @@
 
 namespace tellus::harness {
 
+// The daemons' root in ZooKeeper: the chroot every Tellus daemon is configured with.
+inline constexpr const char* kDaemonChroot = "/tellus";
+
 class ZkReader {
  public:
   // Connects and waits up to `timeout` for a session.
   static Result<std::unique_ptr<ZkReader>> connect(const std::string& connectString, const std::string& chroot,
                                                    std::chrono::milliseconds timeout);
+  // The same, at the daemons' root (kDaemonChroot).
+  static Result<std::unique_ptr<ZkReader>> connect(const std::string& connectString, std::chrono::milliseconds timeout) {
+    return connect(connectString, kDaemonChroot, timeout);
+  }
   ~ZkReader();
   ZkReader(const ZkReader&) = delete;
   ZkReader& operator=(const ZkReader&) = delete;
@@ -31,6 +38,8 @@ class ZkReader {
   Result<std::vector<std::string>> children(const std::string& path);
   // nullopt when the node is missing.
   Result<std::optional<coord::NodeStat>> stat(const std::string& path);
+  // Whether the node exists.
+  Result<bool> exists(const std::string& path);
 
   // get() and parse; kInternal (naming the path) when the bytes are not a `Message`.
   template <class Message>

@@ -29,8 +29,6 @@ Status writeAll(const std::filesystem::path& p, const std::string& content) {
   return {};
 }
 
-bool isWordByte(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
-
 // Parses a non-negative decimal integer that must fill `text`.
 bool parseUint(std::string_view text, uint64_t& out) {
   if (text.empty() || text.size() > 19) return false;
@@ -57,34 +55,6 @@ std::vector<std::pair<std::string, std::filesystem::path>> jmLogFiles(const harn
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// ZkView
-
-Result<std::unique_ptr<ZkView>> ZkView::connect(const std::string& connectString, milliseconds timeout) {
-  std::unique_ptr<ZkView> z(new ZkView());
-  coord::SessionOptions options;
-  options.connectString = connectString;
-  options.chroot = "/tellus";
-  auto created = z->io_.call([&] { return coord::ZkClient::create(z->io_.executor(), options); });
-  if (!created) return created.error().prepend("zookeeper client");
-  z->client_ = std::move(created).value();
-  Status connected = z->io_.run(z->client_->waitConnected(timeout));
-  if (!connected) return connected.error().prepend("connecting to " + connectString);
-  return z;
-}
-
-ZkView::~ZkView() {
-  if (!client_) return;
-  io_.call([&] {
-    client_->close();
-    client_.reset();
-  });
-}
-
-Result<coord::NodeData> ZkView::get(const std::string& path) { return io_.run(client_->get(path)); }
-
-Result<std::vector<std::string>> ZkView::children(const std::string& path) { return io_.run(client_->children(path)); }
 
 // ---------------------------------------------------------------------------------------------
 // Job state
@@ -259,7 +229,7 @@ std::string jmLogTails(const harness::MiniCluster& cluster, const std::string& j
 }
 
 // ---------------------------------------------------------------------------------------------
-// Corpus and word counts
+// Corpus
 
 std::string generateText(uint32_t seed, size_t lines) {
   static const char* const kVocabulary[] = {
@@ -283,63 +253,6 @@ std::string generateText(uint32_t seed, size_t lines) {
     }
     out += '\n';
   }
-  return out;
-}
-
-std::map<std::string, uint64_t> countWords(std::string_view text) {
-  std::map<std::string, uint64_t> counts;
-  std::string word;
-  for (char c : text) {
-    if (isWordByte(c)) {
-      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    } else if (!word.empty()) {
-      ++counts[word];
-      word.clear();
-    }
-  }
-  if (!word.empty()) ++counts[word];
-  return counts;
-}
-
-Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text) {
-  std::map<std::string, uint64_t> counts;
-  std::istringstream in{std::string(text)};
-  size_t lineNo = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++lineNo;
-    if (line.empty()) continue;
-    auto tab = line.find('\t');
-    uint64_t n = 0;
-    if (tab == std::string::npos || tab == 0 || !parseUint(std::string_view(line).substr(tab + 1), n)) {
-      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + " '" + line +
-                                                        "': expected word<TAB>count");
-    }
-    auto [it, fresh] = counts.emplace(line.substr(0, tab), n);
-    if (!fresh) {
-      return makeError(ErrorCode::kInvalidArgument, "result line " + std::to_string(lineNo) + ": word '" + it->first +
-                                                        "' appears twice");
-    }
-  }
-  return counts;
-}
-
-std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
-                                const std::map<std::string, uint64_t>& actual, size_t limit) {
-  std::string out;
-  size_t shown = 0;
-  auto note = [&](const std::string& word, uint64_t want, uint64_t got) {
-    if (shown++ >= limit) return;
-    out += word + ": expected " + std::to_string(want) + ", got " + std::to_string(got) + "; ";
-  };
-  for (const auto& [word, n] : expected) {
-    auto it = actual.find(word);
-    uint64_t got = it == actual.end() ? 0 : it->second;
-    if (got != n) note(word, n, got);
-  }
-  for (const auto& [word, n] : actual) {
-    if (!expected.count(word)) note(word, 0, n);
-  }
-  if (shown > limit) out += "(" + std::to_string(shown - limit) + " more)";
   return out;
 }
 

@@ -7,8 +7,6 @@
 //
 // Everything here is built on the public API of harness::MiniCluster (tests/integration/01cluster).
 
-#include <google/protobuf/message.h>
-
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -17,45 +15,17 @@
 #include <string_view>
 #include <vector>
 
-#include "coord/zk_client.h"
-#include "harness/io_thread.h"
 #include "harness/mini_cluster.h"
+#include "harness/wordcount.h"
+#include "harness/zk_reader.h"
 #include "tellus.pb.h"
 #include "util/result.h"
 
 namespace tellus::adaptive {
 
-// A ZooKeeper session of the test or benchmark itself, used only to read the daemons' state
-// (paths relative to the daemons' chroot, /tellus). Blocking: each call runs one coroutine on
-// a private io thread and waits for it.
-class ZkView {
- public:
-  static Result<std::unique_ptr<ZkView>> connect(const std::string& connectString, std::chrono::milliseconds timeout);
-  ~ZkView();
-  ZkView(const ZkView&) = delete;
-  ZkView& operator=(const ZkView&) = delete;
-
-  Result<coord::NodeData> get(const std::string& path);
-  // kNotFound when the node is missing.
-  Result<std::vector<std::string>> children(const std::string& path);
-
-  // get() and parse; kInternal (naming the path) when the bytes are not a `Message`.
-  template <class Message>
-  Result<Message> getProto(const std::string& path) {
-    auto node = get(path);
-    if (!node) return node.error();
-    Message m;
-    if (!m.ParseFromString(node->data)) {
-      return makeError(ErrorCode::kInternal, path + " does not parse as " + m.GetTypeName());
-    }
-    return m;
-  }
-
- private:
-  ZkView() = default;
-  harness::IoThread io_;  // declared first: outlives the client bound to it
-  std::shared_ptr<coord::ZkClient> client_;
-};
+// A blocking ZooKeeper session of the test or benchmark itself, used only to read the
+// daemons' state (paths relative to the daemons' chroot): the harness's reader.
+using ZkView = harness::ZkReader;
 
 // One executor started for a task (a node /jobs/<id>/attempts/<s>-<t>-<seq>, whose data is the
 // id of the worker that started it).
@@ -120,15 +90,10 @@ std::string jmLogTails(const harness::MiniCluster& cluster, const std::string& j
 // drawn with a skew, separated by single spaces; every line ends with '\n' and is non-empty.
 std::string generateText(uint32_t seed, size_t lines);
 
-// Word counts of `text` computed here, independently of the daemons (a word is a maximal run
-// of ASCII letters and digits, lowercased, as docs/jobs.md defines it).
-std::map<std::string, uint64_t> countWords(std::string_view text);
-// Parses a word count result ("word\tcount" per line). An error names the offending line,
-// including a word that appears twice (each word must come from exactly one reduce task).
-Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text);
-// "word: expected a, got b; ..." for the first `limit` differences (for failure messages).
-std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
-                                const std::map<std::string, uint64_t>& actual, size_t limit = 8);
+// Results are checked with the harness's independent word counter.
+using harness::countWords;
+using harness::describeDifferences;
+using harness::parseWordCounts;
 
 // Milliseconds from the job's submission to its end (its JobStatus timestamps).
 int64_t jobRuntimeMs(const pb::JobStatus& status);

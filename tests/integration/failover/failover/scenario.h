@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "harness/mini_cluster.h"
+#include "harness/wordcount.h"
 #include "tellus.pb.h"
 #include "util/result.h"
 
@@ -36,16 +37,10 @@ std::string taskName(const TaskId& id);
 // a shuffle keyed by the text before the first tab).
 std::string makeCorpus(uint32_t seed, size_t lines);
 
-// Word counts computed here, independently of the daemons: a word is a maximal run of ASCII
-// letters and digits, lowercased.
-std::map<std::string, uint64_t> countWords(std::string_view text);
-
-// Parses "word\tcount" lines; a word seen twice is an error (each reduce task owns its words).
-Result<std::map<std::string, uint64_t>> parseWordCounts(std::string_view text);
-
-// The first `limit` differences, "word: expected 3, got 4".
-std::string describeDifferences(const std::map<std::string, uint64_t>& expected,
-                                const std::map<std::string, uint64_t>& actual, size_t limit = 8);
+// Results are checked with the harness's independent word counter.
+using harness::countWords;
+using harness::describeDifferences;
+using harness::parseWordCounts;
 
 // ---- job state -----------------------------------------------------------------------------
 
