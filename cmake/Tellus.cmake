@@ -42,4 +42,9 @@ function(tellus_test name)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "TELLUS_BUILD_DIR=${PROJECT_BINARY_DIR};TELLUS_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  if(ARG_LABEL STREQUAL "integration")
+    # Integration tests run real ZooKeeper JVMs and daemons with second-scale session
+    # timeouts: two of them at once on a 2-core machine starve each other's heartbeats.
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+  endif()
 endfunction()
