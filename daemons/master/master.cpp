@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -606,6 +607,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   if (!specNode) co_return specNode.error();
   auto spec = daemon::parseProto<pb::JobSpec>(specNode->data, specPath(req.job_id()));
   if (!spec) co_return spec.error();
+  std::vector<std::optional<pb::TaskMap>> taskmaps(static_cast<size_t>(spec->stages_size()));
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
     auto* sp = resp.add_stages();
     sp->set_name(spec->stages(static_cast<int>(s)).name());
@@ -620,6 +622,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
     if (!tm) continue;
     auto taskmap = daemon::parseProto<pb::TaskMap>(tm->data, taskmapPath(req.job_id(), s));
     if (!taskmap) continue;
+    taskmaps[s] = *taskmap;
     sp->set_released(true);
     sp->set_tasks(static_cast<uint32_t>(taskmap->owner_site_size()));
     std::map<std::string, std::pair<uint32_t, uint32_t>> bySite;
@@ -646,10 +649,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   }
   for (uint32_t s = 0; s < static_cast<uint32_t>(resp.stages_size()); ++s) {
     auto* sp = resp.mutable_stages(static_cast<int>(s));
-    if (!sp->released()) continue;
-    auto tm = co_await zk_->get(taskmapPath(req.job_id(), s));
-    if (!tm) continue;
-    auto taskmap = daemon::parseProto<pb::TaskMap>(tm->data, taskmapPath(req.job_id(), s));
+    const auto& taskmap = taskmaps[s];
     if (!taskmap) continue;
     for (uint32_t t = 0; t < static_cast<uint32_t>(taskmap->owner_site_size()); ++t) {
       auto* tp = sp->add_task_placements();
