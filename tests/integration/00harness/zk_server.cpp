@@ -1,5 +1,7 @@
 #include "harness/zk_server.h"
 
+#include "harness/eventually.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -221,21 +223,25 @@ Result<std::string> ZkServer::mode() const {
 }
 
 Status ZkServer::waitServing(std::chrono::steady_clock::time_point deadline) {
-  while (true) {
-    if (!running()) {
-      std::string how = process_ && process_->exitStatus() ? process_->exitStatus()->toString() : "not started";
-      return makeError(ErrorCode::kUnavailable, "ZooKeeper on port " + std::to_string(clientPort_) + " exited (" + how +
-                                                    "); log tail:\n" + logTail());
-    }
-    auto m = mode();
-    if (m) return Status::ok();
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return makeError(ErrorCode::kDeadlineExceeded, "ZooKeeper on port " + std::to_string(clientPort_) +
-                                                         " not serving at the deadline (" + m.message() +
-                                                         "); log tail:\n" + logTail());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Done when it serves, or when the JVM has died (no point waiting for that).
+  Result<std::string> m = makeError(ErrorCode::kUnavailable, "not asked yet");
+  bool settled = eventually(
+      [&] {
+        if (!running()) return true;
+        m = mode();
+        return m.isOk();
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+      std::chrono::milliseconds(20));
+  if (!running()) {
+    std::string how = process_ && process_->exitStatus() ? process_->exitStatus()->toString() : "not started";
+    return makeError(ErrorCode::kUnavailable, "ZooKeeper on port " + std::to_string(clientPort_) + " exited (" + how +
+                                                  "); log tail:\n" + logTail());
   }
+  if (settled && m) return Status::ok();
+  return makeError(ErrorCode::kDeadlineExceeded, "ZooKeeper on port " + std::to_string(clientPort_) +
+                                                     " not serving at the deadline (" + m.message() +
+                                                     "); log tail:\n" + logTail());
 }
 
 std::string ZkServer::logTail(size_t maxBytes) const {
@@ -309,12 +315,9 @@ Status ZkEnsemble::waitForQuorum(std::chrono::steady_clock::time_point deadline)
     if (!server->running()) continue;
     TELLUS_RETURN_IF_ERROR(server->waitServing(deadline));
   }
-  while (true) {
-    auto leader = leaderIndex();
-    if (leader) return Status::ok();
-    if (std::chrono::steady_clock::now() >= deadline) return leader.status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (eventually([&] { return leaderIndex().isOk(); }, left, std::chrono::milliseconds(20))) return Status::ok();
+  return leaderIndex().status();
 }
 
 }  // namespace tellus::harness
