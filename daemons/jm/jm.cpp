@@ -129,6 +129,7 @@ awaitable<Status> JobManager::refresh() {
   auto parsed = daemon::parseProto<pb::JobStatus>(st->data, statusPath(config_.job_id));
   if (!parsed) co_return parsed.status();
   status_ = *parsed;
+  statusVersion_ = st->stat.version;
   // Running markers first, outputs second: a worker records a task's output before it drops
   // the marker, so a task cannot fall between the two readings and look neither running nor
   // done.
@@ -232,10 +233,14 @@ awaitable<bool> JobManager::takeOverEpoch() {
   auto node = co_await zk_->get(epochPath(config_.job_id));
   if (!node) co_return false;
   uint64_t previous = std::strtoull(node->data.c_str(), nullptr, 10);
-  auto set = co_await zk_->set(epochPath(config_.job_id), std::to_string(previous + 1), node->stat.version);
-  if (!set) co_return false;
+  // Only while the job's status is the one this JM last read: a primary that finished the job
+  // and exited since leaves the election to us, but there is nothing left to take over.
+  std::vector<coord::ZkOp> ops{coord::ZkOp::check(statusPath(config_.job_id), statusVersion_),
+                               coord::ZkOp::set(epochPath(config_.job_id), std::to_string(previous + 1), node->stat.version)};
+  auto done = co_await zk_->multi(std::move(ops));
+  if (!done || done->size() != 2 || !(*done)[1].stat) co_return false;
   epoch_ = previous + 1;
-  epochVersion_ = set->version;
+  epochVersion_ = (*done)[1].stat->version;
   co_return true;
 }
 

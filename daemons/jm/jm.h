@@ -76,6 +76,7 @@ class JobManager {
 
   jobstate::JobView view_;
   pb::JobStatus status_;
+  int32_t statusVersion_ = -1;  // version of the status node status_ was read from
   bool loaded_ = false;
   bool registered_ = false;
   bool everRegistered_ = false;
