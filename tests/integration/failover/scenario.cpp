@@ -109,6 +109,7 @@ std::string JobSnapshot::describe() const {
 
 Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId) {
   JobSnapshot snap;
+  snap.jobId = jobId;
   snap.takenAt = Clock::now();
   auto status = zk.getProto<pb::JobStatus>(statusPath(jobId));
   if (!status) return status.error();
@@ -178,33 +179,40 @@ Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId)
     }
     ++snap.executions[{s, t}];
   }
+  auto epochAtEnd = zk.get(epochPath(jobId));
+  if (!epochAtEnd) return epochAtEnd.error();
+  snap.epochAtEnd = std::strtoull(epochAtEnd->data.c_str(), nullptr, 10);
+  snap.epochAtEndMzxid = epochAtEnd->stat.mzxid;
   return snap;
 }
 
-void InvariantWatch::check(bool ok, const std::string& what) {
-  if (!ok && std::find(violations_.begin(), violations_.end(), what) == violations_.end()) violations_.push_back(what);
+void InvariantWatch::check(bool ok, const std::string& jobId, const std::string& what) {
+  std::string line = jobId + ": " + what;
+  if (!ok && std::find(violations_.begin(), violations_.end(), line) == violations_.end()) violations_.push_back(line);
 }
 
 void InvariantWatch::observe(const JobSnapshot& snap) {
-  epochStart_.try_emplace(snap.epoch, snap.epochMzxid);
+  auto& epochStart = epochStart_[snap.jobId];
+  epochStart.try_emplace(snap.epoch, snap.epochMzxid);
+  epochStart.try_emplace(snap.epochAtEnd, snap.epochAtEndMzxid);
   // Two JMs claiming the current epoch as primary would be two primaries acting at once.
   size_t claiming = 0;
   for (const auto& info : snap.primaries()) claiming += info.epoch() == snap.epoch ? 1 : 0;
-  check(claiming <= 1, std::to_string(claiming) + " JMs registered as primary of epoch " + std::to_string(snap.epoch) +
+  check(claiming <= 1, snap.jobId, std::to_string(claiming) + " JMs registered as primary of epoch " + std::to_string(snap.epoch) +
                            ": " + snap.describe());
   for (const auto& info : snap.primaries()) {
-    check(info.epoch() <= snap.epoch, "JM at " + info.site() + " claims epoch " + std::to_string(info.epoch()) +
-                                          " beyond the current " + std::to_string(snap.epoch));
+    check(info.epoch() <= snap.epochAtEnd, snap.jobId, "JM at " + info.site() + " claims epoch " + std::to_string(info.epoch()) +
+                                          " beyond the current " + std::to_string(snap.epochAtEnd));
   }
   // Fencing: a stage released (taskmap created) after epoch E became current must carry an
   // epoch >= E; a stale primary's release would carry an older one.
   for (const auto& [s, map] : snap.taskmaps) {
     int64_t created = snap.taskmapCzxid.at(s);
-    check(map.epoch() >= 1 && map.epoch() <= snap.epoch,
+    check(map.epoch() >= 1 && map.epoch() <= snap.epochAtEnd, snap.jobId,
           "stage " + std::to_string(s) + " released under epoch " + std::to_string(map.epoch()) +
-              " while the epoch is " + std::to_string(snap.epoch));
-    for (const auto& [e, start] : epochStart_) {
-      check(!(e > map.epoch() && start < created),
+              " while the epoch is " + std::to_string(snap.epochAtEnd));
+    for (const auto& [e, start] : epochStart) {
+      check(!(e > map.epoch() && start < created), snap.jobId,
             "stage " + std::to_string(s) + " released under stale epoch " + std::to_string(map.epoch()) +
                 " after epoch " + std::to_string(e) + " had begun (zxid " + std::to_string(start) + " < " +
                 std::to_string(created) + ")");

@@ -45,10 +45,15 @@ using harness::parseWordCounts;
 // ---- job state -----------------------------------------------------------------------------
 
 struct JobSnapshot {
+  std::string jobId;
   Clock::time_point takenAt;
   pb::JobStatus status;
   uint64_t epoch = 0;          // value of /jobs/<id>/epoch
   int64_t epochMzxid = 0;      // zxid of its last change
+  // The epoch again once everything else was read: a takeover may fall within the reading,
+  // so what was read is bounded by this one, not by `epoch`.
+  uint64_t epochAtEnd = 0;
+  int64_t epochAtEndMzxid = 0;
   std::map<std::string, pb::JmInfo> jms;         // registered JMs by site
   std::vector<std::string> election;             // sites of the election nodes, lowest first
   std::map<uint32_t, pb::TaskMap> taskmaps;      // released stages
@@ -74,18 +79,17 @@ struct JobSnapshot {
 // Reads the job's state (not atomically: each node as it is when read).
 Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId);
 
-// Invariants checked on every snapshot a scenario takes. A violation is recorded, never
-// thrown, so the test can report all of them.
+// Invariants checked on every snapshot a scenario takes, job by job (epochs are per job). A
+// violation is recorded, never thrown, so the test can report all of them.
 class InvariantWatch {
  public:
   void observe(const JobSnapshot& snapshot);
   const std::vector<std::string>& violations() const { return violations_; }
-  // Epochs seen with the zxid at which each became current.
-  const std::map<uint64_t, int64_t>& epochs() const { return epochStart_; }
 
  private:
-  void check(bool ok, const std::string& what);
-  std::map<uint64_t, int64_t> epochStart_;  // epoch -> epoch node mzxid when first seen
+  void check(bool ok, const std::string& jobId, const std::string& what);
+  // job -> epoch -> epoch node mzxid when first seen
+  std::map<std::string, std::map<uint64_t, int64_t>> epochStart_;
   std::vector<std::string> violations_;
 };
 
