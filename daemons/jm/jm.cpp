@@ -21,6 +21,8 @@ using namespace tellus::jobstate;
 namespace {
 
 constexpr milliseconds kTick{100};
+// A safety net under the running-markers watch (see start()).
+constexpr milliseconds kMarkerRereadInterval{1000};
 constexpr milliseconds kMasterCallTimeout{2000};
 constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
 // A JM that has never appeared gets this long to start before the primary asks again.
@@ -82,6 +84,13 @@ Status JobManager::start() {
       sessionLost_ = true;
     }
   }));
+  // Running markers are re-read only when the set changes (a marker is written once per attempt
+  // and removed at its end, so every change moves the directory's pzxid and fires this watch);
+  // re-reading them every tick cost one ZooKeeper read per task running anywhere in the job.
+  auto markersWatch = zk_->watchChildren(runningPath(config_.job_id),
+                                         [this](const std::vector<std::string>&) { markersChanged_ = true; });
+  if (!markersWatch) return markersWatch.status().prepend("watching running markers");
+  subscriptions_.push_back(std::move(markersWatch).value());
   spdlog::info("JM of job {} at site {} ({}) serving on {}", config_.job_id, config_.site,
                config_.primary ? "started as primary" : "started as secondary", address_);
   runtime_.spawn(mainLoop(), "job manager loop");
@@ -133,18 +142,34 @@ awaitable<Status> JobManager::refresh() {
   // Running markers first, outputs second: a worker records a task's output before it drops
   // the marker, so a task cannot fall between the two readings and look neither running nor
   // done.
-  auto markerNames = co_await zk_->children(runningPath(config_.job_id));
-  std::map<TaskId, pb::RunningTask> markers;
-  if (markerNames) {
-    for (const auto& name : *markerNames) {
-      auto dash = name.find('-');
-      if (dash == std::string::npos) continue;
-      TaskId id{static_cast<uint32_t>(std::stoul(name.substr(0, dash))), static_cast<uint32_t>(std::stoul(name.substr(dash + 1)))};
-      if (running_.count(id)) continue;
-      auto node = co_await zk_->get(runningTaskPath(config_.job_id, id.first, id.second));
-      if (!node) continue;
-      auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
-      if (marker) markers[id] = *marker;
+  // Only names new since the last listing are read. A marker removed and written again under
+  // the same name (a retry) between two listings would keep its old content, so every
+  // kMarkerRereadInterval all are read again; that also bounds how long a change can go unseen
+  // while the watch is being re-armed after a reconnect.
+  const auto now = Clock::now();
+  const bool full = now - markersReadAt_ >= kMarkerRereadInterval;
+  if (markersChanged_ || full) {
+    markersChanged_ = false;  // before reading: a change during the reads marks them stale again
+    auto markerNames = co_await zk_->children(runningPath(config_.job_id));
+    if (markerNames) {
+      std::map<TaskId, pb::RunningTask> markers;
+      for (const auto& name : *markerNames) {
+        auto dash = name.find('-');
+        if (dash == std::string::npos) continue;
+        TaskId id{static_cast<uint32_t>(std::stoul(name.substr(0, dash))), static_cast<uint32_t>(std::stoul(name.substr(dash + 1)))};
+        if (auto known = markers_.find(id); !full && known != markers_.end()) {
+          markers.insert(*known);
+          continue;
+        }
+        auto node = co_await zk_->get(runningTaskPath(config_.job_id, id.first, id.second));
+        if (!node) continue;
+        auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
+        if (marker) markers[id] = *marker;
+      }
+      markers_ = std::move(markers);
+      if (full) markersReadAt_ = now;
+    } else {
+      markersChanged_ = true;
     }
   }
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
@@ -181,9 +206,10 @@ awaitable<Status> JobManager::refresh() {
   // A marker that outlives its task's recorded output (its worker lost the connection while
   // removing it) no longer means the task or its container is busy.
   runningElsewhere_.clear();
-  for (auto& [id, marker] : markers) {
+  for (const auto& [id, marker] : markers_) {
+    if (running_.count(id)) continue;
     if (id.first < view_.stages.size() && view_.stages[id.first].parts.count(id.second)) continue;
-    runningElsewhere_[id] = std::move(marker);
+    runningElsewhere_[id] = marker;
   }
   if (registered_) {
     auto mine = co_await zk_->exists(jmPath(config_.job_id, config_.site));

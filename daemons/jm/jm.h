@@ -90,6 +90,9 @@ class JobManager {
 
   std::map<std::string, Slot> slots_;  // granted containers by "worker/slot"
   std::set<TaskId> running_;
+  std::map<TaskId, pb::RunningTask> markers_;           // every running marker of the job, as last read
+  bool markersChanged_ = true;                           // set by the watch on the running directory
+  Clock::time_point markersReadAt_{};                   // last time every marker was read
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks not launched by us
   std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts seen by the last listing, by stage
   std::map<TaskId, Clock::time_point> notBefore_;       // retry backoff after a lost input
