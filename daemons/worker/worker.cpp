@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <utility>
 
 #include "data/checksum.h"
 #include "daemon/zookeeper.h"
@@ -252,10 +253,14 @@ awaitable<void> Worker::masterLoop() {
         rate->set_from_site(from);
         rate->set_mbps(mbps);
       }
-      for (auto& j : deadJms_) hb.add_dead_jms(j);
+      // Taken out of deadJms_ for the call: the reap loop may add a death while it is in
+      // flight, and clearing the list afterwards would drop that report.
+      std::vector<std::string> reported = std::exchange(deadJms_, {});
+      for (const auto& j : reported) hb.add_dead_jms(j);
       auto r = co_await client->call<pb::HeartbeatResponse>("master.Heartbeat", hb, kMasterCallTimeout);
+      // A master that asks us to register again has not processed the reports: send them again.
+      if (!r || r->reregister()) deadJms_.insert(deadJms_.begin(), reported.begin(), reported.end());
       if (r) {
-        deadJms_.clear();
         if (r->reregister()) registered = false;
       } else {
         spdlog::warn("heartbeat to master {} failed: {}", config_.master, r.message());
