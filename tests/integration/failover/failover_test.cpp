@@ -277,14 +277,14 @@ TEST_CASE("an sJM process killed alone is replaced at once and every task runs e
         return masterText.find("started a replacement JM for " + *jobId) != std::string::npos;
       },
       kRecoveryDeadline, 50ms);
-  INFO("master log of " << victimSite << ":\n" << (logged ? std::string() : masterText));
+  INFO("master log of " << victimSite << ":\n" << (logged ? std::string() : masterText + sc->diagnostics(*jobId)));
   CHECK(logged);
   CHECK(masterText.find("reports the JM of job " + *jobId + " died") != std::string::npos);
   CHECK(replaced->jms.at(victimSite).role() == pb::JM_SECONDARY);
   CHECK(cluster.workerRunning(old->worker_id()));
 
   auto settled = sc->waitFor(*jobId, [](const JobSnapshot& s) { return s.settled(); }, kRecoveryDeadline);
-  INFO(whyNot(settled));
+  INFO("settling: " << failureReport(settled, *sc, *jobId));
   REQUIRE(settled.isOk());
   CHECK(settled->currentPrimary()->site() == pjmSite);
   // No VM was lost: every task runs exactly once, including those running when the JM died.
