@@ -258,8 +258,9 @@ awaitable<void> Worker::masterLoop() {
       std::vector<std::string> reported = std::exchange(deadJms_, {});
       for (const auto& j : reported) hb.add_dead_jms(j);
       auto r = co_await client->call<pb::HeartbeatResponse>("master.Heartbeat", hb, kMasterCallTimeout);
-      // A master that asks us to register again has not processed the reports: send them again.
-      if (!r || r->reregister()) deadJms_.insert(deadJms_.begin(), reported.begin(), reported.end());
+      // Sent again only if the call failed: a master that asks us to register again has declared
+      // us dead and already replaced every JM it had placed here.
+      if (!r) deadJms_.insert(deadJms_.begin(), reported.begin(), reported.end());
       if (r) {
         if (r->reregister()) registered = false;
       } else {
