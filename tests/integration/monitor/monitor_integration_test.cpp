@@ -116,7 +116,7 @@ TEST_CASE("a busy child shows more than half a core; the figure matches its CPU 
 }
 
 TEST_CASE("a sleeping child shows almost no CPU", "[integration][monitor]") {
-  Subprocess sleeper = spawnShell("exec sleep 60");
+  Subprocess sleeper = spawnShell("exec sleep infinity");  // until the test kills it
   ContainerMonitor monitor(constants());
   REQUIRE(monitor.track("sleeper", sleeper.pid()).isOk());
   auto start = Clock::now();
@@ -133,8 +133,9 @@ TEST_CASE("a sleeping child shows almost no CPU", "[integration][monitor]") {
 TEST_CASE("a child's 50 MB allocation shows in its RSS", "[integration][monitor]") {
   constexpr std::uint64_t kAllocated = 50ull * 1024 * 1024;
   // b'x' * n writes every byte, so the pages are resident (a zero-filled bytearray may not be).
+  // It then holds them until the test kills it (signal.pause), however long sampling takes.
   Subprocess hungry = spawnShell("exec /usr/bin/env python3 -c \"a = b'x' * (50 * 1024 * 1024); "
-                                 "import time; time.sleep(60)\"");
+                                 "import signal; signal.pause()\"");
   ContainerMonitor monitor(constants());
   REQUIRE(monitor.track("hungry", hungry.pid()).isOk());
   ContainerUsage usage;
