@@ -21,7 +21,10 @@
 // children, and `put` datasets must outlive a master restart.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace tellus::jobstate {
 
@@ -56,5 +59,8 @@ inline std::string runningTaskName(uint32_t s, uint32_t t) { return std::to_stri
 inline std::string runningTaskPath(const std::string& id, uint32_t s, uint32_t t) {
   return runningPath(id) + "/" + runningTaskName(s, t);
 }
+// (stage, task) from a running marker's name "<s>-<t>", or from an attempt's "<s>-<t>-<n>";
+// nullopt for anything else (a node someone else put there must not crash a daemon).
+std::optional<std::pair<uint32_t, uint32_t>> parseTaskName(std::string_view name);
 
 }  // namespace tellus::jobstate

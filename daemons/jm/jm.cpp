@@ -154,9 +154,9 @@ awaitable<Status> JobManager::refresh() {
     if (markerNames) {
       std::map<TaskId, pb::RunningTask> markers;
       for (const auto& name : *markerNames) {
-        auto dash = name.find('-');
-        if (dash == std::string::npos) continue;
-        TaskId id{static_cast<uint32_t>(std::stoul(name.substr(0, dash))), static_cast<uint32_t>(std::stoul(name.substr(dash + 1)))};
+        auto parsed = parseTaskName(name);
+        if (!parsed) continue;
+        const TaskId id = *parsed;
         if (auto known = markers_.find(id); !full && known != markers_.end()) {
           markers.insert(*known);
           continue;

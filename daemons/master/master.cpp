@@ -643,8 +643,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> executions;
   if (attempts) {
     for (const auto& name : *attempts) {
-      unsigned s = 0, t = 0;
-      if (std::sscanf(name.c_str(), "%u-%u-", &s, &t) == 2) ++executions[{s, t}];
+      if (auto id = parseTaskName(name)) ++executions[*id];
     }
   }
   for (uint32_t s = 0; s < static_cast<uint32_t>(resp.stages_size()); ++s) {

@@ -165,19 +165,17 @@ Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId)
   auto markers = zk.children(runningPath(jobId));
   if (!markers) return markers.error();
   for (const auto& name : *markers) {
-    unsigned s = 0, t = 0;
-    if (std::sscanf(name.c_str(), "%u-%u", &s, &t) != 2) return makeError(ErrorCode::kInternal, "bad marker " + name);
+    auto id = parseTaskName(name);
+    if (!id) return makeError(ErrorCode::kInternal, "bad marker " + name);
     auto marker = zk.getProto<pb::RunningTask>(runningPath(jobId) + "/" + name);
-    if (marker) snap.running[{s, t}] = *marker;
+    if (marker) snap.running[*id] = *marker;
   }
   auto attempts = zk.children(attemptsPath(jobId));
   if (!attempts) return attempts.error();
   for (const auto& name : *attempts) {
-    unsigned s = 0, t = 0;
-    if (std::sscanf(name.c_str(), "%u-%u-", &s, &t) != 2) {
-      return makeError(ErrorCode::kInternal, "bad attempt node " + name);
-    }
-    ++snap.executions[{s, t}];
+    auto id = parseTaskName(name);
+    if (!id) return makeError(ErrorCode::kInternal, "bad attempt node " + name);
+    ++snap.executions[*id];
   }
   auto epochAtEnd = zk.get(epochPath(jobId));
   if (!epochAtEnd) return epochAtEnd.error();
