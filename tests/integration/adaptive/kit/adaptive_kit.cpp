@@ -29,17 +29,6 @@ Status writeAll(const std::filesystem::path& p, const std::string& content) {
   return {};
 }
 
-// Parses a non-negative decimal integer that must fill `text`.
-bool parseUint(std::string_view text, uint64_t& out) {
-  if (text.empty() || text.size() > 19) return false;
-  out = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    out = out * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return true;
-}
-
 // The JM log of `jobId` on every worker: (site, path).
 std::vector<std::pair<std::string, std::filesystem::path>> jmLogFiles(const harness::MiniCluster& cluster,
                                                                        const std::string& jobId) {
@@ -65,19 +54,12 @@ Result<std::vector<Execution>> readExecutions(ZkView& zk, const std::string& job
   if (!names) return names.error().prepend("listing " + dir);
   std::vector<Execution> out;
   for (const auto& name : *names) {
-    // <stage>-<task>-<sequence>
-    auto first = name.find('-');
-    auto second = first == std::string::npos ? std::string::npos : name.find('-', first + 1);
-    uint64_t stage = 0, task = 0, seq = 0;
-    if (second == std::string::npos || !parseUint(std::string_view(name).substr(0, first), stage) ||
-        !parseUint(std::string_view(name).substr(first + 1, second - first - 1), task) ||
-        !parseUint(std::string_view(name).substr(second + 1), seq)) {
-      return makeError(ErrorCode::kInternal, dir + "/" + name + ": expected <stage>-<task>-<sequence>");
-    }
+    auto id = jobstate::parseTaskName(name);
+    if (!id) return makeError(ErrorCode::kInternal, dir + "/" + name + ": expected <stage>-<task>-<sequence>");
     auto node = zk.get(dir + "/" + name);
     if (!node) return node.error().prepend("reading " + dir + "/" + name);
     if (node->data.empty()) return makeError(ErrorCode::kInternal, dir + "/" + name + " names no worker");
-    out.push_back(Execution{static_cast<uint32_t>(stage), static_cast<uint32_t>(task), node->data});
+    out.push_back(Execution{id->first, id->second, node->data});
   }
   return out;
 }
