@@ -1,5 +1,7 @@
 #include "coord/fault_injection.h"
 
+#include <fmt/format.h>
+
 namespace tellus::coord {
 
 using boost::asio::awaitable;
@@ -105,7 +107,7 @@ awaitable<Result<std::optional<NodeStat>>> FaultInjectingCoordinator::exists(std
 }
 
 awaitable<Result<std::vector<ZkOpResult>>> FaultInjectingCoordinator::multi(std::vector<ZkOp> ops) {
-  std::string what = "(" + std::to_string(ops.size()) + " ops)";
+  std::string what = fmt::format("({} ops)", ops.size());
   if (auto e = maybeFail(Fault::kBefore, "multi", what)) co_return *e;
   auto result = co_await inner_->multi(std::move(ops));
   if (auto e = maybeFail(Fault::kAfter, "multi", what)) co_return *e;

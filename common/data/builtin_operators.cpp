@@ -13,6 +13,8 @@
 #include <regex>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "data/operator_factories.h"
 #include "data/record.h"
 
@@ -264,7 +266,7 @@ void writeSyntheticBytes(std::ostream& out, std::uint64_t bytes, std::uint64_t& 
   std::string line;
   while (bytes > 0 && out.good()) {
     const std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, kSyntheticLineBytes));
-    line = "s" + std::to_string(lineCounter++) + "\t";
+    line = fmt::format("s{}\t", lineCounter++);
     if (line.size() + 1 > length) line.clear();  // too short for a key: padding only
     line.append(length - 1 - line.size(), 'x');
     line.push_back('\n');

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "data/partition_store.h"
 
 namespace tellus::data {
@@ -73,7 +75,7 @@ Status copyRange(int in, const fs::path& inPath, std::uint64_t begin, std::uint6
     const ssize_t got = ::pread(in, buffer.data(), want, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return ioError("reading", inPath, errno);
-    if (got == 0) return makeError(ErrorCode::kInternal, "'" + inPath.string() + "' shrank while being split");
+    if (got == 0) return makeError(ErrorCode::kInternal, fmt::format("'{}' shrank while being split", inPath.string()));
     std::size_t done = 0;
     while (done < static_cast<std::size_t>(got)) {
       const ssize_t written = ::write(out.get(), buffer.data() + done, static_cast<std::size_t>(got) - done);
@@ -112,7 +114,7 @@ Result<std::vector<std::uint64_t>> lineAlignedSplitPointsOfFile(const fs::path& 
   TELLUS_RETURN_IF_ERROR(checkPartitionCount(partitions));
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
-    return makeError(ErrorCode::kInvalidArgument, "'" + file.string() + "' is not a regular file");
+    return makeError(ErrorCode::kInvalidArgument, fmt::format("'{}' is not a regular file", file.string()));
   }
   const std::uint64_t size = fs::file_size(file, ec);
   if (ec) return ioError("reading size of", file, ec);

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <streambuf>
 
+#include <fmt/format.h>
+
 #include "data/checksum.h"
 
 namespace tellus::data {
@@ -332,8 +334,7 @@ Result<PartitionStore> PartitionStore::open(const fs::path& root, PartitionStore
 }
 
 fs::path PartitionStore::partitionDir(const PartitionKey& key) const {
-  return root_ / key.jobId /
-         ("s" + std::to_string(key.stage) + "-t" + std::to_string(key.task) + "-b" + std::to_string(key.bucket));
+  return root_ / key.jobId / fmt::format("s{}-t{}-b{}", key.stage, key.task, key.bucket);
 }
 
 Result<std::unique_ptr<PartitionWriter>> PartitionStore::create(const PartitionKey& key) const {

@@ -20,7 +20,10 @@ std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 std::string placementChoices() {
   std::string out;
-  for (const char* p : kPlacements) out += (out.empty() ? "" : "|") + std::string(p);
+  for (const char* p : kPlacements) {
+    if (!out.empty()) out += '|';
+    out += p;
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "harness/wordcount.h"
 
+#include <fmt/format.h>
+
 #include <sstream>
 
 namespace tellus::harness {
@@ -78,7 +80,7 @@ std::string describeDifferences(const WordCounts& expected, const WordCounts& ac
   for (const auto& [word, n] : actual) {
     if (!expected.count(word)) note(word, 0, n);
   }
-  if (found > limit) out += "(" + std::to_string(found - limit) + " more)";
+  if (found > limit) out += fmt::format("({} more)", found - limit);
   return out;
 }
 

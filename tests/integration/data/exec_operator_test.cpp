@@ -1,11 +1,13 @@
 // exec starts real processes, and synthetic burns real CPU: both live here, not in unit tests.
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <time.h>
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -50,7 +52,7 @@ std::string bigInput(std::size_t lines) {
   std::string text;
   text.reserve(lines * 64);
   for (std::size_t i = 0; i < lines; ++i) {
-    text += "k" + std::to_string(i % 1000) + "\tline " + std::to_string(i) + " of a large input for exec\n";
+    fmt::format_to(std::back_inserter(text), "k{}\tline {} of a large input for exec\n", i % 1000, i);
   }
   return text;
 }

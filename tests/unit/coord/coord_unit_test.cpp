@@ -3,6 +3,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "coord/election.h"
 #include "coord/errors.h"
@@ -29,7 +30,7 @@ TEST_CASE("valid and invalid ZooKeeper paths", "[unit][coord]") {
     REQUIRE_FALSE(st.isOk());
     CHECK(st.code() == ErrorCode::kInvalidArgument);
     CHECK_THAT(st.message(), Catch::Contains(why));
-    CHECK_THAT(st.message(), Catch::Contains("'" + std::string(path) + "'"));
+    CHECK_THAT(st.message(), Catch::Contains(fmt::format("'{}'", path)));
   }
   CHECK_FALSE(validatePath(std::string("/a\0b", 4)).isOk());
 }

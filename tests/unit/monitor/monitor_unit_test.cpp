@@ -1,6 +1,7 @@
 // common/monitor without I/O: the /proc parsers on literal file contents, the CPU math, and
 // process-tree accounting over synthetic process tables.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,7 +38,7 @@ PidStat process(pid_t pid, pid_t ppid, std::uint64_t ownTicks, std::uint64_t rea
   stat.pid = pid;
   stat.ppid = ppid;
   stat.pgrp = pid;  // every process in its own group: the tree must follow ppid, not pgrp
-  stat.comm = "p" + std::to_string(pid);
+  stat.comm = fmt::format("p{}", pid);
   stat.state = 'S';
   stat.utimeTicks = ownTicks;
   stat.cutimeTicks = reapedTicks;
@@ -379,7 +380,7 @@ TEST_CASE("processTree collects a root and all its descendants, root first", "[u
     tellus::monitor::PidStat s;
     s.pid = pid;
     s.ppid = ppid;
-    s.comm = "p" + std::to_string(pid);
+    s.comm = fmt::format("p{}", pid);
     return s;
   };
   auto table = tellus::monitor::ProcessTable::fromStats({stat(1, 0), stat(10, 1), stat(11, 10), stat(12, 11),

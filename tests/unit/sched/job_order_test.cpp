@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <numeric>
@@ -82,7 +83,7 @@ TEST_CASE("property: Reordering never makes the average finish instant worse (Th
     OrderingInput input;
     const std::size_t sites = 1 + rng() % 5, jobs = 1 + rng() % 7;
     for (std::size_t j = 0; j < jobs; ++j) {
-      QueuedJob job{"j" + std::to_string(j), static_cast<double>(j), std::vector<double>(sites)};
+      QueuedJob job{fmt::format("j{}", j), static_cast<double>(j), std::vector<double>(sites)};
       for (double& v : job.remainingTasks) v = rng() % 3 == 0 ? 0 : static_cast<double>(rng() % 10);
       input.jobs.push_back(job);
     }

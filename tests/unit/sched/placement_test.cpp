@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -160,7 +161,7 @@ namespace {
 std::vector<SiteResources> randomSites(std::mt19937& rng, std::size_t n) {
   std::vector<SiteResources> sites(n);
   for (std::size_t x = 0; x < n; ++x) {
-    sites[x] = SiteResources{"s" + std::to_string(x), static_cast<int>(1 + rng() % 20),
+    sites[x] = SiteResources{fmt::format("s{}", x), static_cast<int>(1 + rng() % 20),
                              0.5 + (rng() % 100) / 20.0, 0.5 + (rng() % 100) / 20.0};
   }
   return sites;

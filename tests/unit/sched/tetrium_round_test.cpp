@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <numeric>
 #include <random>
@@ -73,7 +74,7 @@ TEST_CASE("the round never hands out more slots than are free and stops when the
     for (int j = 0; j < 6; ++j) {
       std::vector<int> perSite;
       for (int x = 0; x < 4; ++x) perSite.push_back(static_cast<int>(rng() % 10));
-      jobs.push_back(mapJob("j" + std::to_string(j), perSite, 1 + static_cast<int>(rng() % 3)));
+      jobs.push_back(mapJob(fmt::format("j{}", j), perSite, 1 + static_cast<int>(rng() % 3)));
     }
     for (double epsilon : {1.0, 0.5, 0.0}) {
       auto round = tetriumSchedulingRound(sites, jobs, TetriumRoundOptions{{}, epsilon});

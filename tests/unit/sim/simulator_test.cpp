@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <map>
 #include <sstream>
 
@@ -11,7 +12,7 @@ namespace {
 
 SiteSpec site(int slots, double bytesPerSecond) {
   static int next = 0;
-  return SiteSpec{"s" + std::to_string(next++), slots, bytesPerSecond, bytesPerSecond};
+  return SiteSpec{fmt::format("s{}", next++), slots, bytesPerSecond, bytesPerSecond};
 }
 
 StageSpec root(std::vector<int32_t> blocks, std::vector<float> seconds, double inputBytes, double outputBytes) {
@@ -34,7 +35,7 @@ StageSpec after(std::vector<int32_t> parents, std::vector<float> seconds, double
 JobSpec job(int64_t id, double arrival, std::vector<StageSpec> stages) {
   JobSpec spec;
   spec.id = id;
-  spec.name = "j" + std::to_string(id);
+  spec.name = fmt::format("j{}", id);
   spec.arrivalSeconds = arrival;
   spec.stages = std::move(stages);
   return spec;
@@ -180,7 +181,7 @@ TEST_CASE("same seed, same output, byte for byte", "[unit][sim]") {
     options.sizes = JobSizeModel::kFacebook;
     SyntheticWorkload workload(options, Rng(seed));
     SimConfig config;
-    for (int i = 0; i < 6; ++i) config.sites.push_back(SiteSpec{"s" + std::to_string(i), 10, 1e8, 1e8});
+    for (int i = 0; i < 6; ++i) config.sites.push_back(SiteSpec{fmt::format("s{}", i), 10, 1e8, 1e8});
     config.policy = parsePolicy(policy).value();
     std::ostringstream csv;
     CsvJobWriter writer(csv, policy);
@@ -206,7 +207,7 @@ TEST_CASE("a DAG workload under Tetrium's rounds is deterministic too", "[unit][
     options.maxInputBytes = 4e9;
     DagWorkload workload(options, Rng(seed));
     SimConfig config;
-    for (int i = 0; i < 4; ++i) config.sites.push_back(SiteSpec{"s" + std::to_string(i), 10 * (i + 1), 1e8, 1e8});
+    for (int i = 0; i < 4; ++i) config.sites.push_back(SiteSpec{fmt::format("s{}", i), 10 * (i + 1), 1e8, 1e8});
     config.policy = parsePolicy("tetrium+eps=0.5").value();
     std::ostringstream csv;
     CsvJobWriter writer(csv, "t");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,7 @@ std::vector<SiteResources> randomSites(std::mt19937& rng, std::size_t n) {
   std::uniform_int_distribution<int> slots(10, 200);
   std::uniform_real_distribution<double> bandwidth(0.1, 2.0);
   std::vector<SiteResources> sites;
-  for (std::size_t x = 0; x < n; ++x) sites.push_back({"s" + std::to_string(x), slots(rng), bandwidth(rng), bandwidth(rng)});
+  for (std::size_t x = 0; x < n; ++x) sites.push_back({fmt::format("s{}", x), slots(rng), bandwidth(rng), bandwidth(rng)});
   return sites;
 }
 
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
     std::vector<TetriumJob> jobs;
     for (std::size_t j = 0; j < jobsCount; ++j) {
       TetriumJob job;
-      job.id = "j" + std::to_string(j);
+      job.id = fmt::format("j{}", j);
       job.remainingStages = 1 + static_cast<int>(rng() % 3);
       const std::size_t touched = 1 + rng() % 10;
       if (rng() % 2 == 0) {
@@ -195,7 +196,7 @@ int main(int argc, char** argv) {
     const std::size_t n = 50;
     for (std::size_t s = 0; s < n; ++s) input.slots.push_back(10 + rng() % 300);
     for (std::size_t j = 0; j < 1000; ++j) {
-      QueuedJob job{"j" + std::to_string(j), static_cast<double>(j), std::vector<double>(n, 0.0)};
+      QueuedJob job{fmt::format("j{}", j), static_cast<double>(j), std::vector<double>(n, 0.0)};
       const std::size_t touched = 1 + rng() % 10;
       for (std::size_t k = 0; k < touched; ++k) job.remainingTasks[rng() % n] += 1 + rng() % 200;
       input.jobs.push_back(std::move(job));
