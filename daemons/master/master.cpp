@@ -771,6 +771,9 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     for (size_t i = 0; i < std::min<size_t>(2, live.size()); ++i) targets.push_back(live[(first + i) % live.size()]);
     chosen = putWorkers_.emplace(key, std::move(targets)).first;
   }
+  // A copy: the entry is erased below (and may be by another call for this partition while
+  // this one waits for a worker), and the ids are still needed after that.
+  const std::vector<std::string> targets = chosen->second;
   pb::WriteDatasetRequest write;
   write.set_dataset(req.dataset());
   write.set_upload_id(req.upload_id());
@@ -779,22 +782,23 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   write.set_data(req.data());
   write.set_last_chunk(req.last_chunk());
   std::vector<pb::WriteDatasetResponse> written;
-  for (const auto& workerId : chosen->second) {
+  for (const auto& workerId : targets) {
     const auto& w = workers_[workerId];
     auto ep = net::Endpoint::parse(w.address);
     if (!ep) co_return ep.error();
     auto client = clients_.get(*ep);
     auto r = co_await client->call<pb::WriteDatasetResponse>("worker.WriteDataset", write, ctx.remaining());
     if (!r) {
+      auto error = r.error().prepend("storing on worker " + workerId);
       putWorkers_.erase(key);
-      co_return r.error().prepend("storing on worker " + workerId);
+      co_return error;
     }
     written.push_back(*r);
   }
   pb::PutResponse resp;
-  resp.set_worker_id(chosen->second.front());
+  resp.set_worker_id(targets.front());
   resp.set_file(written.front().file());
-  for (size_t i = 1; i < chosen->second.size(); ++i) resp.add_replica_worker_ids(chosen->second[i]);
+  for (size_t i = 1; i < targets.size(); ++i) resp.add_replica_worker_ids(targets[i]);
   if (req.last_chunk()) {
     auto& ds = datasets_[req.dataset()];
     ds.set_name(req.dataset());
@@ -802,11 +806,11 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     auto* p = ds.add_partitions();
     p->set_index(static_cast<uint32_t>(ds.partitions_size() - 1));
     p->set_file(written.front().file());
-    p->set_worker_id(chosen->second.front());
+    p->set_worker_id(targets.front());
     p->set_bytes(written.front().bytes());
-    for (size_t i = 1; i < chosen->second.size(); ++i) {
+    for (size_t i = 1; i < targets.size(); ++i) {
       auto* r = p->add_replicas();
-      r->set_worker_id(chosen->second[i]);
+      r->set_worker_id(targets[i]);
       r->set_file(written[i].file());
     }
     putWorkers_.erase(key);

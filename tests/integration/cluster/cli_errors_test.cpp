@@ -210,6 +210,23 @@ TEST_CASE("tellus rejects bad requests to a live cluster with a clear error and 
     }
   }
 
+  SECTION("put of a dataset name with '../': one line naming the dataset, and the master stays up") {
+    // The site's workers refuse the name. The master's error path used to read the worker id
+    // after freeing it and answered "basic_string::_M_create" (or crashed).
+    auto file = cli.writeFile("escape.txt", "some words\n");
+    for (const std::string dataset : {"../../etc", "put-escape/../../etc"}) {
+      INFO(dataset);
+      auto r = cluster.tellus({"put", file.string(), "--dataset", dataset, "--site", sites[1]}, sites[1]);
+      checkOneLineError(r, "dataset '" + dataset + "'");
+      CHECK(r.err.find("_M_create") == std::string::npos);
+      // The same master answers the next request.
+      auto listed = cluster.tellus({"sites"}, sites[1]);
+      INFO(listed.err);
+      CHECK(listed.exitCode == 0);
+      CHECK(listed.out.find(sites[1] + "  master ") != std::string::npos);
+    }
+  }
+
   SECTION("result of a running or failed job, kill of a finished one") {
     // Runs until killed below (its command ends when its executor does: no orphan).
     auto runningSpec = cli.writeFile("running.yaml",
