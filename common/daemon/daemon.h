@@ -38,6 +38,8 @@ class Runtime {
   // Ends run() now (e.g. a JM whose job is over); suspended coroutines are destroyed with
   // the io_context.
   void shutdown() { io_.stop(); }
+  // Makes run() return 1: the daemon could not do its job (its supervisor acts on that).
+  void fail() { failed_ = true; }
 
  private:
   boost::asio::io_context io_{1};

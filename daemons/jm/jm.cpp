@@ -3,12 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "daemon/zookeeper.h"
-#include "job/spec.h"
 #include "jobstate/paths.h"
-#include "jobstate/placement.h"
-#include "sched/parades.h"
 #include "util/log.h"
 
 namespace tellus::jm {
@@ -17,53 +15,63 @@ namespace asio = boost::asio;
 using asio::awaitable;
 using std::chrono::milliseconds;
 using namespace tellus::jobstate;
+using jobcore::TaskId;
+using jobcore::taskLabel;
 
 namespace {
 
-constexpr milliseconds kTick{100};
-// A safety net under the running-markers watch (see start()).
-constexpr milliseconds kMarkerRereadInterval{1000};
 constexpr milliseconds kMasterCallTimeout{2000};
-constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
-// A JM that has never appeared gets this long to start before the primary asks again.
-constexpr auto kJmGrace = std::chrono::seconds(2);
-constexpr auto kJmRequestInterval = std::chrono::seconds(5);
-constexpr uint32_t kDefaultMaxAttempts = 4;
-
-
-std::string slotKeyOf(const pb::ContainerId& id) { return id.worker_id() + "/" + std::to_string(id.slot()); }
-
-std::string taskName(uint32_t s, uint32_t t) { return std::to_string(s) + "/" + std::to_string(t); }
-
-constexpr auto kStealInterval = milliseconds(300);
 constexpr milliseconds kStealCallTimeout{2000};
+constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
+constexpr milliseconds kTakeOverRetry{200};
+
+jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
+  jobcore::CoreConfig core;
+  core.jobId = c.job_id;
+  core.site = c.site;
+  core.timings.afPeriodS = c.period_ms / 1000.0;
+  core.timings.stealIntervalS = c.steal_interval_ms / 1000.0;
+  core.timings.jmGraceS = c.jm_grace_ms / 1000.0;
+  core.timings.jmRequestIntervalS = c.jm_request_interval_ms / 1000.0;
+  return core;
+}
+
+// A part's node name is its task index; anything else (a node someone else put there) is
+// logged and ignored, never allowed to stop the JM.
+std::optional<uint32_t> parseTaskIndex(const std::string& name) {
+  uint32_t t = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), t);
+  if (ec != std::errc() || end != name.data() + name.size() || name.empty()) return std::nullopt;
+  return t;
+}
 
 }  // namespace
-
-double JobManager::Slot::used() const {
-  double u = 0;
-  for (const auto& [id, share] : tasks) u += share;
-  return u;
-}
 
 JobManager::JobManager(daemon::Runtime& runtime, config::JmConfig config)
     : runtime_(runtime),
       config_(std::move(config)),
+      core_(coreConfig(config_)),
       server_(runtime.io().get_executor()),
-      clients_(runtime.io().get_executor()) {}
+      clients_(runtime.io().get_executor()),
+      wake_(runtime.io().get_executor()) {}
 
 JobManager::~JobManager() { stop(); }
+
+double JobManager::nowS() const { return std::chrono::duration<double>(Clock::now() - origin_).count(); }
 
 Status JobManager::start() {
   server_.handle<pb::StealRequest, pb::StealResponse>(
       "jm.Steal", [this](pb::StealRequest r, net::CallContext c) { return giveWork(std::move(r), c); });
   server_.handle<pb::ContainerUsageReport, pb::Empty>(
       "jm.ContainerUsage", std::function<Result<pb::Empty>(const pb::ContainerUsageReport&)>(
-                               [this](const pb::ContainerUsageReport& r) { return recordUsage(r); }));
+                               [this](const pb::ContainerUsageReport& r) {
+                                 core_.onUsage(r);
+                                 return Result<pb::Empty>(pb::Empty());
+                               }));
   server_.handle<pb::JmUpdateResponse, pb::Empty>(
       "jm.Grants", std::function<Result<pb::Empty>(const pb::JmUpdateResponse&)>([this](const pb::JmUpdateResponse& g) {
-        applyGrants(g);
-        launchTasks();
+        core_.onGrants({g.granted().begin(), g.granted().end()});
+        wake();
         return Result<pb::Empty>(pb::Empty());
       }));
   auto listen = net::Endpoint::parse(config_.listen);
@@ -78,19 +86,14 @@ Status JobManager::start() {
   subscriptions_.push_back(zk_->onSessionEvent([this](coord::SessionEvent e) {
     spdlog::info("zookeeper session: {}", coord::toString(e));
     // Without a session we cannot know whether someone else is primary now: stop acting as
-    // one at once; the loop re-registers and rejoins the election on the new session.
+    // one at once. The election re-enters and the registration watch re-registers on the new
+    // session.
     if (e == coord::SessionEvent::kExpired) {
       stepDown("session expired");
-      sessionLost_ = true;
+      registered_ = false;
     }
+    wake();
   }));
-  // Running markers are re-read only when the set changes (a marker is written once per attempt
-  // and removed at its end, so every change moves the directory's pzxid and fires this watch);
-  // re-reading them every tick cost one ZooKeeper read per task running anywhere in the job.
-  auto markersWatch = zk_->watchChildren(runningPath(config_.job_id),
-                                         [this](const std::vector<std::string>&) { markersChanged_ = true; });
-  if (!markersWatch) return markersWatch.status().prepend("watching running markers");
-  subscriptions_.push_back(std::move(markersWatch).value());
   spdlog::info("JM of job {} at site {} ({}) serving on {}", config_.job_id, config_.site,
                config_.primary ? "started as primary" : "started as secondary", address_);
   runtime_.spawn(mainLoop(), "job manager loop");
@@ -100,149 +103,261 @@ Status JobManager::start() {
 void JobManager::stop() {
   if (stopping_) return;
   stopping_ = true;
+  if (election_) election_->withdraw();
+  election_.reset();
+  workerWatches_.clear();
   subscriptions_.clear();
   server_.stop();
   clients_.closeAll();
   if (zk_) zk_->close();
+  wake();
 }
 
-void JobManager::stepDown(const std::string& why) {
-  if (primary_) spdlog::warn("no longer primary: {}", why);
-  primary_ = false;
-  epochVersion_ = -1;
+void JobManager::exitWith(bool failed, const std::string& why) {
+  if (failed) {
+    spdlog::critical("JM exits: {}", why);
+  } else {
+    spdlog::info("JM exits: {}", why);
+  }
+  stop();
+  if (failed) runtime_.fail();
+  runtime_.shutdown();
 }
+
+// ---- the job's state, from watches ---------------------------------------------------------
 
 awaitable<Status> JobManager::loadJob() {
   auto spec = co_await zk_->get(specPath(config_.job_id));
   if (!spec) co_return spec.status().prepend("job " + config_.job_id);
   auto parsed = daemon::parseProto<pb::JobSpec>(spec->data, specPath(config_.job_id));
   if (!parsed) co_return parsed.status();
-  view_.jobId = config_.job_id;
-  view_.spec = *parsed;
-  view_.stages.assign(static_cast<size_t>(parsed->stages_size()), StageView{});
-  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-    if (!isDatasetStage(view_.spec, s)) continue;
-    auto inputs = co_await zk_->get(inputsPath(config_.job_id, s));
-    if (!inputs) co_return inputs.status().prepend("inputs of stage " + std::to_string(s));
-    auto p = daemon::parseProto<pb::StageInputs>(inputs->data, inputsPath(config_.job_id, s));
+  std::vector<pb::StageInputs> inputs(static_cast<size_t>(parsed->stages_size()));
+  for (uint32_t s = 0; s < inputs.size(); ++s) {
+    if (!isDatasetStage(*parsed, s)) continue;
+    auto node = co_await zk_->get(inputsPath(config_.job_id, s));
+    if (!node) co_return node.status().prepend("inputs of stage " + std::to_string(s));
+    auto p = daemon::parseProto<pb::StageInputs>(node->data, inputsPath(config_.job_id, s));
     if (!p) co_return p.status();
-    view_.stages[s].inputs = *p;
+    inputs[s] = *p;
   }
-  loaded_ = true;
-  co_return Status::ok();
+  co_return core_.onJobLoaded(*parsed, inputs);
 }
 
-awaitable<Status> JobManager::refresh() {
-  auto st = co_await zk_->get(statusPath(config_.job_id));
-  if (!st) co_return st.status();
-  auto parsed = daemon::parseProto<pb::JobStatus>(st->data, statusPath(config_.job_id));
-  if (!parsed) co_return parsed.status();
-  status_ = *parsed;
-  statusVersion_ = st->stat.version;
-  // Running markers first, outputs second: a worker records a task's output before it drops
-  // the marker, so a task cannot fall between the two readings and look neither running nor
-  // done.
-  // Only names new since the last listing are read. A marker removed and written again under
-  // the same name (a retry) between two listings would keep its old content, so every
-  // kMarkerRereadInterval all are read again; that also bounds how long a change can go unseen
-  // while the watch is being re-armed after a reconnect.
-  const auto now = Clock::now();
-  const bool full = now - markersReadAt_ >= kMarkerRereadInterval;
-  if (markersChanged_ || full) {
-    markersChanged_ = false;  // before reading: a change during the reads marks them stale again
-    auto markerNames = co_await zk_->children(runningPath(config_.job_id));
-    if (markerNames) {
-      std::map<TaskId, pb::RunningTask> markers;
-      for (const auto& name : *markerNames) {
-        auto parsed = parseTaskName(name);
-        if (!parsed) continue;
-        const TaskId id = *parsed;
-        if (auto known = markers_.find(id); !full && known != markers_.end()) {
-          markers.insert(*known);
-          continue;
-        }
-        auto node = co_await zk_->get(runningTaskPath(config_.job_id, id.first, id.second));
-        if (!node) continue;
-        auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
-        if (marker) markers[id] = *marker;
-      }
-      markers_ = std::move(markers);
-      if (full) markersReadAt_ = now;
-    } else {
-      markersChanged_ = true;
+Status JobManager::watchJob() {
+  const std::string& job = config_.job_id;
+  auto add = [this](Result<coord::Subscription> sub, const std::string& what) -> Status {
+    if (!sub) return sub.status().prepend("watching " + what);
+    subscriptions_.push_back(std::move(sub).value());
+    return Status::ok();
+  };
+  // The status: its state ends the job for every JM; its sites say whose workers to watch.
+  auto st = add(zk_->watchData(statusPath(job),
+                               [this](const std::optional<coord::NodeData>& node) {
+                                 if (!node) {
+                                   exit_ = "job " + config_.job_id + " was deleted";
+                                   wake();
+                                   return;
+                                 }
+                                 auto status = daemon::parseProto<pb::JobStatus>(node->data, statusPath(config_.job_id));
+                                 if (!status) {
+                                   core_.failJob(status.message());
+                                   wake();
+                                   return;
+                                 }
+                                 core_.onStatus(*status, node->stat.version);
+                                 watchSiteWorkers(*status);
+                                 wake();
+                               }),
+                "status");
+  if (!st) return st;
+  for (uint32_t s = 0; s < core_.view().stages.size(); ++s) {
+    st = add(zk_->watchData(taskmapPath(job, s),
+                            [this, s](const std::optional<coord::NodeData>& node) {
+                              if (!node) return;  // not released yet
+                              auto map = daemon::parseProto<pb::TaskMap>(node->data, taskmapPath(config_.job_id, s));
+                              if (!map) {
+                                core_.failJob(map.message());
+                              } else {
+                                core_.onTaskMap(s, *map, node->stat.version);
+                              }
+                              wake();
+                            }),
+             "taskmap of stage " + std::to_string(s));
+    if (!st) return st;
+    st = add(zk_->watchChildren(partsPath(job, s),
+                                [this, s](const std::vector<std::string>& names) {
+                                  partNames_[s] = names;
+                                  wake();
+                                }),
+             "outputs of stage " + std::to_string(s));
+    if (!st) return st;
+  }
+  // Running markers are written once per attempt and removed at its end, so every change
+  // moves the directory's pzxid and fires this watch.
+  st = add(zk_->watchChildren(runningPath(job),
+                              [this](const std::vector<std::string>& names) {
+                                markerNames_ = names;
+                                wake();
+                              }),
+           "running markers");
+  if (!st) return st;
+  st = add(zk_->watchChildren(jmsPath(job),
+                              [this](const std::vector<std::string>& names) {
+                                jmNames_ = names;
+                                core_.onJms({names.begin(), names.end()});
+                                wake();
+                              }),
+           "JMs");
+  if (!st) return st;
+  // Our own registration: gone with an expired session, or taken by a replacement.
+  st = add(zk_->watchData(jmPath(job, config_.site),
+                          [this](const std::optional<coord::NodeData>& node) {
+                            if (!node || node->stat.ephemeralOwner != zk_->sessionId()) registered_ = false;
+                            wake();
+                          }),
+           "own registration");
+  if (!st) return st;
+  // The epoch: a secondary joins the election once a primary has acted; a primary whose
+  // epoch node moved under it is fenced.
+  return add(zk_->watchData(epochPath(job),
+                            [this](const std::optional<coord::NodeData>& node) {
+                              epochNode_ = node;
+                              uint64_t epoch = 0;
+                              if (node) std::from_chars(node->data.data(), node->data.data() + node->data.size(), epoch);
+                              if (core_.primary() && epoch > core_.epoch()) stepDown("the epoch moved to " + node->data);
+                              wake();
+                            }),
+             "epoch");
+}
+
+void JobManager::watchSiteWorkers(const pb::JobStatus& status) {
+  for (const auto& site : status.sites()) {
+    if (workerWatches_.count(site)) continue;
+    auto sub = zk_->watchChildren(siteWorkersPath(site), [this, site](const std::vector<std::string>& names) {
+      core_.onLiveWorkers(site, {names.begin(), names.end()});
+      wake();
+    });
+    if (!sub) {
+      spdlog::warn("watching the workers of {}: {}", site, sub.message());
+      continue;
     }
+    workerWatches_.emplace(site, std::move(sub).value());
   }
-  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-    auto& stage = view_.stages[s];
-    auto tm = co_await zk_->get(taskmapPath(config_.job_id, s));
-    if (tm) {
-      auto map = daemon::parseProto<pb::TaskMap>(tm->data, taskmapPath(config_.job_id, s));
-      if (!map) co_return map.status();
-      stage.taskmap = *map;
-      stage.taskmapVersion = tm->stat.version;
-    } else if (tm.error().code != ErrorCode::kNotFound) {
-      co_return tm.status();
+}
+
+awaitable<void> JobManager::readChangedState() {
+  for (auto& [s, names] : partNames_) {
+    if (names) co_await readParts(s);
+  }
+  const bool safetyReread = Clock::now() - markersReadAt_ >= milliseconds(config_.safety_reread_ms);
+  if (markerNames_ || safetyReread) co_await readMarkers();
+  if (jmNames_) co_await readJms();
+}
+
+awaitable<void> JobManager::readParts(uint32_t s) {
+  auto names = std::move(*partNames_[s]);
+  partNames_[s].reset();
+  auto& cache = parts_[s];
+  std::set<uint32_t> listing;
+  for (const auto& name : names) {
+    auto t = parseTaskIndex(name);
+    if (!t) {
+      spdlog::warn("ignoring a malformed output node {}/{}", partsPath(config_.job_id, s), name);
+      continue;
     }
-    if (!stage.taskmap) continue;
-    auto names = co_await zk_->children(partsPath(config_.job_id, s));
-    if (!names) co_return names.status();
-    std::set<uint32_t> present;
-    for (const auto& name : *names) {
-      auto t = static_cast<uint32_t>(std::stoul(name));
-      present.insert(t);
-      if (stage.parts.count(t)) continue;
-      auto node = co_await zk_->get(partPath(config_.job_id, s, t));
-      if (!node) continue;  // removed meanwhile (lineage recovery)
-      auto loc = daemon::parseProto<pb::PartitionLocation>(node->data, partPath(config_.job_id, s, t));
-      if (loc) stage.parts[t] = *loc;
+    listing.insert(*t);
+  }
+  // The watch fired but the names are the same: a part was removed and recorded again
+  // (lineage) between two listings. Read them all again.
+  if (listing == partListing_[s]) cache.clear();
+  std::erase_if(cache, [&](const auto& kv) { return !listing.count(kv.first); });
+  for (uint32_t t : listing) {
+    if (cache.count(t)) continue;
+    auto node = co_await zk_->get(partPath(config_.job_id, s, t));
+    if (!node) continue;  // removed meanwhile (lineage recovery)
+    auto loc = daemon::parseProto<pb::PartitionLocation>(node->data, partPath(config_.job_id, s, t));
+    if (!loc) {
+      spdlog::warn("{}", loc.message());
+      continue;
     }
-    // A part removed from ZooKeeper (its only copy was lost) must be recomputed. Only parts an
-    // earlier listing saw are forgotten: one our own task just recorded may be newer than this
-    // listing.
-    auto& listed = listedParts_[s];
-    std::erase_if(stage.parts, [&](const auto& kv) { return listed.count(kv.first) && !present.count(kv.first); });
-    listed = std::move(present);
+    cache[t] = *loc;
   }
-  // A marker that outlives its task's recorded output (its worker lost the connection while
-  // removing it) no longer means the task or its container is busy.
-  runningElsewhere_.clear();
-  for (const auto& [id, marker] : markers_) {
-    if (running_.count(id)) continue;
-    if (id.first < view_.stages.size() && view_.stages[id.first].parts.count(id.second)) continue;
-    runningElsewhere_[id] = marker;
+  partListing_[s] = listing;
+  core_.onParts(s, cache);
+}
+
+awaitable<void> JobManager::readMarkers() {
+  std::vector<std::string> names;
+  if (markerNames_) {
+    names = std::move(*markerNames_);
+    markerNames_.reset();
+  } else {
+    auto listed = co_await zk_->children(runningPath(config_.job_id));
+    if (!listed) co_return;
+    names = *listed;
   }
-  if (registered_) {
-    auto mine = co_await zk_->exists(jmPath(config_.job_id, config_.site));
-    if (mine && (!*mine || (*mine)->ephemeralOwner != zk_->sessionId())) registered_ = false;
+  const bool full = Clock::now() - markersReadAt_ >= milliseconds(config_.safety_reread_ms) ||
+                    std::set<std::string>(names.begin(), names.end()) == markerListing_;
+  std::map<TaskId, pb::RunningTask> markers;
+  for (const auto& name : names) {
+    auto id = parseTaskName(name);
+    if (!id) {
+      spdlog::warn("ignoring a malformed running marker {}", name);
+      continue;
+    }
+    if (auto known = markers_.find(*id); !full && known != markers_.end()) {
+      markers.insert(*known);
+      continue;
+    }
+    auto node = co_await zk_->get(runningTaskPath(config_.job_id, id->first, id->second));
+    if (!node) continue;
+    auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
+    if (marker) markers[*id] = *marker;
   }
-  co_return Status::ok();
+  if (full) markersReadAt_ = Clock::now();
+  markerListing_ = {names.begin(), names.end()};
+  markers_ = std::move(markers);
+  core_.onRunningMarkers(markers_);
+}
+
+awaitable<void> JobManager::readJms() {
+  auto names = std::move(*jmNames_);
+  jmNames_.reset();
+  std::erase_if(jms_, [&](const auto& kv) { return std::find(names.begin(), names.end(), kv.first) == names.end(); });
+  for (const auto& site : names) {
+    if (site == config_.site || jms_.count(site)) continue;
+    auto node = co_await zk_->get(jmPath(config_.job_id, site));
+    if (!node) continue;
+    auto info = daemon::parseProto<pb::JmInfo>(node->data, jmPath(config_.job_id, site));
+    if (info) jms_[site] = *info;
+  }
 }
 
 awaitable<Status> JobManager::registerSelf() {
   pb::JmInfo info;
   info.set_site(config_.site);
   info.set_address(address_);
-  info.set_role(primary_ ? pb::JM_PRIMARY : pb::JM_SECONDARY);
-  info.set_epoch(epoch_);
+  info.set_role(core_.primary() ? pb::JM_PRIMARY : pb::JM_SECONDARY);
+  info.set_epoch(core_.epoch());
   info.set_worker_id(config_.worker_id);
   info.set_pid(static_cast<int64_t>(::getpid()));
-  info.set_desire(desire_);
-  info.set_granted(static_cast<uint32_t>(slots_.size()));
-  publishedDesire_ = info.desire();
-  publishedGranted_ = info.granted();
+  info.set_desire(core_.desire());
+  info.set_granted(static_cast<uint32_t>(core_.granted()));
   auto path = jmPath(config_.job_id, config_.site);
   auto stat = co_await zk_->exists(path);
   if (!stat) co_return stat.status();
   if (*stat && (*stat)->ephemeralOwner == zk_->sessionId()) {
     auto set = co_await zk_->set(path, info.SerializeAsString(), -1);
+    if (set) {
+      registered_ = true;
+      core_.onPublished(info.desire(), info.granted());
+    }
     co_return set.status();
   }
   if (*stat) {
     if (everRegistered_) {
       // We lost our session and the site got a new JM meanwhile: it is the JM now.
-      spdlog::warn("replaced by another JM of site {}: exiting", config_.site);
-      stop();
-      runtime_.shutdown();
+      exitWith(false, "replaced by another JM of site " + config_.site);
       co_return makeError(ErrorCode::kConflict, "replaced");
     }
     // The node of this site's previous JM, whose session has not expired yet: we replace it.
@@ -252,168 +367,231 @@ awaitable<Status> JobManager::registerSelf() {
   if (!created) co_return created.status();
   registered_ = true;
   everRegistered_ = true;
+  core_.onPublished(info.desire(), info.granted());
   co_return Status::ok();
+}
+
+// ---- election and fencing ------------------------------------------------------------------
+
+void JobManager::joinElection() {
+  if (election_ || stopping_) return;
+  coord::ElectionCallbacks callbacks;
+  callbacks.onElected = [this] {
+    if (!takingOver_) runtime_.spawn(takeOver(), "taking over as primary");
+  };
+  callbacks.onLost = [this] { stepDown("lost the election"); };
+  auto election = coord::LeaderElection::start(zk_, electionPath(config_.job_id), config_.site, std::move(callbacks));
+  if (!election) {
+    spdlog::warn("joining the election: {}", election.message());
+    return;
+  }
+  election_ = std::move(election).value();
+}
+
+awaitable<void> JobManager::takeOver() {
+  takingOver_ = true;
+  // Leading the election is not enough: the epoch bump is what fences the previous primary.
+  // (The awaited result is named: GCC 12 miscompiles co_await inside a condition.)
+  bool done = false;
+  while (!done && !stopping_ && election_ && election_->isLeader() && !core_.primary()) {
+    done = co_await takeOverEpoch();
+    if (!done) co_await daemon::sleepFor(kTakeOverRetry);
+  }
+  if (done) {
+    spdlog::info("primary of job {} with epoch {}", config_.job_id, core_.epoch());
+    wake();
+  }
+  takingOver_ = false;
 }
 
 awaitable<bool> JobManager::takeOverEpoch() {
   auto node = co_await zk_->get(epochPath(config_.job_id));
   if (!node) co_return false;
-  uint64_t previous = std::strtoull(node->data.c_str(), nullptr, 10);
+  uint64_t previous = 0;
+  std::from_chars(node->data.data(), node->data.data() + node->data.size(), previous);
   // Only while the job's status is the one this JM last read: a primary that finished the job
   // and exited since leaves the election to us, but there is nothing left to take over.
-  std::vector<coord::ZkOp> ops{coord::ZkOp::check(statusPath(config_.job_id), statusVersion_),
-                               coord::ZkOp::set(epochPath(config_.job_id), std::to_string(previous + 1), node->stat.version)};
+  std::vector<coord::ZkOp> ops{
+      coord::ZkOp::check(statusPath(config_.job_id), core_.statusVersion()),
+      coord::ZkOp::set(epochPath(config_.job_id), std::to_string(previous + 1), node->stat.version)};
   auto done = co_await zk_->multi(std::move(ops));
   if (!done || done->size() != 2 || !(*done)[1].stat) co_return false;
-  epoch_ = previous + 1;
+  // The election may have been lost while the bump was in flight: the bump then fences us too.
+  if (!election_ || !election_->isLeader()) co_return false;
   epochVersion_ = (*done)[1].stat->version;
+  core_.onBecamePrimary(previous + 1);
   co_return true;
 }
 
-awaitable<void> JobManager::elect() {
-  auto electionDir = electionPath(config_.job_id);
-  if (electionNode_.empty()) {
-    // A secondary joins only once a primary has acted (epoch > 0), so the JM the submitting
-    // master started is the first primary, as in HOUTU.
-    if (!config_.primary) {
-      auto node = co_await zk_->get(epochPath(config_.job_id));
-      if (!node || node->data == "0") co_return;
-    }
-    auto created = co_await zk_->create(electionDir + "/n_", config_.site, coord::CreateMode::kEphemeralSequential);
-    if (!created) co_return;
-    electionNode_ = created->substr(created->rfind('/') + 1);
+void JobManager::stepDown(const std::string& why) {
+  if (core_.primary()) spdlog::warn("no longer primary: {}", why);
+  core_.onLostPrimary();
+  epochVersion_ = -1;
+  // Fenced while still leading the election: rejoin at the back, so that the JM that bumped
+  // the epoch leads, not us.
+  if (election_ && election_->isLeader()) {
+    election_->withdraw();
+    election_.reset();
   }
-  auto contenders = co_await zk_->children(electionDir);
-  if (!contenders) co_return;
-  if (std::find(contenders->begin(), contenders->end(), electionNode_) == contenders->end()) {
-    // Our node went with an expired session.
-    electionNode_.clear();
-    stepDown("left the election");
-    co_return;
-  }
-  // Sequence numbers have a fixed width, so the smallest name is the lowest number.
-  const auto& leader = *std::min_element(contenders->begin(), contenders->end());
-  if (leader != electionNode_ || primary_) co_return;
-  bool tookOver = co_await takeOverEpoch();
-  if (!tookOver) co_return;
-  primary_ = true;
-  spdlog::info("primary of job {} with epoch {}", config_.job_id, epoch_);
-  (void)co_await registerSelf();  // publish the role change
+  wake();
 }
 
 awaitable<Status> JobManager::fencedWrite(std::vector<coord::ZkOp> ops) {
-  if (!primary_) co_return makeError(ErrorCode::kConflict, "not primary");
+  if (!core_.primary()) co_return makeError(ErrorCode::kConflict, "not primary");
   ops.insert(ops.begin(), coord::ZkOp::check(epochPath(config_.job_id), epochVersion_));
   auto r = co_await zk_->multi(std::move(ops));
   if (!r && r.error().code == ErrorCode::kConflict) stepDown("fenced by a newer epoch: " + r.message());
   co_return r.status();
 }
 
-awaitable<void> JobManager::ensureJms() {
-  auto present = co_await zk_->children(jmsPath(config_.job_id));
-  if (!present) co_return;
-  auto now = Clock::now();
-  for (const auto& site : status_.sites()) {
-    if (site == config_.site) continue;
-    if (std::find(present->begin(), present->end(), site) != present->end()) {
-      jmMissingSince_.erase(site);
-      continue;
+// ---- the loop --------------------------------------------------------------------------------
+
+awaitable<void> JobManager::mainLoop() {
+  if (auto st = co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms * 2)); !st) {
+    exitWith(true, "cannot reach ZooKeeper: " + st.message());
+    co_return;
+  }
+  if (auto st = co_await loadJob(); !st) {
+    exitWith(st.code() != ErrorCode::kNotFound, "cannot load job: " + st.message());
+    co_return;
+  }
+  if (auto st = watchJob(); !st) {
+    exitWith(true, st.message());
+    co_return;
+  }
+  while (!stopping_) {
+    wake_.reset();
+    if (exit_) {
+      exitWith(false, *exit_);
+      break;
     }
-    auto since = jmMissingSince_.try_emplace(site, now).first->second;
-    auto asked = jmRequestedAt_.find(site);
-    if (now - since < kJmGrace || (asked != jmRequestedAt_.end() && now - asked->second < kJmRequestInterval)) continue;
-    jmRequestedAt_[site] = now;
-    auto live = co_await zk_->get(siteLivePath(site));
-    if (!live) {
-      spdlog::warn("site {} has no JM and no live master", site);
-      continue;
+    co_await readChangedState();
+    if (stopping_) break;
+    if (!registered_) {
+      if (auto st = co_await registerSelf(); !st && !stopping_) spdlog::warn("registering JM: {}", st.message());
     }
-    auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
-    if (!info) continue;
-    auto ep = net::Endpoint::parse(info->master_address());
-    if (!ep) continue;
-    pb::StartJmRequest req;
-    req.set_job_id(config_.job_id);
-    req.set_role(pb::JM_SECONDARY);
-    spdlog::warn("site {} has no JM: asking its master for one", site);
-    auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", req, kMasterCallTimeout);
-    if (!r) spdlog::warn("site {} could not start a JM: {}", site, r.message());
+    // The JM the submitting master started is the first primary (HOUTU); the others join once
+    // a primary has acted (epoch > 0).
+    if (!election_ && (config_.primary || (epochNode_ && epochNode_->data != "0"))) joinElection();
+    if (stopping_) break;
+    co_await execute(core_.step(nowS()));
+    if (stopping_) break;
+    co_await wake_.waitFor(milliseconds(config_.tick_ms));
   }
 }
 
-awaitable<void> JobManager::recomputeLostOutputs() {
-  std::set<std::string> live;
-  for (const auto& site : status_.sites()) {
-    auto workers = co_await zk_->children(siteWorkersPath(site));
-    if (!workers) co_return;  // unsure: decide nothing
-    live.insert(workers->begin(), workers->end());
+awaitable<void> JobManager::execute(jobcore::Actions actions) {
+  if (actions.exit) {
+    pb::JmUpdateRequest bye;
+    bye.set_job_id(config_.job_id);
+    bye.set_finished(true);
+    if (auto master = net::Endpoint::parse(config_.master)) {
+      (void)co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", bye, kMasterCallTimeout);
+    }
+    exitWith(false, "job " + config_.job_id + " is over (" + pb::JobState_Name(core_.status().state()) + ")");
+    co_return;
   }
-  const auto stages = static_cast<uint32_t>(view_.stages.size());
-  for (uint32_t u = 0; u < stages; ++u) {
-    bool needed = u + 1 == stages;  // the job's result
-    for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
-    if (!needed) continue;
-    for (const auto& [t, loc] : view_.stages[u].parts) {
-      if (live.count(loc.worker_id())) continue;
-      spdlog::warn("output of task {} was only on dead worker {}: recomputing it", taskName(u, t), loc.worker_id());
-      std::vector<coord::ZkOp> ops{coord::ZkOp::remove(partPath(config_.job_id, u, t))};
-      auto st = co_await fencedWrite(std::move(ops));
-      if (!st) co_return;
-    }
-  }
-}
-
-awaitable<void> JobManager::primaryDuties() {
-  co_await recomputeLostOutputs();
-  if (!primary_) co_return;
-  for (uint32_t s : releasableStages(view_)) {
-    std::vector<pb::SiteInfo> infos;
-    for (const auto& site : status_.sites()) {
-      pb::SiteInfo info;
-      info.set_site(site);
-      auto live = co_await zk_->get(siteLivePath(site));
-      if (live) {
-        auto parsed = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
-        if (parsed) info = *parsed;
-      }
-      infos.push_back(std::move(info));
-    }
-    auto sites = siteCapacities(infos);
-    auto map = initialTaskMap(view_, s, view_.spec.placement().empty() ? "proportional" : view_.spec.placement(), sites);
-    if (!map) {
-      co_await failJob("placing stage " + view_.spec.stages(static_cast<int>(s)).name() + ": " + map.message());
-      co_return;
-    }
-    map->set_epoch(epoch_);
-    // (A named vector: GCC 12 miscompiles an initializer list inside co_await.)
-    std::vector<coord::ZkOp> ops{coord::ZkOp::create(taskmapPath(config_.job_id, s), map->SerializeAsString())};
+  if (actions.fail) co_await failJob(*actions.fail);
+  for (const auto& lost : actions.lostOutputs) {
+    spdlog::warn("output of task {} was only on dead worker {}: recomputing it", taskLabel(lost.task), lost.deadWorker);
+    std::vector<coord::ZkOp> ops{coord::ZkOp::remove(partPath(config_.job_id, lost.task.first, lost.task.second))};
     auto st = co_await fencedWrite(std::move(ops));
-    if (!st && st.code() != ErrorCode::kAlreadyExists) {
-      spdlog::warn("releasing stage {}: {}", s, st.message());
-      co_return;
+    bool gone = st || st.code() == ErrorCode::kNotFound;
+    if (gone) parts_[lost.task.first].erase(lost.task.second);  // a later listing re-reads it
+    core_.onLostOutputRemoved(lost, gone);
+    if (!gone) break;
+  }
+  if (actions.needSiteRecords) {
+    co_await readSiteRecords();
+    wake();  // the releases are decided on the next step
+  }
+  for (const auto& release : actions.releases) {
+    // (A named vector: GCC 12 miscompiles an initializer list inside co_await.)
+    std::vector<coord::ZkOp> ops{
+        coord::ZkOp::create(taskmapPath(config_.job_id, release.stage), release.taskmap.SerializeAsString())};
+    auto st = co_await fencedWrite(std::move(ops));
+    bool ok = st || st.code() == ErrorCode::kAlreadyExists;
+    core_.onStageReleased(release, ok);
+    if (!ok) {
+      spdlog::warn("releasing stage {}: {}", release.stage, st.message());
+      break;
     }
-    view_.stages[s].taskmap = *map;
-    view_.stages[s].taskmapVersion = 0;
     std::map<std::string, int> counts;
-    for (const auto& o : map->owner_site()) ++counts[o];
+    for (const auto& o : release.taskmap.owner_site()) ++counts[o];
     std::string summary;
     for (const auto& [site, n] : counts) summary += " " + site + ":" + std::to_string(n);
-    spdlog::info("released stage {} ({} tasks):{}", view_.spec.stages(static_cast<int>(s)).name(),
-                 map->owner_site_size(), summary);
+    spdlog::info("released stage {} ({} tasks):{}", core_.view().spec.stages(static_cast<int>(release.stage)).name(),
+                 release.taskmap.owner_site_size(), summary);
   }
-  if (jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
-    pb::JobStatus done = status_;
+  if (actions.succeed) {
+    pb::JobStatus done = core_.status();
     done.set_state(pb::JOB_SUCCEEDED);
     done.set_finish_unix_ms(daemon::nowUnixMs());
     std::vector<coord::ZkOp> ops{coord::ZkOp::set(statusPath(config_.job_id), done.SerializeAsString(), -1)};
-    auto st = co_await fencedWrite(std::move(ops));
-    if (st) {
-      status_ = done;
+    Status written = co_await fencedWrite(std::move(ops));
+    if (written) {
       spdlog::info("job {} succeeded in {} ms", config_.job_id, done.finish_unix_ms() - done.submit_unix_ms());
     }
+  }
+  for (const auto& site : actions.startJms) runtime_.spawn(requestJm(site), "asking for a JM at " + site);
+  if (actions.request && !requestInFlight_) runtime_.spawn(sendContainerRequest(*actions.request), "container request");
+  for (auto& launch : actions.launches) runtime_.spawn(runTask(std::move(launch)), "task");
+  if (actions.steal) runtime_.spawn(stealWork(*actions.steal), "steal");
+  if (actions.publish && registered_) (void)co_await registerSelf();
+}
+
+awaitable<void> JobManager::readSiteRecords() {
+  std::vector<pb::SiteInfo> infos;
+  for (const auto& site : core_.status().sites()) {
+    pb::SiteInfo info;
+    info.set_site(site);
+    auto live = co_await zk_->get(siteLivePath(site));
+    if (live) {
+      auto parsed = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
+      if (parsed) info = *parsed;
+    }
+    infos.push_back(std::move(info));
+  }
+  core_.onSiteRecords(infos);
+}
+
+awaitable<void> JobManager::requestJm(std::string site) {
+  auto live = co_await zk_->get(siteLivePath(site));
+  if (!live) {
+    spdlog::warn("site {} has no JM and no live master", site);
     co_return;
   }
-  co_await ensureJms();
+  auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
+  if (!info) co_return;
+  auto ep = net::Endpoint::parse(info->master_address());
+  if (!ep) co_return;
+  pb::StartJmRequest req;
+  req.set_job_id(config_.job_id);
+  req.set_role(pb::JM_SECONDARY);
+  spdlog::warn("site {} has no JM: asking its master for one", site);
+  auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", req, kMasterCallTimeout);
+  if (!r) spdlog::warn("site {} could not start a JM: {}", site, r.message());
+}
+
+awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest request) {
+  auto master = net::Endpoint::parse(config_.master);
+  if (!master) co_return;
+  requestInFlight_ = true;
+  core_.onContainerRequestSent(request);
+  pb::JmUpdateRequest req;
+  req.set_job_id(config_.job_id);
+  req.set_jm_address(address_);
+  req.set_desire(request.desire);
+  for (const auto& id : request.release) *req.add_release() = id;
+  auto resp = co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", req, kMasterCallTimeout);
+  requestInFlight_ = false;
+  if (stopping_) co_return;
+  if (!resp) {
+    spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
+    co_return;
+  }
+  core_.onGrants({resp->granted().begin(), resp->granted().end()});
+  wake();
 }
 
 awaitable<void> JobManager::failJob(std::string reason) {
@@ -422,414 +600,120 @@ awaitable<void> JobManager::failJob(std::string reason) {
     auto node = co_await zk_->get(statusPath(config_.job_id));
     if (!node) co_return;
     auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(config_.job_id));
-    if (!st || isTerminal(st->state())) co_return;
-    st->set_state(pb::JOB_FAILED);
-    st->set_error(reason);
-    st->set_finish_unix_ms(daemon::nowUnixMs());
-    auto set = co_await zk_->set(statusPath(config_.job_id), st->SerializeAsString(), node->stat.version);
+    pb::JobStatus status = st ? *st : core_.status();  // a corrupt status is overwritten
+    if (st && isTerminal(st->state())) co_return;
+    status.set_job_id(config_.job_id);
+    status.set_state(pb::JOB_FAILED);
+    status.set_error(reason);
+    status.set_finish_unix_ms(daemon::nowUnixMs());
+    auto set = co_await zk_->set(statusPath(config_.job_id), status.SerializeAsString(), node->stat.version);
     if (set) co_return;
   }
 }
 
-awaitable<void> JobManager::exchangeWithMaster() {
-  auto master = net::Endpoint::parse(config_.master);
-  if (!master) co_return;
-  // Work this sub-job still has: its unfinished tasks of released stages.
-  size_t unfinished = 0;
-  for (uint32_t s = 0; s < view_.stages.size(); ++s) unfinished += unfinishedTasks(view_, s, config_.site).size();
-  // Work this JM could steal: other sites' tasks that are neither done nor running. While there
-  // is some, a JM keeps at least a container to steal with even when it owns no task.
-  size_t stealable = 0;
-  if (!view_.spec.no_stealing()) {
-    for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-      const auto& stage = view_.stages[s];
-      if (!stage.taskmap) continue;
-      for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
-        TaskId id{s, static_cast<uint32_t>(t)};
-        if (stage.taskmap->owner_site(t) != config_.site && !stage.parts.count(id.second) &&
-            !runningElsewhere_.count(id)) {
-          ++stealable;
-        }
-      }
-    }
-  }
+// ---- tasks and stealing ----------------------------------------------------------------------
 
-  auto now = Clock::now();
-  if (sampleCount_ == 0 || now - lastAf_ >= milliseconds(config_.period_ms)) {
-    sched::AfObservation obs;
-    obs.allocation = static_cast<double>(slots_.size());
-    obs.utilization = sampleCount_ > 0 ? busySamples_ / sampleCount_ : 0.0;
-    obs.hasWaitingTasks = hadWaiting_;
-    // Af's own state is not capped by the work at hand (the request below is): a stage that
-    // drains must not make the next one ramp up from a single container again.
-    af_ = sched::afDesire(af_, obs, sched::AfParams{});
-    lastAf_ = now;
-    busySamples_ = sampleCount_ = 0;
-    hadWaiting_ = false;
-  }
-  size_t useful = unfinished + std::min<size_t>(stealable, 1 + unfinished);
-  int desire = static_cast<int>(std::min<size_t>(static_cast<size_t>(sched::afContainerRequest(af_)), useful));
-  if (view_.spec.static_containers() > 0) {
-    // Static allocation (the baseline HOUTU compares Af against): hold N for the whole job.
-    desire = static_cast<int>(view_.spec.static_containers());
-  }
-
-  desire_ = static_cast<uint32_t>(desire);
-  pb::JmUpdateRequest req;
-  req.set_job_id(config_.job_id);
-  req.set_jm_address(address_);
-  req.set_desire(desire_);
-  // When the desire drops, give back idle containers first.
-  int excess = static_cast<int>(slots_.size()) - desire;
-  for (auto it = slots_.begin(); it != slots_.end() && excess > 0;) {
-    if (it->second.tasks.empty()) {
-      *req.add_release() = it->second.container.id();
-      it = slots_.erase(it);
-      --excess;
-    } else {
-      ++it;
-    }
-  }
-  auto resp = co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", req, kMasterCallTimeout);
-  if (!resp) {
-    spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
+awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
+  const std::string label = taskLabel(launch.task);
+  auto ep = net::Endpoint::parse(launch.container.worker_address());
+  if (!ep) {
+    core_.onTaskEnded(launch, jobcore::AttemptEnd::kTaskFailed, nullptr, "bad address", nowS());
+    core_.failJob("container on " + launch.container.id().worker_id() + " has a bad address: " + ep.message());
+    wake();
     co_return;
   }
-  applyGrants(*resp);
-  if (!slots_.empty()) {
-    // Utilization: measured CPU where the worker reported it, else the occupied share.
-    double busy = 0;
-    for (const auto& [k, slot] : slots_) {
-      if (!slot.tasks.empty()) busy += std::min(1.0, slot.cpu >= 0 ? slot.cpu : slot.used());
-    }
-    busySamples_ += busy / static_cast<double>(slots_.size());
-    sampleCount_ += 1;
+  launch.request.set_jm_address(address_);
+  spdlog::info("task {} attempt {} on {}", label, launch.attempt, launch.slotKey);
+  // (Never co_await inside ?:, && or || with GCC 12: the operand may be evaluated twice.)
+  auto client = clients_.get(*ep);
+  Result<pb::RunTaskResponse> r = co_await client->call<pb::RunTaskResponse>("worker.RunTask", launch.request, kTaskTimeout);
+  if (stopping_) co_return;
+  if (r) {
+    spdlog::info("task {} done on {} in {:.3f} s", label, launch.slotKey, r->location().elapsed_s());
+    core_.onTaskEnded(launch, jobcore::AttemptEnd::kSucceeded, &r->location(), "", nowS());
+  } else {
+    spdlog::warn("task {} attempt {} on {} failed: {}", label, launch.attempt, launch.slotKey, r.message());
+    core_.onTaskEnded(launch, jobcore::classifyRunTaskError(r.error().code), nullptr, r.message(), nowS());
   }
+  wake();
 }
 
-void JobManager::applyGrants(const pb::JmUpdateResponse& grants) {
-  std::set<std::string> granted;
-  for (const auto& c : grants.granted()) {
-    auto key = slotKeyOf(c.id());
-    granted.insert(key);
-    slots_.try_emplace(key, Slot{c, {}, -1});
-  }
-  // A revoked container goes once its tasks are done.
-  std::erase_if(slots_, [&](const auto& kv) { return !granted.count(kv.first) && kv.second.tasks.empty(); });
-}
-
-Result<pb::Empty> JobManager::recordUsage(const pb::ContainerUsageReport& report) {
-  for (const auto& u : report.usage()) {
-    auto it = slots_.find(slotKeyOf(u.id()));
-    if (it == slots_.end()) continue;
-    it->second.cpu = u.cpu();
-    // What one task of each stage running here uses, smoothed: lets Parades pack tasks that
-    // leave most of a container idle (I/O-bound) and keep CPU-bound ones one per container.
-    if (!it->second.tasks.empty() && u.running_tasks() > 0) {
-      // At most four tasks per container: on a busy host the measured share is what a task
-      // got, not what it needs, and packing on it alone would over-pack.
-      double perTask = std::clamp(u.cpu() / static_cast<double>(u.running_tasks()), 0.25, 1.0);
-      for (const auto& [id, share] : it->second.tasks) {
-        auto [entry, fresh] = stageShare_.try_emplace(id.first, perTask);
-        if (!fresh) entry->second = 0.7 * entry->second + 0.3 * perTask;
-      }
-    }
-  }
-  return pb::Empty();
-}
-
-double JobManager::taskShare(uint32_t s) const {
-  auto it = stageShare_.find(s);
-  // Round up to tenths so that rounding noise does not over-pack a container.
-  return it == stageShare_.end() ? 1.0 : std::min(1.0, std::ceil(it->second * 10) / 10);
-}
-
-void JobManager::launchTasks() {
-  // The tasks this site owns that can run now, as Parades sees them.
-  std::vector<sched::WaitingTask> waiting;
-  std::map<std::string, TaskId> byId;
-  auto now = Clock::now();
-  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-    double meanS = 0;
-    for (const auto& [t, loc] : view_.stages[s].parts) meanS += loc.elapsed_s();
-    if (!view_.stages[s].parts.empty()) meanS /= static_cast<double>(view_.stages[s].parts.size());
-    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
-      TaskId id{s, t};
-      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
-      auto backoff = notBefore_.find(id);
-      if (backoff != notBefore_.end() && now < backoff->second) continue;
-      auto inputs = taskInputs(view_, s, t);
-      if (!inputs) continue;  // an upstream output is being recomputed
-      auto since = waitingSince_.try_emplace(id, now).first->second;
-      sched::WaitingTask w;
-      w.id = taskName(s, t);
-      for (const auto& in : *inputs) {
-        if (in.site() != config_.site) continue;
-        w.preferredNodes.push_back(in.worker_id());
-        for (const auto& r : in.replicas()) w.preferredNodes.push_back(r.worker_id());
-      }
-      w.preferredRacks.push_back(config_.site);
-      w.waitS = std::chrono::duration<double>(now - since).count();
-      w.processingS = meanS;
-      w.resource = taskShare(s);
-      byId[w.id] = id;
-      waiting.push_back(std::move(w));
-    }
-  }
-  if (!waiting.empty()) hadWaiting_ = true;
-  // Containers we inherited that still run a task launched by our predecessor.
-  std::set<std::string> busyElsewhere;
-  for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
-  size_t idle = 0;
-  for (auto& [key, slot] : slots_) {
-    if (busyElsewhere.count(key)) continue;
-    double free = std::max(0.0, 1.0 - slot.used());
-    if (waiting.empty()) {
-      if (slot.used() <= 0.5) ++idle;  // room for more work, and nothing of ours waits
-      continue;
-    }
-    // Parades on this container update: node-local first, then rack-local after τ·p, then
-    // anywhere after 2τ·p; several tasks while the container has room.
-    sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, free};
-    auto decision = sched::paradesOnUpdate(waiting, update, sched::ParadesParams{});
-    for (const auto& launch : decision.launches) {
-      TaskId id = byId[launch.taskId];
-      slot.tasks[id] = taskShare(id.first);
-      running_.insert(id);
-      waitingSince_.erase(id);
-      std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
-      runtime_.spawn(runTask(key, id), "task " + launch.taskId);
-    }
-    if (decision.steal && slot.used() <= 0.5) ++idle;
-  }
-  if (idle > 0 && waiting.empty() && !view_.spec.no_stealing() && !stealing_ && now - lastSteal_ >= kStealInterval) {
-    stealing_ = true;
-    lastSteal_ = now;
-    runtime_.spawn(stealWork(idle), "steal");
-  }
-}
-
-awaitable<void> JobManager::stealWork(size_t idleContainers) {
-  // Ask the other JMs of the job in turn until one gives work.
-  auto sites = co_await zk_->children(jmsPath(config_.job_id));
-  std::vector<pb::JmInfo> victims;
-  if (sites) {
-    for (const auto& site : *sites) {
-      if (site == config_.site) continue;
-      auto node = co_await zk_->get(jmPath(config_.job_id, site));
-      if (!node) continue;
-      auto info = daemon::parseProto<pb::JmInfo>(node->data, site);
-      if (info) victims.push_back(*info);
-    }
-  }
-  for (size_t i = 0; i < victims.size(); ++i) {
-    const auto& victim = victims[(stealRound_ + i) % victims.size()];
-    auto ep = net::Endpoint::parse(victim.address());
+awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
+  bool gotWork = false;
+  for (const auto& site : steal.victims) {
+    auto victim = jms_.find(site);
+    if (victim == jms_.end()) continue;
+    auto ep = net::Endpoint::parse(victim->second.address());
     if (!ep) continue;
     pb::StealRequest req;
     req.set_job_id(config_.job_id);
     req.set_thief_site(config_.site);
-    req.set_max_tasks(static_cast<uint32_t>(idleContainers));
+    req.set_max_tasks(steal.maxTasks);
     auto started = Clock::now();
     auto client = clients_.get(*ep);
     auto r = co_await client->call<pb::StealResponse>("jm.Steal", req, kStealCallTimeout);
-    if (!r || r->stolen_size() == 0) continue;
+    if (stopping_) co_return;
+    if (!r) {
+      // Perhaps a replaced JM at a new address: read its node again on the next change.
+      if (r.error().code == ErrorCode::kUnavailable) jmNames_ = std::vector<std::string>();
+      continue;
+    }
+    if (r->stolen_size() == 0) continue;
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
-    spdlog::info("stole {} tasks from {} in {:.1f} ms", r->stolen_size(), victim.site(), ms);
-    ++stealRound_;
+    spdlog::info("stole {} tasks from {} in {:.1f} ms", r->stolen_size(), site, ms);
+    gotWork = true;
     break;
   }
-  stealing_ = false;
+  core_.onStealEnded(gotWork);
+  if (gotWork) wake();
 }
 
 awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, net::CallContext) {
   pb::StealResponse resp;
-  if (req.job_id() != config_.job_id || req.thief_site() == config_.site || !loaded_) co_return resp;
-  size_t freeHere = 0;
-  for (const auto& [key, slot] : slots_) freeHere += slot.tasks.empty() ? 1 : 0;
-  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-    // Waiting tasks we cannot start ourselves right now, oldest stage first.
-    std::vector<uint32_t> candidates;
-    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
-      TaskId id{s, t};
-      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
-      auto inputs = taskInputs(view_, s, t);
-      if (!inputs) continue;
-      // Residency: raw partitions that may not leave this site stay with it.
-      bool pinned = std::any_of(inputs->begin(), inputs->end(), [](const auto& in) { return in.residency_local(); });
-      if (!pinned) candidates.push_back(t);
+  if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
+  auto offer = core_.offerSteal(req.thief_site(), req.max_tasks());
+  if (offer.tasks.empty()) co_return resp;
+  const std::string path = taskmapPath(config_.job_id, offer.stage);
+  // One compare-and-set of the taskMap moves them: a concurrent steal or release loses the
+  // race and retries on the fresh version, so a task never has two owners.
+  std::vector<uint32_t> moved;
+  std::optional<pb::TaskMap> written;
+  int32_t version = -1;
+  Status outcome = makeError(ErrorCode::kConflict, "not tried");
+  for (int attempt = 0; attempt < 3 && !outcome; ++attempt) {
+    auto node = co_await zk_->get(path);
+    if (!node) {
+      outcome = node.status();
+      break;
     }
-    if (candidates.size() <= freeHere) {
-      freeHere -= candidates.size();
-      continue;
+    auto map = daemon::parseProto<pb::TaskMap>(node->data, path);
+    if (!map) {
+      outcome = map.status();
+      break;
     }
-    size_t give = std::min<size_t>(req.max_tasks(), candidates.size() - freeHere);
-    // The newest waiting tasks go: ours keep their place in the queue.
-    std::vector<uint32_t> chosen(candidates.end() - static_cast<std::ptrdiff_t>(give), candidates.end());
-    for (uint32_t t : chosen) beingStolen_.insert({s, t});
-    // One compare-and-set of the taskMap moves them: a concurrent steal or release loses the
-    // race and retries on the fresh version, so a task never has two owners.
-    Status moved = makeError(ErrorCode::kConflict, "not tried");
-    for (int attempt = 0; attempt < 3 && !moved; ++attempt) {
-      auto node = co_await zk_->get(taskmapPath(config_.job_id, s));
-      if (!node) {
-        moved = node.status();
-        break;
-      }
-      auto map = daemon::parseProto<pb::TaskMap>(node->data, taskmapPath(config_.job_id, s));
-      if (!map) break;
-      std::vector<uint32_t> stillMine;
-      for (uint32_t t : chosen) {
-        if (map->owner_site(static_cast<int>(t)) == config_.site) {
-          map->set_owner_site(static_cast<int>(t), req.thief_site());
-          stillMine.push_back(t);
-        }
-      }
-      auto set = co_await zk_->set(taskmapPath(config_.job_id, s), map->SerializeAsString(), node->stat.version);
-      if (set) {
-        view_.stages[s].taskmap = *map;
-        view_.stages[s].taskmapVersion = set->version;
-        chosen = stillMine;
-        moved = Status::ok();
-      } else {
-        moved = set.status();
-      }
+    auto stillMine = jobcore::JobCore::moveTasks(*map, offer.tasks, config_.site, req.thief_site());
+    auto set = co_await zk_->set(path, map->SerializeAsString(), node->stat.version);
+    if (set) {
+      moved = std::move(stillMine);
+      written = *map;
+      version = set->version;
+      outcome = Status::ok();
+    } else {
+      outcome = set.status();
     }
-    for (uint32_t t : chosen) beingStolen_.erase({s, t});
-    if (!moved) {
-      spdlog::warn("steal by {} failed: {}", req.thief_site(), moved.message());
-      co_return resp;
-    }
-    for (uint32_t t : chosen) {
-      auto* ref = resp.add_stolen();
-      ref->set_stage(s);
-      ref->set_task(t);
-      waitingSince_.erase({s, t});
-    }
-    spdlog::info("gave {} tasks of stage {} to {}", chosen.size(), s, req.thief_site());
+  }
+  core_.settleSteal(offer, moved, written, version);
+  if (!outcome) {
+    spdlog::warn("steal by {} failed: {}", req.thief_site(), outcome.message());
     co_return resp;
   }
+  for (uint32_t t : moved) {
+    auto* ref = resp.add_stolen();
+    ref->set_stage(offer.stage);
+    ref->set_task(t);
+  }
+  spdlog::info("gave {} tasks of stage {} to {}", moved.size(), offer.stage, req.thief_site());
   co_return resp;
-}
-
-awaitable<void> JobManager::runTask(std::string slotKey, TaskId id) {
-  auto [s, t] = id;
-  uint32_t attempt = ++attempts_[id];
-  auto finish = [&] {
-    running_.erase(id);
-    auto it = slots_.find(slotKey);
-    if (it != slots_.end()) {
-      it->second.tasks.erase(id);
-      if (it->second.tasks.empty()) it->second.cpu = -1;  // an idle container's last reading is stale
-    }
-  };
-  auto slotIt = slots_.find(slotKey);
-  auto inputs = taskInputs(view_, s, t);
-  if (slotIt == slots_.end() || !inputs) {
-    finish();
-    co_return;
-  }
-  pb::Container container = slotIt->second.container;
-  const auto& stage = view_.spec.stages(static_cast<int>(s));
-  pb::RunTaskRequest req;
-  req.set_job_id(config_.job_id);
-  req.set_stage(s);
-  req.set_task(t);
-  req.set_attempt(attempt);
-  *req.mutable_container() = container.id();
-  req.set_op(stage.op());
-  *req.mutable_params() = stage.params();
-  for (auto& in : *inputs) *req.add_inputs() = std::move(in);
-  req.set_buckets(job::outputBuckets(view_.spec, s));
-  req.set_epoch(epoch_);
-  req.set_jm_address(address_);
-  spdlog::info("task {} attempt {} on {}", taskName(s, t), attempt, slotKey);
-  auto ep = net::Endpoint::parse(container.worker_address());
-  if (!ep) {
-    finish();
-    co_await failJob("container on " + container.id().worker_id() + " has a bad address: " + ep.message());
-    co_return;
-  }
-  // (Never co_await inside ?:, && or || with GCC 12: the operand may be evaluated twice.)
-  auto client = clients_.get(*ep);
-  Result<pb::RunTaskResponse> r = co_await client->call<pb::RunTaskResponse>("worker.RunTask", req, kTaskTimeout);
-  finish();
-  if (r) {
-    view_.stages[s].parts[t] = r->location();
-    spdlog::info("task {} done on {} in {:.3f} s", taskName(s, t), slotKey, r->location().elapsed_s());
-    co_return;
-  }
-  spdlog::warn("task {} attempt {} on {} failed: {}", taskName(s, t), attempt, slotKey, r.message());
-  switch (r.error().code) {
-    case ErrorCode::kUnavailable:
-    case ErrorCode::kDeadlineExceeded:
-      // The container's worker is gone (a VM loss, not the task's fault): stop using its
-      // containers until the master grants them again, and do not count the attempt.
-      std::erase_if(slots_, [&](const auto& kv) {
-        return kv.second.container.id().worker_id() == container.id().worker_id() && kv.second.tasks.empty();
-      });
-      --attempts_[id];
-      co_return;
-    case ErrorCode::kNotFound:
-    case ErrorCode::kAlreadyExists:
-      // An input is unreachable (lineage will recompute it) or a predecessor's launch is still
-      // running: try again a little later, without counting the attempt.
-      --attempts_[id];
-      notBefore_[id] = Clock::now() + milliseconds(500);
-      co_return;
-    default:
-      break;
-  }
-  uint32_t maxAttempts = view_.spec.max_task_attempts() ? view_.spec.max_task_attempts() : kDefaultMaxAttempts;
-  if (attempt >= maxAttempts) co_await failJob("task " + taskName(s, t) + " failed " + std::to_string(attempt) + " times: " + r.message());
-}
-
-awaitable<void> JobManager::mainLoop() {
-  if (auto st = co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms * 2)); !st) {
-    spdlog::critical("cannot reach ZooKeeper: {}", st.message());
-    runtime_.shutdown();
-    co_return;
-  }
-  if (auto st = co_await loadJob(); !st) {
-    spdlog::critical("cannot load job: {}", st.message());
-    runtime_.shutdown();
-    co_return;
-  }
-  while (!stopping_) {
-    if (sessionLost_) {
-      sessionLost_ = false;
-      registered_ = false;
-      electionNode_.clear();
-    }
-    if (!registered_) {
-      if (auto st = co_await registerSelf(); !st) spdlog::warn("registering JM: {}", st.message());
-    }
-    if (auto st = co_await refresh(); !st) {
-      spdlog::warn("reading job state: {}", st.message());
-      co_await daemon::sleepFor(kTick);
-      continue;
-    }
-    if (isTerminal(status_.state())) {
-      pb::JmUpdateRequest bye;
-      bye.set_job_id(config_.job_id);
-      bye.set_finished(true);
-      if (auto master = net::Endpoint::parse(config_.master)) {
-        (void)co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", bye, kMasterCallTimeout);
-      }
-      spdlog::info("job {} is over ({}): JM exits", config_.job_id, pb::JobState_Name(status_.state()));
-      stop();
-      runtime_.shutdown();
-      co_return;
-    }
-    co_await elect();
-    if (primary_) co_await primaryDuties();
-    co_await exchangeWithMaster();
-    launchTasks();
-    if (registered_ && (desire_ != publishedDesire_ || slots_.size() != publishedGranted_)) {
-      (void)co_await registerSelf();  // publish the Af desire and the grant (status, tests)
-    }
-    co_await daemon::sleepFor(kTick);
-  }
 }
 
 int run(const std::string& configPath) {

@@ -1,9 +1,10 @@
 #pragma once
-// tellus-jm: the job manager of one job at one site (HOUTU §3). Every JM of a job reads the
-// job state from ZooKeeper, asks its own master for containers (desire from Af), and runs the
-// tasks its site owns in the taskMap. The primary (elected through ZooKeeper; fenced by the
-// epoch node) also releases stages with their initial taskMap, finishes the job, and has
-// missing JMs replaced.
+// tellus-jm: the job manager of one job at one site (HOUTU §3), a thin driver over
+// jobcore::JobCore. It turns ZooKeeper watches (status, taskMaps, outputs, running markers,
+// live workers, JMs, epoch), RPCs (grants, usage reports, steal requests), the election's
+// outcome and a short in-memory tick into the core's events, and executes the actions the
+// core decides: launches, fenced writes of the primary, container requests, steals.
+// It reads ZooKeeper only when a watch says something changed (and a slow safety re-read).
 
 #include <chrono>
 #include <map>
@@ -14,12 +15,13 @@
 #include <vector>
 
 #include "config/config.h"
+#include "coord/election.h"
+#include "coord/event_flag.h"
 #include "coord/zk_client.h"
 #include "daemon/daemon.h"
-#include "jobstate/job_view.h"
+#include "jobcore/job_core.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
-#include "sched/af.h"
 #include "tellus.pb.h"
 
 namespace tellus::jm {
@@ -34,81 +36,71 @@ class JobManager {
 
  private:
   using Clock = std::chrono::steady_clock;
-  using TaskId = std::pair<uint32_t, uint32_t>;  // (stage, task)
-  struct Slot {
-    pb::Container container;
-    std::map<TaskId, double> tasks;  // running here, with the share of the container each uses
-    double cpu = -1;                 // last measured CPU (cores), -1 = no report yet
-    double used() const;
-  };
+
+  double nowS() const;
+  void wake() { wake_.set(); }
+  // Ends the process: 0 when the job is over or this JM was replaced, 1 when it could not do
+  // its job (its worker reports that, and its master replaces it).
+  void exitWith(bool failed, const std::string& why);
 
   boost::asio::awaitable<void> mainLoop();
   boost::asio::awaitable<Status> loadJob();
-  boost::asio::awaitable<Status> refresh();
+  Status watchJob();
+  void watchSiteWorkers(const pb::JobStatus& status);
+  boost::asio::awaitable<void> readChangedState();
+  boost::asio::awaitable<void> readParts(uint32_t stage);
+  boost::asio::awaitable<void> readMarkers();
+  boost::asio::awaitable<void> readJms();
   boost::asio::awaitable<Status> registerSelf();
-  boost::asio::awaitable<void> elect();
+
+  void joinElection();
+  boost::asio::awaitable<void> takeOver();
   boost::asio::awaitable<bool> takeOverEpoch();
-  boost::asio::awaitable<void> primaryDuties();
-  boost::asio::awaitable<Status> fencedWrite(std::vector<coord::ZkOp> ops);
-  boost::asio::awaitable<void> ensureJms();
-  // Lineage: outputs whose only copy was on a dead worker and that are still needed are
-  // dropped from the job state, so their owners run the tasks again.
-  boost::asio::awaitable<void> recomputeLostOutputs();
-  boost::asio::awaitable<void> exchangeWithMaster();
-  void launchTasks();
-  void applyGrants(const pb::JmUpdateResponse& grants);
-  // Estimated share of one container a task of stage s uses (measured, else a whole one).
-  double taskShare(uint32_t s) const;
-  boost::asio::awaitable<void> stealWork(size_t idleContainers);
-  boost::asio::awaitable<Result<pb::StealResponse>> giveWork(pb::StealRequest req, net::CallContext ctx);
-  Result<pb::Empty> recordUsage(const pb::ContainerUsageReport& report);
-  boost::asio::awaitable<void> runTask(std::string slotKey, TaskId task);
-  boost::asio::awaitable<void> failJob(std::string reason);
   void stepDown(const std::string& why);
+  boost::asio::awaitable<Status> fencedWrite(std::vector<coord::ZkOp> ops);
+
+  boost::asio::awaitable<void> execute(jobcore::Actions actions);
+  boost::asio::awaitable<void> readSiteRecords();
+  boost::asio::awaitable<void> requestJm(std::string site);
+  boost::asio::awaitable<void> sendContainerRequest(jobcore::ContainerRequest request);
+  boost::asio::awaitable<void> failJob(std::string reason);
+  boost::asio::awaitable<void> runTask(jobcore::LaunchTask launch);
+  boost::asio::awaitable<void> stealWork(jobcore::StealWork steal);
+  boost::asio::awaitable<Result<pb::StealResponse>> giveWork(pb::StealRequest req, net::CallContext ctx);
 
   daemon::Runtime& runtime_;
   config::JmConfig config_;
+  jobcore::JobCore core_;
+  Clock::time_point origin_ = Clock::now();
   std::string address_;
   net::RpcServer server_;
   net::ClientPool clients_;
   std::shared_ptr<coord::ZkClient> zk_;
   std::vector<coord::Subscription> subscriptions_;
+  std::map<std::string, coord::Subscription> workerWatches_;  // by site
+  coord::EventFlag wake_;
 
-  jobstate::JobView view_;
-  pb::JobStatus status_;
-  int32_t statusVersion_ = -1;  // version of the status node status_ was read from
-  bool loaded_ = false;
+  // What the watches reported, read by the main loop (names are read there, values are not).
+  std::map<uint32_t, std::optional<std::vector<std::string>>> partNames_;  // new listing per stage
+  std::map<uint32_t, std::map<uint32_t, pb::PartitionLocation>> parts_;   // outputs read so far
+  std::map<uint32_t, std::set<uint32_t>> partListing_;                    // names of the last listing
+  std::optional<std::vector<std::string>> markerNames_;
+  std::map<jobcore::TaskId, pb::RunningTask> markers_;
+  std::set<std::string> markerListing_;
+  Clock::time_point markersReadAt_{};
+  std::optional<std::vector<std::string>> jmNames_;
+  std::map<std::string, pb::JmInfo> jms_;  // the job's JMs, by site (addresses for stealing)
+
+  // Registration and election.
   bool registered_ = false;
   bool everRegistered_ = false;
-  bool sessionLost_ = false;      // set by the session listener; handled in the loop
-  std::string electionNode_;      // our n_ node, "" when not in the election
-  bool primary_ = false;
-  uint64_t epoch_ = 0;
-  int32_t epochVersion_ = -1;     // version of the epoch node we wrote: the fencing token
-  std::map<std::string, Clock::time_point> jmMissingSince_;
-  std::map<std::string, Clock::time_point> jmRequestedAt_;
+  std::unique_ptr<coord::LeaderElection> election_;
+  bool takingOver_ = false;
+  int32_t epochVersion_ = -1;  // version of the epoch node we wrote: the fencing token
+  std::optional<coord::NodeData> epochNode_;
 
-  std::map<std::string, Slot> slots_;  // granted containers by "worker/slot"
-  std::set<TaskId> running_;
-  std::map<TaskId, pb::RunningTask> markers_;           // every running marker of the job, as last read
-  bool markersChanged_ = true;                           // set by the watch on the running directory
-  Clock::time_point markersReadAt_{};                   // last time every marker was read
-  std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks not launched by us
-  std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts seen by the last listing, by stage
-  std::map<TaskId, Clock::time_point> notBefore_;       // retry backoff after a lost input
-  std::set<TaskId> beingStolen_;                         // reserved while a steal CAS is in flight
-  std::map<uint32_t, double> stageShare_;                // measured container share per task, by stage
-  bool stealing_ = false;
-  Clock::time_point lastSteal_{};
-  size_t stealRound_ = 0;
-  std::map<TaskId, uint32_t> attempts_;
-  std::map<TaskId, Clock::time_point> waitingSince_;
-  sched::AfState af_;
-  Clock::time_point lastAf_;
-  double busySamples_ = 0, sampleCount_ = 0;  // utilization over the current Af period
-  bool hadWaiting_ = false;
-  uint32_t publishedDesire_ = 0, publishedGranted_ = 0;  // as last written to our JmInfo node
-  uint32_t desire_ = 0;
+  std::optional<std::string> exit_;  // set by a watch callback, acted on by the loop
+  bool requestInFlight_ = false;
   bool stopping_ = false;
 };
 

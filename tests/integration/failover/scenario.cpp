@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "coord/election.h"
 #include "harness/eventually.h"
 #include "jobstate/paths.h"
 
@@ -133,8 +134,7 @@ Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId)
   }
   auto contenders = zk.children(electionPath(jobId));
   if (!contenders) return contenders.error();
-  std::sort(contenders->begin(), contenders->end());  // fixed-width sequence numbers
-  for (const auto& name : *contenders) {
+  for (const auto& name : coord::electionOrder(*contenders)) {
     auto node = zk.get(electionPath(jobId) + "/" + name);
     if (node) snap.election.push_back(node->data);
   }

@@ -1,0 +1,572 @@
+#include "jobcore/job_core.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "job/spec.h"
+
+namespace tellus::jobcore {
+
+using namespace tellus::jobstate;
+
+std::string taskLabel(const TaskId& id) { return std::to_string(id.first) + "/" + std::to_string(id.second); }
+
+std::string slotKeyOf(const pb::ContainerId& id) { return id.worker_id() + "/" + std::to_string(id.slot()); }
+
+AttemptEnd classifyRunTaskError(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kDeadlineExceeded:
+      return AttemptEnd::kWorkerUnreachable;
+    case ErrorCode::kNotFound:
+    case ErrorCode::kAlreadyExists:
+      return AttemptEnd::kInputNotReady;
+    default:
+      return AttemptEnd::kTaskFailed;
+  }
+}
+
+bool Actions::empty() const {
+  return launches.empty() && lostOutputs.empty() && !needSiteRecords && releases.empty() && !succeed && !fail &&
+         startJms.empty() && !request && !steal && !publish && !exit;
+}
+
+double JobCore::Slot::used() const {
+  double u = 0;
+  for (const auto& [id, share] : tasks) u += share;
+  return u;
+}
+
+JobCore::JobCore(CoreConfig config) : config_(std::move(config)) {}
+
+uint32_t JobCore::attempts(const TaskId& id) const {
+  auto it = attempts_.find(id);
+  return it == attempts_.end() ? 0 : it->second;
+}
+
+// ---- the job's state ---------------------------------------------------------------------
+
+Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::StageInputs>& inputs) {
+  const auto stages = static_cast<uint32_t>(spec.stages_size());
+  if (stages == 0) return makeError(ErrorCode::kInvalidArgument, "job " + config_.jobId + " has no stages");
+  view_.jobId = config_.jobId;
+  view_.spec = spec;
+  view_.stages.assign(stages, StageView{});
+  for (uint32_t s = 0; s < stages; ++s) {
+    if (!isDatasetStage(spec, s)) continue;
+    if (s >= inputs.size()) {
+      return makeError(ErrorCode::kInvalidArgument, "job " + config_.jobId + ": no inputs for stage " + std::to_string(s));
+    }
+    view_.stages[s].inputs = inputs[s];
+  }
+  loaded_ = true;
+  refreshRunningElsewhere();
+  return Status::ok();
+}
+
+void JobCore::onStatus(const pb::JobStatus& status, int32_t version) {
+  status_ = status;
+  statusVersion_ = version;
+}
+
+void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version) {
+  if (stage >= view_.stages.size()) return;
+  auto& st = view_.stages[stage];
+  // A reading older than what we wrote ourselves (a steal's CAS) is not applied.
+  if (st.taskmap && version < st.taskmapVersion) return;
+  st.taskmap = map;
+  st.taskmapVersion = version;
+  refreshRunningElsewhere();
+}
+
+void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts) {
+  if (stage >= view_.stages.size()) return;
+  auto& known = view_.stages[stage].parts;
+  auto& listed = listedParts_[stage];
+  std::erase_if(known, [&](const auto& kv) { return listed.count(kv.first) && !parts.count(kv.first); });
+  std::set<uint32_t> present;
+  for (const auto& [t, loc] : parts) {
+    present.insert(t);
+    known[t] = loc;
+  }
+  listed = std::move(present);
+  refreshRunningElsewhere();
+}
+
+void JobCore::onRunningMarkers(const std::map<TaskId, pb::RunningTask>& markers) {
+  markers_ = markers;
+  refreshRunningElsewhere();
+}
+
+void JobCore::refreshRunningElsewhere() {
+  // A marker that outlives its task's recorded output (its worker lost the connection while
+  // removing it) no longer means the task or its container is busy.
+  runningElsewhere_.clear();
+  for (const auto& [id, marker] : markers_) {
+    if (running_.count(id)) continue;
+    if (id.first < view_.stages.size() && view_.stages[id.first].parts.count(id.second)) continue;
+    runningElsewhere_[id] = marker;
+  }
+}
+
+void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>& workers) {
+  liveWorkers_[site] = workers;
+}
+
+void JobCore::onJms(const std::set<std::string>& sites) { jms_ = sites; }
+
+void JobCore::onSiteRecords(const std::vector<pb::SiteInfo>& sites) { siteRecords_ = sites; }
+
+// ---- election ----------------------------------------------------------------------------
+
+void JobCore::onBecamePrimary(uint64_t epoch) {
+  primary_ = true;
+  epoch_ = epoch;
+}
+
+void JobCore::onLostPrimary() {
+  primary_ = false;
+  siteRecords_.reset();
+}
+
+// ---- resources ---------------------------------------------------------------------------
+
+void JobCore::onGrants(const std::vector<pb::Container>& granted) {
+  std::set<std::string> keys;
+  for (const auto& c : granted) {
+    auto key = slotKeyOf(c.id());
+    keys.insert(key);
+    slots_.try_emplace(key, Slot{c, {}, -1});
+  }
+  // A revoked container goes once its tasks are done.
+  std::erase_if(slots_, [&](const auto& kv) { return !keys.count(kv.first) && kv.second.tasks.empty(); });
+}
+
+void JobCore::onUsage(const pb::ContainerUsageReport& report) {
+  for (const auto& u : report.usage()) {
+    auto it = slots_.find(slotKeyOf(u.id()));
+    if (it == slots_.end()) continue;
+    if (!std::isfinite(u.cpu()) || u.cpu() < 0) continue;
+    it->second.cpu = u.cpu();
+    // What one task of each stage running here uses, smoothed: lets Parades pack tasks that
+    // leave most of a container idle (I/O-bound) and keep CPU-bound ones one per container.
+    if (!it->second.tasks.empty() && u.running_tasks() > 0) {
+      // At most four tasks per container: on a busy host the measured share is what a task
+      // got, not what it needs, and packing on it alone would over-pack.
+      double perTask = std::clamp(u.cpu() / static_cast<double>(u.running_tasks()), 0.25, 1.0);
+      for (const auto& [id, share] : it->second.tasks) {
+        auto [entry, fresh] = stageShare_.try_emplace(id.first, perTask);
+        if (!fresh) entry->second = 0.7 * entry->second + 0.3 * perTask;
+      }
+    }
+  }
+}
+
+double JobCore::taskShare(uint32_t s) const {
+  auto it = stageShare_.find(s);
+  // Round up to tenths so that rounding noise does not over-pack a container.
+  return it == stageShare_.end() ? 1.0 : std::min(1.0, std::ceil(it->second * 10) / 10);
+}
+
+// ---- task outcomes -----------------------------------------------------------------------
+
+void JobCore::finishAttempt(const LaunchTask& launch) {
+  running_.erase(launch.task);
+  auto it = slots_.find(launch.slotKey);
+  if (it != slots_.end()) {
+    it->second.tasks.erase(launch.task);
+    if (it->second.tasks.empty()) it->second.cpu = -1;  // an idle container's last reading is stale
+  }
+}
+
+void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
+                          const std::string& message, double now) {
+  finishAttempt(launch);
+  const TaskId id = launch.task;
+  switch (end) {
+    case AttemptEnd::kSucceeded:
+      if (location != nullptr && id.first < view_.stages.size()) view_.stages[id.first].parts[id.second] = *location;
+      break;
+    case AttemptEnd::kWorkerUnreachable: {
+      // Not the task's fault: stop using the worker's idle containers until the master grants
+      // them again, and do not count the attempt.
+      const auto& worker = launch.container.id().worker_id();
+      std::erase_if(slots_, [&](const auto& kv) {
+        return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
+      });
+      if (attempts_[id] > 0) --attempts_[id];
+      break;
+    }
+    case AttemptEnd::kInputNotReady:
+      // Lineage will recompute the input, or the predecessor's launch will end: try again a
+      // little later, without counting the attempt.
+      if (attempts_[id] > 0) --attempts_[id];
+      notBefore_[id] = now + config_.timings.inputRetryS;
+      break;
+    case AttemptEnd::kTaskFailed: {
+      uint32_t maxAttempts =
+          view_.spec.max_task_attempts() ? view_.spec.max_task_attempts() : config_.timings.defaultMaxAttempts;
+      if (launch.attempt >= maxAttempts) {
+        failJob("task " + taskLabel(id) + " failed " + std::to_string(launch.attempt) + " times: " + message);
+      }
+      break;
+    }
+  }
+  refreshRunningElsewhere();
+}
+
+void JobCore::failJob(std::string reason) {
+  if (!failure_) failure_ = std::move(reason);
+}
+
+// ---- primary writes ----------------------------------------------------------------------
+
+void JobCore::onStageReleased(const ReleaseStage& release, bool ok) {
+  if (!ok || release.stage >= view_.stages.size()) return;
+  auto& st = view_.stages[release.stage];
+  if (st.taskmap) return;  // the watch was faster (or another primary released it)
+  st.taskmap = release.taskmap;
+  st.taskmapVersion = 0;
+}
+
+void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
+  if (!ok || removal.task.first >= view_.stages.size()) return;
+  view_.stages[removal.task.first].parts.erase(removal.task.second);
+  refreshRunningElsewhere();
+}
+
+void JobCore::onContainerRequestSent(const ContainerRequest& request) {
+  sentDesire_ = request.desire;
+  for (const auto& id : request.release) slots_.erase(slotKeyOf(id));
+}
+
+void JobCore::onPublished(uint32_t desire, uint32_t granted) {
+  publishedDesire_ = desire;
+  publishedGranted_ = granted;
+  publishedPrimary_ = primary_;
+}
+
+// ---- stealing ----------------------------------------------------------------------------
+
+std::vector<uint32_t> JobCore::moveTasks(pb::TaskMap& map, const std::vector<uint32_t>& tasks, const std::string& from,
+                                         const std::string& to) {
+  std::vector<uint32_t> moved;
+  for (uint32_t t : tasks) {
+    if (t >= static_cast<uint32_t>(map.owner_site_size())) continue;
+    if (map.owner_site(static_cast<int>(t)) != from) continue;
+    map.set_owner_site(static_cast<int>(t), to);
+    moved.push_back(t);
+  }
+  return moved;
+}
+
+StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks) {
+  StealOffer offer;
+  offer.thief = thief;
+  if (!loaded_ || thief == config_.site || maxTasks == 0) return offer;
+  // Only a site the job runs at may take work: a task given to any other would never run.
+  if (std::find(status_.sites().begin(), status_.sites().end(), thief) == status_.sites().end()) return offer;
+  size_t freeHere = 0;
+  for (const auto& [key, slot] : slots_) freeHere += slot.tasks.empty() ? 1 : 0;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    // Waiting tasks we cannot start ourselves right now, oldest stage first.
+    std::vector<uint32_t> candidates;
+    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
+      TaskId id{s, t};
+      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
+      auto inputs = taskInputs(view_, s, t);
+      if (!inputs) continue;
+      // Residency: raw partitions that may not leave this site stay with it.
+      bool pinned = std::any_of(inputs->begin(), inputs->end(), [](const auto& in) { return in.residency_local(); });
+      if (!pinned) candidates.push_back(t);
+    }
+    if (candidates.size() <= freeHere) {
+      freeHere -= candidates.size();
+      continue;
+    }
+    size_t give = std::min<size_t>(maxTasks, candidates.size() - freeHere);
+    // The newest waiting tasks go: ours keep their place in the queue.
+    offer.stage = s;
+    offer.tasks.assign(candidates.end() - static_cast<std::ptrdiff_t>(give), candidates.end());
+    for (uint32_t t : offer.tasks) beingStolen_.insert({s, t});
+    return offer;
+  }
+  return offer;
+}
+
+void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved,
+                          const std::optional<pb::TaskMap>& map, int32_t version) {
+  for (uint32_t t : offer.tasks) beingStolen_.erase({offer.stage, t});
+  if (!map || offer.stage >= view_.stages.size()) return;
+  auto& st = view_.stages[offer.stage];
+  st.taskmap = *map;
+  st.taskmapVersion = version;
+  for (uint32_t t : moved) waitingSince_.erase({offer.stage, t});
+}
+
+void JobCore::onStealEnded(bool gotWork) {
+  stealing_ = false;
+  if (gotWork) ++stealRound_;
+}
+
+// ---- decisions ---------------------------------------------------------------------------
+
+bool JobCore::isStealable(const TaskId& id) const {
+  const auto& stage = view_.stages[id.first];
+  return stage.taskmap->owner_site(static_cast<int>(id.second)) != config_.site && !stage.parts.count(id.second) &&
+         !runningElsewhere_.count(id);
+}
+
+Actions JobCore::step(double now) {
+  Actions out;
+  if (!loaded_) return out;
+  if (isTerminal(status_.state())) {
+    out.exit = true;
+    return out;
+  }
+  if (failure_ && !failReported_) {
+    out.fail = *failure_;
+    failReported_ = true;
+  }
+  if (primary_) decidePrimary(now, out);
+  decideContainers(now, out);
+  decideLaunches(now, out);
+  if (desire_ != publishedDesire_ || slots_.size() != publishedGranted_ || primary_ != publishedPrimary_) {
+    out.publish = true;
+  }
+  return out;
+}
+
+void JobCore::decidePrimary(double now, Actions& out) {
+  // Lineage: outputs whose only copy was on a dead worker and that are still needed are
+  // dropped from the job state, so their owners run the tasks again. Decided only when the
+  // live workers of every site are known.
+  bool workersKnown = status_.sites_size() > 0;
+  std::set<std::string> live;
+  for (const auto& site : status_.sites()) {
+    auto it = liveWorkers_.find(site);
+    if (it == liveWorkers_.end()) {
+      workersKnown = false;
+      break;
+    }
+    live.insert(it->second.begin(), it->second.end());
+  }
+  const auto stages = static_cast<uint32_t>(view_.stages.size());
+  if (workersKnown) {
+    for (uint32_t u = 0; u < stages; ++u) {
+      bool needed = u + 1 == stages;  // the job's result
+      for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
+      if (!needed) continue;
+      for (const auto& [t, loc] : view_.stages[u].parts) {
+        if (!live.count(loc.worker_id())) out.lostOutputs.push_back({{u, t}, loc.worker_id()});
+      }
+    }
+  }
+  if (!out.lostOutputs.empty()) return;  // release only on a state without known losses
+
+  auto releasable = releasableStages(view_);
+  if (!releasable.empty()) {
+    if (!siteRecords_) {
+      out.needSiteRecords = true;
+    } else {
+      auto sites = siteCapacities(*siteRecords_);
+      for (uint32_t s : releasable) {
+        const std::string& policy = view_.spec.placement().empty() ? "proportional" : view_.spec.placement();
+        auto map = initialTaskMap(view_, s, policy, sites);
+        if (!map) {
+          failJob("placing stage " + view_.spec.stages(static_cast<int>(s)).name() + ": " + map.message());
+          if (!failReported_) {
+            out.fail = *failure_;
+            failReported_ = true;
+          }
+          return;
+        }
+        map->set_epoch(epoch_);
+        out.releases.push_back({s, std::move(*map)});
+      }
+      siteRecords_.reset();  // capacities are read afresh for the next release
+    }
+  }
+  if (jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
+    out.succeed = true;
+    return;
+  }
+  // Every site of the job needs a JM: ask a site's master for one when it has none.
+  for (const auto& site : status_.sites()) {
+    if (site == config_.site) continue;
+    if (jms_.count(site)) {
+      jmMissingSince_.erase(site);
+      continue;
+    }
+    double since = jmMissingSince_.try_emplace(site, now).first->second;
+    auto asked = jmRequestedAt_.find(site);
+    if (now - since < config_.timings.jmGraceS) continue;
+    if (asked != jmRequestedAt_.end() && now - asked->second < config_.timings.jmRequestIntervalS) continue;
+    jmRequestedAt_[site] = now;
+    out.startJms.push_back(site);
+  }
+}
+
+void JobCore::decideContainers(double now, Actions& out) {
+  // Utilization over the Af period, weighted by time: measured CPU where the worker reported
+  // it, else the occupied share.
+  if (lastSample_ >= 0 && now > lastSample_ && !slots_.empty()) {
+    busyArea_ += busyNow_ * (now - lastSample_);
+    heldTime_ += now - lastSample_;
+  }
+  lastSample_ = now;
+  busyNow_ = 0;
+  if (!slots_.empty()) {
+    double busy = 0;
+    for (const auto& [k, slot] : slots_) {
+      if (!slot.tasks.empty()) busy += std::min(1.0, slot.cpu >= 0 ? slot.cpu : slot.used());
+    }
+    busyNow_ = busy / static_cast<double>(slots_.size());
+  }
+
+  // Work this sub-job still has: its unfinished tasks of released stages.
+  size_t unfinished = 0;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) unfinished += unfinishedTasks(view_, s, config_.site).size();
+  // Work this JM could steal: other sites' tasks that are neither done nor running. While there
+  // is some, a JM keeps at least a container to steal with even when it owns no task.
+  size_t stealable = 0;
+  if (!view_.spec.no_stealing()) {
+    for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+      const auto& stage = view_.stages[s];
+      if (!stage.taskmap) continue;
+      for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
+        if (isStealable({s, static_cast<uint32_t>(t)})) ++stealable;
+      }
+    }
+  }
+  if (af_.period == 0 || now - lastAf_ >= config_.timings.afPeriodS) {
+    sched::AfObservation obs;
+    obs.allocation = static_cast<double>(slots_.size());
+    obs.utilization = heldTime_ > 0 ? busyArea_ / heldTime_ : 0.0;
+    obs.hasWaitingTasks = hadWaiting_;
+    // Af's own state is not capped by the work at hand (the request below is): a stage that
+    // drains must not make the next one ramp up from a single container again.
+    af_ = sched::afDesire(af_, obs, sched::AfParams{});
+    lastAf_ = now;
+    busyArea_ = heldTime_ = 0;
+    hadWaiting_ = false;
+  }
+  size_t useful = unfinished + std::min<size_t>(stealable, 1 + unfinished);
+  auto desire = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(sched::afContainerRequest(af_)), useful));
+  // Static allocation (the baseline HOUTU compares Af against): hold N for the whole job.
+  if (view_.spec.static_containers() > 0) desire = view_.spec.static_containers();
+  desire_ = desire;
+
+  ContainerRequest request;
+  request.desire = desire;
+  // When the desire drops, give back idle containers first.
+  size_t excess = slots_.size() > desire ? slots_.size() - desire : 0;
+  for (auto it = slots_.begin(); it != slots_.end() && excess > 0; ++it) {
+    if (it->second.tasks.empty()) {
+      request.release.push_back(it->second.container.id());
+      --excess;
+    }
+  }
+  // Sent on change; repeated while the master owes us containers (a lost grant event).
+  bool changed = !sentDesire_ || *sentDesire_ != desire || !request.release.empty();
+  bool unmet = slots_.size() < desire && now - lastRequest_ >= config_.timings.masterRefreshS;
+  if (changed || unmet) {
+    lastRequest_ = now;
+    out.request = std::move(request);
+  }
+}
+
+void JobCore::decideLaunches(double now, Actions& out) {
+  // The tasks this site owns that can run now, as Parades sees them.
+  std::vector<sched::WaitingTask> waiting;
+  std::map<std::string, TaskId> byLabel;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    double meanS = 0;
+    for (const auto& [t, loc] : view_.stages[s].parts) meanS += loc.elapsed_s();
+    if (!view_.stages[s].parts.empty()) meanS /= static_cast<double>(view_.stages[s].parts.size());
+    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
+      TaskId id{s, t};
+      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
+      auto backoff = notBefore_.find(id);
+      if (backoff != notBefore_.end() && now < backoff->second) continue;
+      auto inputs = taskInputs(view_, s, t);
+      if (!inputs) continue;  // an upstream output is being recomputed
+      double since = waitingSince_.try_emplace(id, now).first->second;
+      sched::WaitingTask w;
+      w.id = taskLabel(id);
+      for (const auto& in : *inputs) {
+        if (in.site() != config_.site) continue;
+        w.preferredNodes.push_back(in.worker_id());
+        for (const auto& r : in.replicas()) w.preferredNodes.push_back(r.worker_id());
+      }
+      w.preferredRacks.push_back(config_.site);
+      w.waitS = now - since;
+      w.processingS = meanS;
+      w.resource = taskShare(s);
+      byLabel[w.id] = id;
+      waiting.push_back(std::move(w));
+    }
+  }
+  if (!waiting.empty()) hadWaiting_ = true;
+  // Containers we inherited that still run a task launched by our predecessor.
+  std::set<std::string> busyElsewhere;
+  for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
+  size_t idle = 0;
+  for (auto& [key, slot] : slots_) {
+    if (busyElsewhere.count(key)) continue;
+    double free = std::max(0.0, 1.0 - slot.used());
+    if (waiting.empty()) {
+      if (slot.used() <= 0.5) ++idle;  // room for more work, and nothing of ours waits
+      continue;
+    }
+    // Parades on this container update: node-local first, then rack-local after τ·p, then
+    // anywhere after 2τ·p; several tasks while the container has room.
+    sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, free};
+    auto decision = sched::paradesOnUpdate(waiting, update, sched::ParadesParams{});
+    for (const auto& launch : decision.launches) {
+      const TaskId id = byLabel.at(launch.taskId);
+      slot.tasks[id] = taskShare(id.first);
+      running_.insert(id);
+      waitingSince_.erase(id);
+      notBefore_.erase(id);
+      std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
+
+      LaunchTask task;
+      task.slotKey = key;
+      task.container = slot.container;
+      task.task = id;
+      task.attempt = ++attempts_[id];
+      auto& req = task.request;
+      const auto& stage = view_.spec.stages(static_cast<int>(id.first));
+      req.set_job_id(config_.jobId);
+      req.set_stage(id.first);
+      req.set_task(id.second);
+      req.set_attempt(task.attempt);
+      *req.mutable_container() = slot.container.id();
+      req.set_op(stage.op());
+      *req.mutable_params() = stage.params();
+      auto inputs = taskInputs(view_, id.first, id.second);
+      for (auto& in : *inputs) *req.add_inputs() = std::move(in);
+      req.set_buckets(job::outputBuckets(view_.spec, id.first));
+      req.set_epoch(epoch_);
+      out.launches.push_back(std::move(task));
+    }
+    if (decision.steal && slot.used() <= 0.5) ++idle;
+  }
+  if (idle > 0 && waiting.empty() && !view_.spec.no_stealing() && !stealing_ &&
+      now - lastSteal_ >= config_.timings.stealIntervalS) {
+    std::vector<std::string> victims;
+    for (const auto& site : jms_) {
+      if (site != config_.site) victims.push_back(site);
+    }
+    if (!victims.empty()) {
+      std::rotate(victims.begin(), victims.begin() + static_cast<std::ptrdiff_t>(stealRound_ % victims.size()),
+                  victims.end());
+      stealing_ = true;
+      lastSteal_ = now;
+      out.steal = StealWork{static_cast<uint32_t>(idle), std::move(victims)};
+    }
+  }
+}
+
+}  // namespace tellus::jobcore

@@ -1,0 +1,259 @@
+#pragma once
+// The decisions of one job manager (HOUTU §3-4) as a state machine with no I/O and no clock of
+// its own. A driver (tellus-jm over ZooKeeper and RPC; a simulator over its event queue) feeds
+// it what it observed — the job's state, grants, usage, task outcomes, steal requests, the
+// election's outcome — and executes what step() asks for: launches, stage releases, lineage
+// removals, container requests, steals, JM replacements, the job's end.
+//
+// Time is the driver's monotonic clock in seconds (any origin), passed to every call that
+// needs it. Every method must be called from one thread (the driver's event loop), one event
+// at a time. docs/design.md has the event/action table.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jobstate/job_view.h"
+#include "jobstate/placement.h"
+#include "sched/af.h"
+#include "sched/parades.h"
+#include "tellus.pb.h"
+#include "util/result.h"
+
+namespace tellus::jobcore {
+
+using TaskId = std::pair<uint32_t, uint32_t>;  // (stage, task)
+
+// "3/7": how tasks are named in logs and in Parades' queue.
+std::string taskLabel(const TaskId& id);
+// "<worker>/<slot>": a container's key.
+std::string slotKeyOf(const pb::ContainerId& id);
+
+// Timing and retry knobs; the defaults are the daemon's.
+struct CoreTimings {
+  double afPeriodS = 1.0;          // L: Af period
+  double stealIntervalS = 0.3;     // at most one steal attempt per interval
+  double inputRetryS = 0.5;        // backoff after a launch met a missing input or a live predecessor
+  double jmGraceS = 2.0;           // a JM that never appeared gets this long before one is requested
+  double jmRequestIntervalS = 5.0; // between two requests for the same site's JM
+  double masterRefreshS = 1.0;     // a container request is repeated at least this often while unmet
+  uint32_t defaultMaxAttempts = 4; // when the spec sets none
+};
+
+struct CoreConfig {
+  std::string jobId;
+  std::string site;
+  CoreTimings timings;
+};
+
+// How an attempt ended, as the driver saw it.
+enum class AttemptEnd {
+  kSucceeded,
+  kWorkerUnreachable,  // the container's worker is gone (VM loss): not the task's fault
+  kInputNotReady,      // an input is unreachable or a predecessor still runs: retry later
+  kTaskFailed,         // the task itself failed: counts toward max attempts
+};
+// The class of an RPC error code returned by worker.RunTask.
+AttemptEnd classifyRunTaskError(ErrorCode code);
+
+// ---- actions -----------------------------------------------------------------------------
+
+struct LaunchTask {
+  std::string slotKey;
+  pb::Container container;
+  TaskId task;
+  uint32_t attempt = 0;
+  pb::RunTaskRequest request;  // complete but for jm_address, which the driver knows
+};
+
+struct ReleaseStage {
+  uint32_t stage = 0;
+  pb::TaskMap taskmap;  // with the primary's epoch
+};
+
+struct RemoveLostOutput {
+  TaskId task;
+  std::string deadWorker;
+};
+
+struct ContainerRequest {
+  uint32_t desire = 0;
+  std::vector<pb::ContainerId> release;  // idle containers handed back
+};
+
+struct StealWork {
+  uint32_t maxTasks = 0;
+  std::vector<std::string> victims;  // sites to ask, in order, until one gives work
+};
+
+// What the driver must do now. Primary-only actions (releases, lostOutputs, succeed,
+// startJms) must be written fenced by the epoch, in this order: lostOutputs, releases, succeed.
+struct Actions {
+  std::vector<LaunchTask> launches;
+  std::vector<RemoveLostOutput> lostOutputs;
+  // The primary has stages to release: read every site's record and call onSiteRecords().
+  bool needSiteRecords = false;
+  std::vector<ReleaseStage> releases;
+  bool succeed = false;                  // every stage is done: mark the job succeeded
+  std::optional<std::string> fail;       // fail the job with this reason
+  std::vector<std::string> startJms;     // ask these sites' masters for a JM
+  std::optional<ContainerRequest> request;
+  std::optional<StealWork> steal;
+  bool publish = false;                  // desire/grant/role changed: rewrite our JmInfo
+  bool exit = false;                     // the job is over: say goodbye to the master and exit
+
+  bool empty() const;
+};
+
+// A victim's answer to a steal request: tasks reserved for the thief until settled.
+struct StealOffer {
+  uint32_t stage = 0;
+  std::vector<uint32_t> tasks;
+  std::string thief;
+};
+
+// ---- the core ----------------------------------------------------------------------------
+
+class JobCore {
+ public:
+  explicit JobCore(CoreConfig config);
+
+  // -- the job's state, as read (full values; a newer reading replaces an older one) --
+  // The spec and, for dataset stages, their inputs (indexed by stage; others empty).
+  Status onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::StageInputs>& inputs);
+  void onStatus(const pb::JobStatus& status, int32_t version);
+  void onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version);
+  // Every recorded output of the stage. A part an earlier listing showed and this one does not
+  // was removed (lineage): it is forgotten. One recorded by our own task since is kept.
+  void onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts);
+  // Every running marker of the job.
+  void onRunningMarkers(const std::map<TaskId, pb::RunningTask>& markers);
+  // The live workers of one of the job's sites.
+  void onLiveWorkers(const std::string& site, const std::set<std::string>& workers);
+  // Sites with a registered JM (their JmInfo nodes).
+  void onJms(const std::set<std::string>& sites);
+  // The sites' published records, after step() asked for them.
+  void onSiteRecords(const std::vector<pb::SiteInfo>& sites);
+
+  // -- election --
+  void onBecamePrimary(uint64_t epoch);
+  void onLostPrimary();
+
+  // -- resources --
+  void onGrants(const std::vector<pb::Container>& granted);
+  void onUsage(const pb::ContainerUsageReport& report);
+
+  // -- task outcomes (for launches this core made) --
+  void onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
+                   const std::string& message, double now);
+
+  // -- primary writes, as they ended --
+  // ok: written (or already there); false: not written (fenced or unavailable).
+  void onStageReleased(const ReleaseStage& release, bool ok);
+  void onLostOutputRemoved(const RemoveLostOutput& removal, bool ok);
+  void onContainerRequestSent(const ContainerRequest& request);
+  void onPublished(uint32_t desire, uint32_t granted);
+
+  // -- stealing --
+  // As victim: tasks of ours the thief may take (reserved until settleSteal). Empty when the
+  // thief is not a site of this job, or we have nothing to spare.
+  StealOffer offerSteal(const std::string& thief, uint32_t maxTasks);
+  // The offer's taskMap compare-and-set ended: `moved` are the tasks now the thief's, `map`
+  // the taskMap as written (nullopt on failure).
+  void settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved, const std::optional<pb::TaskMap>& map,
+                   int32_t version);
+  // As thief: the StealWork action ended; `gotWork` when a victim gave tasks.
+  void onStealEnded(bool gotWork);
+
+  // Fails the job (a fault the driver found, e.g. a container with a bad address).
+  void failJob(std::string reason);
+
+  // Everything to do now.
+  Actions step(double now);
+
+  // -- read-only views for the driver and tests --
+  bool loaded() const { return loaded_; }
+  bool primary() const { return primary_; }
+  uint64_t epoch() const { return epoch_; }
+  const jobstate::JobView& view() const { return view_; }
+  const pb::JobStatus& status() const { return status_; }
+  int32_t statusVersion() const { return statusVersion_; }
+  uint32_t desire() const { return desire_; }
+  size_t granted() const { return slots_.size(); }
+  bool running(const TaskId& id) const { return running_.count(id) > 0; }
+  uint32_t attempts(const TaskId& id) const;
+
+  // Applies a steal to a taskMap: every task of `tasks` still owned by `from` goes to `to`.
+  // Returns the tasks moved. Pure; the victim's driver uses it inside its compare-and-set.
+  static std::vector<uint32_t> moveTasks(pb::TaskMap& map, const std::vector<uint32_t>& tasks, const std::string& from,
+                                         const std::string& to);
+
+ private:
+  struct Slot {
+    pb::Container container;
+    std::map<TaskId, double> tasks;  // running here, with the share of the container each uses
+    double cpu = -1;                 // last measured CPU (cores), -1 = no report yet
+    double used() const;
+  };
+
+  void refreshRunningElsewhere();
+  double taskShare(uint32_t stage) const;
+  bool isStealable(const TaskId& id) const;
+  void decideLaunches(double now, Actions& out);
+  void decidePrimary(double now, Actions& out);
+  void decideContainers(double now, Actions& out);
+  void finishAttempt(const LaunchTask& launch);
+
+  CoreConfig config_;
+  bool loaded_ = false;
+  jobstate::JobView view_;
+  pb::JobStatus status_;
+  int32_t statusVersion_ = -1;
+  bool primary_ = false;
+  uint64_t epoch_ = 0;
+
+  std::map<TaskId, pb::RunningTask> markers_;
+  std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks we did not launch
+  std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts the last listing showed, by stage
+  std::map<std::string, std::set<std::string>> liveWorkers_;  // by site
+  std::set<std::string> jms_;
+  std::optional<std::vector<pb::SiteInfo>> siteRecords_;  // fresh records for pending releases
+
+  std::map<std::string, Slot> slots_;  // granted containers by slot key
+  std::set<TaskId> running_;           // launched by us, not ended
+  std::map<TaskId, uint32_t> attempts_;
+  std::map<TaskId, double> notBefore_;
+  std::map<TaskId, double> waitingSince_;
+  std::set<TaskId> beingStolen_;
+  std::map<uint32_t, double> stageShare_;
+  std::optional<std::string> failure_;
+  bool failReported_ = false;
+
+  // Af
+  sched::AfState af_;
+  double lastAf_ = 0;
+  double busyArea_ = 0, heldTime_ = 0;  // utilization over the current period (time-weighted)
+  double lastSample_ = -1;
+  double busyNow_ = 0;                  // busy fraction of the held containers since lastSample_
+  bool hadWaiting_ = false;
+  uint32_t desire_ = 0;
+  std::optional<uint32_t> sentDesire_;
+  double lastRequest_ = 0;
+  uint32_t publishedDesire_ = 0, publishedGranted_ = 0;
+  bool publishedPrimary_ = false;
+
+  // JM replacement (primary)
+  std::map<std::string, double> jmMissingSince_;
+  std::map<std::string, double> jmRequestedAt_;
+
+  // stealing as thief
+  bool stealing_ = false;
+  double lastSteal_ = -1e18;
+  size_t stealRound_ = 0;
+};
+
+}  // namespace tellus::jobcore

@@ -1,0 +1,392 @@
+// The job manager's decisions as scripted sequences of events and the actions they must cause.
+#include <catch2/catch.hpp>
+
+#include "jobcore/job_core.h"
+
+using namespace tellus;
+using namespace tellus::jobcore;
+
+namespace {
+
+// map (dataset: 4 partitions, 3 at a, 1 at b) -> reduce (2 tasks, shuffle).
+pb::JobSpec wordcountSpec() {
+  pb::JobSpec spec;
+  spec.set_name("wc");
+  auto* map = spec.add_stages();
+  map->set_name("map");
+  map->set_op("wordcount.map");
+  map->add_inputs()->set_dataset("corpus");
+  auto* reduce = spec.add_stages();
+  reduce->set_name("reduce");
+  reduce->set_op("wordcount.reduce");
+  reduce->set_tasks(2);
+  reduce->add_inputs()->set_stage("map");
+  return spec;
+}
+
+std::vector<pb::StageInputs> wordcountInputs(bool pinned = false) {
+  std::vector<pb::StageInputs> inputs(2);
+  const char* sites[] = {"a", "a", "a", "b"};
+  for (int p = 0; p < 4; ++p) {
+    auto* ref = inputs[0].add_partitions();
+    ref->set_site(sites[p]);
+    ref->set_worker_id(std::string(sites[p]) + "-w1");
+    ref->set_dataset_file("/data/part-" + std::to_string(p));
+    ref->set_bytes(100);
+    ref->set_residency_local(pinned);
+  }
+  return inputs;
+}
+
+pb::JobStatus running() {
+  pb::JobStatus st;
+  st.set_job_id("job-1");
+  st.set_state(pb::JOB_RUNNING);
+  st.add_sites("a");
+  st.add_sites("b");
+  return st;
+}
+
+pb::SiteInfo siteRecord(const std::string& site, uint32_t containers) {
+  pb::SiteInfo info;
+  info.set_site(site);
+  info.set_containers_total(containers);
+  info.set_containers_free(containers);
+  return info;
+}
+
+pb::Container container(const std::string& worker, uint32_t slot, const std::string& site = "a") {
+  pb::Container c;
+  c.mutable_id()->set_worker_id(worker);
+  c.mutable_id()->set_slot(slot);
+  c.set_worker_address("127.0.0.1:9");
+  c.set_site(site);
+  return c;
+}
+
+pb::PartitionLocation outputAt(const std::string& worker, const std::string& site = "a") {
+  pb::PartitionLocation loc;
+  loc.set_site(site);
+  loc.set_worker_id(worker);
+  loc.set_worker_address("127.0.0.1:9");
+  loc.add_bucket_bytes(10);
+  loc.add_bucket_bytes(10);
+  loc.set_elapsed_s(1.0);
+  return loc;
+}
+
+CoreConfig configAt(const std::string& site) {
+  CoreConfig c;
+  c.jobId = "job-1";
+  c.site = site;
+  return c;
+}
+
+// A loaded core at `site` that sees the job running with both sites' workers alive.
+JobCore loadedAt(const std::string& site, bool pinned = false) {
+  JobCore core(configAt(site));
+  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs(pinned)));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  return core;
+}
+
+// Releases stage 0 as the primary at a and returns the released taskMap.
+pb::TaskMap releaseMaps(JobCore& core, double now) {
+  core.onBecamePrimary(1);
+  auto first = core.step(now);
+  REQUIRE(first.needSiteRecords);
+  REQUIRE(first.releases.empty());
+  core.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
+  auto second = core.step(now);
+  REQUIRE(second.releases.size() == 1);
+  CHECK(second.releases[0].stage == 0);
+  CHECK(second.releases[0].taskmap.epoch() == 1);
+  core.onStageReleased(second.releases[0], true);
+  return second.releases[0].taskmap;
+}
+
+}  // namespace
+
+TEST_CASE("the primary reads the sites' records, then releases a stage where its data is", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  CHECK(core.step(0).releases.empty());  // a secondary releases nothing
+  auto map = releaseMaps(core, 0);
+  REQUIRE(map.owner_site_size() == 4);
+  CHECK(map.owner_site(0) == "a");
+  CHECK(map.owner_site(3) == "b");
+  // Released once: the next step does not release it again.
+  CHECK(core.step(0.1).releases.empty());
+}
+
+TEST_CASE("granted containers run this site's node-local tasks, with the epoch and an attempt number", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  auto actions = core.step(0.2);
+  REQUIRE(actions.launches.size() == 2);
+  for (const auto& l : actions.launches) {
+    CHECK(l.task.first == 0);
+    CHECK(l.task.second < 3);  // a's tasks only
+    CHECK(l.attempt == 1);
+    CHECK(l.request.epoch() == 1);
+    CHECK(l.request.inputs_size() == 1);
+    CHECK(l.request.op() == "wordcount.map");
+    CHECK(core.running(l.task));
+  }
+  CHECK(actions.launches[0].slotKey != actions.launches[1].slotKey);
+  // Nothing is launched twice.
+  CHECK(core.step(0.3).launches.empty());
+}
+
+TEST_CASE("outputs complete stages; the primary releases the next stage and then ends the job", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  for (uint32_t t = 0; t < 3; ++t) core.onTaskMap(0, [] {
+      pb::TaskMap m;
+      for (const char* s : {"a", "a", "a", "b"}) m.add_owner_site(s);
+      m.set_epoch(1);
+      return m;
+    }(), 0);
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 3; ++t) parts[t] = outputAt("a-w1");
+  parts[3] = outputAt("b-w1", "b");
+  core.onParts(0, parts);
+  auto actions = core.step(1);
+  CHECK(actions.needSiteRecords);
+  core.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
+  actions = core.step(1);
+  REQUIRE(actions.releases.size() == 1);
+  CHECK(actions.releases[0].stage == 1);
+  CHECK_FALSE(actions.succeed);
+  core.onStageReleased(actions.releases[0], true);
+  std::map<uint32_t, pb::PartitionLocation> reduceParts{{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}};
+  core.onParts(1, reduceParts);
+  actions = core.step(2);
+  CHECK(actions.succeed);
+  // Once the status says so, every JM exits.
+  auto done = running();
+  done.set_state(pb::JOB_SUCCEEDED);
+  core.onStatus(done, 1);
+  CHECK(core.step(3).exit);
+}
+
+TEST_CASE("worker loss: a needed output whose only copy was on a dead worker is removed, then re-run", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  core.onParts(0, {{0, outputAt("a-w2")}});
+  CHECK(core.step(1).lostOutputs.empty());
+  core.onLiveWorkers("a", {"a-w1"});  // a-w2's VM is gone
+  auto actions = core.step(2);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
+  CHECK(actions.lostOutputs[0].deadWorker == "a-w2");
+  CHECK(actions.releases.empty());  // nothing is released on a state with known losses
+  core.onLostOutputRemoved(actions.lostOutputs[0], true);
+  CHECK(core.view().stages[0].parts.empty());
+  core.onParts(0, {});
+  core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
+  actions = core.step(3);
+  bool relaunched = false;
+  for (const auto& l : actions.launches) relaunched = relaunched || l.task == TaskId{0, 0};
+  CHECK(relaunched);
+}
+
+TEST_CASE("a secondary decides no lineage, releases or JM replacements", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  core.onTaskMap(0, [] {
+    pb::TaskMap m;
+    for (const char* s : {"a", "a", "a", "b"}) m.add_owner_site(s);
+    return m;
+  }(), 0);
+  core.onParts(0, {{0, outputAt("a-dead")}});
+  core.onJms({"a"});
+  auto actions = core.step(100);
+  CHECK(actions.lostOutputs.empty());
+  CHECK(actions.startJms.empty());
+  CHECK_FALSE(actions.needSiteRecords);
+}
+
+TEST_CASE("a stale epoch: a primary that lost the election stops acting as one", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  core.onBecamePrimary(3);
+  auto asPrimary = core.step(0);
+  CHECK(asPrimary.publish);  // the role is published
+  core.onPublished(core.desire(), static_cast<uint32_t>(core.granted()));
+  core.onLostPrimary();
+  CHECK_FALSE(core.primary());
+  auto actions = core.step(1);
+  CHECK_FALSE(actions.needSiteRecords);
+  CHECK(actions.releases.empty());
+  CHECK(actions.publish);  // and so is its loss
+}
+
+TEST_CASE("sJM loss: the primary asks for a JM after the grace period, and not again before the interval", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  core.onJms({"a"});  // b's JM is gone
+  CHECK(core.step(1).startJms.empty());  // missing since 1
+  CHECK(core.step(2.5).startJms.empty());
+  auto actions = core.step(3.1);
+  CHECK(actions.startJms == std::vector<std::string>{"b"});
+  CHECK(core.step(4).startJms.empty());
+  CHECK(core.step(8.2).startJms == std::vector<std::string>{"b"});
+  core.onJms({"a", "b"});
+  CHECK(core.step(20).startJms.empty());
+}
+
+TEST_CASE("retry rules: a lost worker and a missing input are not counted; task failures are, up to the limit",
+          "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  core.onGrants({container("a-w1", 0), container("a-w2", 0)});
+  auto actions = core.step(1);
+  REQUIRE(actions.launches.size() == 2);
+  // The worker of the first container is unreachable: its idle containers are dropped.
+  auto lost = actions.launches[0];
+  core.onTaskEnded(lost, AttemptEnd::kWorkerUnreachable, nullptr, "unreachable", 1.5);
+  CHECK(core.attempts(lost.task) == 0);
+  CHECK(core.granted() == 1);
+  // An input that is not there yet: retried after the backoff, uncounted.
+  auto other = actions.launches[1];
+  core.onTaskEnded(other, AttemptEnd::kInputNotReady, nullptr, "no input", 1.5);
+  CHECK(core.attempts(other.task) == 0);
+  for (const auto& l : core.step(1.6).launches) CHECK(l.task != other.task);
+  core.onGrants({container("a-w2", 0), container("a-w2", 1), container("a-w2", 2)});
+  bool retried = false;
+  for (const auto& l : core.step(2.1).launches) retried = retried || l.task == other.task;
+  CHECK(retried);
+
+  // Task failures count; the fourth fails the job, once.
+  JobCore failing = loadedAt("a");
+  releaseMaps(failing, 0);
+  failing.onGrants({container("a-w1", 0)});
+  std::optional<std::string> failure;
+  for (int round = 0; round < 20 && !failure; ++round) {
+    auto step = failing.step(10.0 + round);
+    if (step.fail) failure = step.fail;
+    for (const auto& l : step.launches) failing.onTaskEnded(l, AttemptEnd::kTaskFailed, nullptr, "exit 1", 10.0 + round);
+  }
+  REQUIRE(failure);
+  CHECK(failure->find("failed 4 times: exit 1") != std::string::npos);
+  CHECK_FALSE(failing.step(30).fail);
+}
+
+TEST_CASE("classifying worker.RunTask errors", "[unit][jobcore]") {
+  CHECK(classifyRunTaskError(ErrorCode::kUnavailable) == AttemptEnd::kWorkerUnreachable);
+  CHECK(classifyRunTaskError(ErrorCode::kDeadlineExceeded) == AttemptEnd::kWorkerUnreachable);
+  CHECK(classifyRunTaskError(ErrorCode::kNotFound) == AttemptEnd::kInputNotReady);
+  CHECK(classifyRunTaskError(ErrorCode::kAlreadyExists) == AttemptEnd::kInputNotReady);
+  CHECK(classifyRunTaskError(ErrorCode::kInternal) == AttemptEnd::kTaskFailed);
+}
+
+TEST_CASE("steal as victim: the newest waiting tasks go, reserved until the CAS settles", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);  // a owns tasks 0..2, no containers yet
+  CHECK(core.offerSteal("mars", 2).tasks.empty());  // not a site of this job
+  CHECK(core.offerSteal("a", 2).tasks.empty());     // not from itself
+  auto offer = core.offerSteal("b", 2);
+  CHECK(offer.stage == 0);
+  CHECK(offer.tasks == std::vector<uint32_t>{1, 2});
+  // Reserved: neither launched nor offered again while the CAS runs.
+  core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
+  auto actions = core.step(1);
+  REQUIRE(actions.launches.size() == 1);
+  CHECK(actions.launches[0].task == TaskId{0, 0});
+  CHECK(core.offerSteal("b", 2).tasks.empty());
+  // The CAS moved one of them (the other was taken meanwhile).
+  pb::TaskMap map;
+  for (const char* s : {"a", "b", "a", "b"}) map.add_owner_site(s);
+  auto moved = JobCore::moveTasks(map, offer.tasks, "a", "b");
+  CHECK(moved == std::vector<uint32_t>{2});
+  map.set_owner_site(1, "b");
+  core.settleSteal(offer, moved, map, 1);
+  CHECK(core.view().stages[0].taskmap->owner_site(2) == "b");
+  CHECK(core.step(2).launches.empty());  // the stolen tasks are the thief's now
+}
+
+TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  auto offer = core.offerSteal("b", 3);
+  REQUIRE(offer.tasks.size() == 3);
+  core.settleSteal(offer, {}, std::nullopt, -1);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
+  CHECK(core.step(1).launches.size() == 3);
+}
+
+TEST_CASE("residency: pinned raw partitions are never offered to a thief", "[unit][jobcore]") {
+  JobCore core = loadedAt("a", /*pinned=*/true);
+  releaseMaps(core, 0);
+  CHECK(core.offerSteal("b", 3).tasks.empty());
+}
+
+TEST_CASE("steal as thief: idle containers with nothing to run ask the other JMs, one steal at a time", "[unit][jobcore]") {
+  JobCore core = loadedAt("b");
+  pb::TaskMap map;
+  for (const char* s : {"a", "a", "a", "b"}) map.add_owner_site(s);
+  core.onTaskMap(0, map, 0);
+  core.onParts(0, {{3, outputAt("b-w1", "b")}});  // b's own task is done
+  core.onGrants({container("b-w1", 0, "b")});
+  auto actions = core.step(1);
+  REQUIRE(actions.steal);
+  CHECK(actions.steal->maxTasks == 1);
+  CHECK(actions.steal->victims == std::vector<std::string>{"a"});
+  CHECK_FALSE(core.step(2).steal);  // one in flight
+  core.onStealEnded(false);
+  CHECK(core.step(2.1).steal);
+  core.onStealEnded(true);
+  CHECK_FALSE(core.step(2.2).steal);  // at most one per interval
+}
+
+TEST_CASE("grant revocation: a revoked container goes once its task is done", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  auto actions = core.step(1);
+  REQUIRE(actions.launches.size() == 2);
+  core.onGrants({container("a-w1", 1)});  // slot 0 revoked while busy
+  CHECK(core.granted() == 2);
+  const auto& onZero = actions.launches[0].slotKey == "a-w1/0" ? actions.launches[0] : actions.launches[1];
+  auto loc = outputAt("a-w1");
+  core.onTaskEnded(onZero, AttemptEnd::kSucceeded, &loc, "", 2);
+  core.onGrants({container("a-w1", 1)});
+  CHECK(core.granted() == 1);
+  CHECK(core.view().stages[0].parts.count(onZero.task.second) == 1);
+}
+
+TEST_CASE("container requests are sent when the desire changes, not on every step", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  auto first = core.step(1);
+  REQUIRE(first.request);
+  CHECK(first.request->desire == 1);  // Af starts at one container
+  core.onContainerRequestSent(*first.request);
+  core.onGrants({container("a-w1", 0)});
+  auto launched = core.step(1.1);
+  CHECK_FALSE(launched.request);
+  // The container is busy and tasks wait: the next Af period doubles the desire.
+  auto next = core.step(2.2);
+  REQUIRE(next.request);
+  CHECK(next.request->desire == 2);
+}
+
+TEST_CASE("a job whose status is terminal makes every JM exit, and nothing else", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  auto killed = running();
+  killed.set_state(pb::JOB_KILLED);
+  core.onStatus(killed, 3);
+  auto actions = core.step(1);
+  CHECK(actions.exit);
+  CHECK(actions.launches.empty());
+  CHECK_FALSE(actions.request);
+}
+
+TEST_CASE("a spec without stages, or without inputs for a dataset stage, is refused", "[unit][jobcore]") {
+  JobCore core(configAt("a"));
+  CHECK_FALSE(core.onJobLoaded(pb::JobSpec(), {}));
+  CHECK_FALSE(core.onJobLoaded(wordcountSpec(), {}));
+  CHECK(core.step(1).empty());
+}
