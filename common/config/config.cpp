@@ -210,6 +210,11 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.worker_id = readSiteId(m, "worker_id", "a worker id");
     c.zookeeper = readZooKeeper(m);
     c.period_ms = m.optional<uint32_t>("period_ms", c.period_ms, kPositive);
+    c.tick_ms = m.optional<uint32_t>("tick_ms", c.tick_ms, kPositive);
+    c.steal_interval_ms = m.optional<uint32_t>("steal_interval_ms", c.steal_interval_ms, kPositive);
+    c.jm_grace_ms = m.optional<uint32_t>("jm_grace_ms", c.jm_grace_ms, kPositive);
+    c.jm_request_interval_ms = m.optional<uint32_t>("jm_request_interval_ms", c.jm_request_interval_ms, kPositive);
+    c.safety_reread_ms = m.optional<uint32_t>("safety_reread_ms", c.safety_reread_ms, kPositive);
     c.log_level = readLogLevel(m);
     return c;
   });
@@ -235,6 +240,11 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "session_timeout_ms" << YAML::Value << c.zookeeper.session_timeout_ms;
   out << YAML::EndMap;
   out << YAML::Key << "period_ms" << YAML::Value << c.period_ms;
+  out << YAML::Key << "tick_ms" << YAML::Value << c.tick_ms;
+  out << YAML::Key << "steal_interval_ms" << YAML::Value << c.steal_interval_ms;
+  out << YAML::Key << "jm_grace_ms" << YAML::Value << c.jm_grace_ms;
+  out << YAML::Key << "jm_request_interval_ms" << YAML::Value << c.jm_request_interval_ms;
+  out << YAML::Key << "safety_reread_ms" << YAML::Value << c.safety_reread_ms;
   out << YAML::Key << "log_level" << YAML::Value << c.log_level;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -69,6 +69,11 @@ struct JmConfig {
   std::string worker_id;               // worker the JM runs on
   ZooKeeperConfig zookeeper;
   uint32_t period_ms = 1000;           // L: Af period
+  uint32_t tick_ms = 100;              // in-memory decision tick (Parades' delays); no I/O
+  uint32_t steal_interval_ms = 300;    // at most one steal attempt per interval
+  uint32_t jm_grace_ms = 2000;         // a site's missing JM is requested after this long
+  uint32_t jm_request_interval_ms = 5000;  // and again at most this often
+  uint32_t safety_reread_ms = 10000;   // running markers are re-read in full this often
   std::string log_level = "info";
 };
 
