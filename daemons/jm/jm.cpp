@@ -288,16 +288,20 @@ awaitable<void> JobManager::readParts(uint32_t s) {
 
 awaitable<void> JobManager::readMarkers() {
   std::vector<std::string> names;
-  if (markerNames_) {
+  const bool fromWatch = markerNames_.has_value();
+  if (fromWatch) {
     names = std::move(*markerNames_);
     markerNames_.reset();
   } else {
+    // The safety net under the watch: one listing, not a read of every marker.
     auto listed = co_await zk_->children(runningPath(config_.job_id));
     if (!listed) co_return;
     names = *listed;
   }
-  const bool full = Clock::now() - markersReadAt_ >= milliseconds(config_.safety_reread_ms) ||
-                    std::set<std::string>(names.begin(), names.end()) == markerListing_;
+  markersReadAt_ = Clock::now();
+  // The watch fires on every change of the directory: the same names mean a marker was
+  // removed and written again (a retry) in between, so their contents are read again.
+  const bool rewritten = fromWatch && std::set<std::string>(names.begin(), names.end()) == markerListing_;
   std::map<TaskId, pb::RunningTask> markers;
   for (const auto& name : names) {
     auto id = parseTaskName(name);
@@ -305,8 +309,18 @@ awaitable<void> JobManager::readMarkers() {
       spdlog::warn("ignoring a malformed running marker {}", name);
       continue;
     }
-    if (auto known = markers_.find(*id); !full && known != markers_.end()) {
+    if (auto known = markers_.find(*id); !rewritten && known != markers_.end()) {
       markers.insert(*known);
+      continue;
+    }
+    // Only a marker of a task this site owns can hold one of our containers; of the others the
+    // name is all the core needs (the task runs elsewhere).
+    const auto& stages = core_.view().stages;
+    bool ours = id->first >= stages.size() || !stages[id->first].taskmap ||
+                static_cast<int>(id->second) >= stages[id->first].taskmap->owner_site_size() ||
+                stages[id->first].taskmap->owner_site(static_cast<int>(id->second)) == config_.site;
+    if (!ours) {
+      markers[*id] = pb::RunningTask();
       continue;
     }
     auto node = co_await zk_->get(runningTaskPath(config_.job_id, id->first, id->second));
@@ -314,7 +328,6 @@ awaitable<void> JobManager::readMarkers() {
     auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
     if (marker) markers[*id] = *marker;
   }
-  if (full) markersReadAt_ = Clock::now();
   markerListing_ = {names.begin(), names.end()};
   markers_ = std::move(markers);
   core_.onRunningMarkers(markers_);

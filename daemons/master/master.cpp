@@ -122,6 +122,7 @@ void Master::stop() {
   if (stopping_) return;
   stopping_ = true;
   subscriptions_.clear();
+  watchedJobs_.clear();
   server_.stop();
   http_.stop();
   clients_.closeAll();
@@ -323,9 +324,33 @@ awaitable<void> Master::scheduleLoop() {
     }
     for (const auto& [id, s] : subJobs_) holders.insert(id);
     for (const auto& [id, w] : jmWorker_) holders.insert(id);
+    // Their statuses come from watches: a running job costs ZooKeeper nothing here.
+    std::erase_if(watchedJobs_, [&](const auto& kv) { return !holders.count(kv.first); });
     for (const auto& jobId : holders) {
-      auto st = co_await readStatus(jobId);
-      if ((st && isTerminal(st->state())) || (!st && st.error().code == ErrorCode::kNotFound)) {
+      if (jobId.empty() || jobId.find('/') != std::string::npos) continue;
+      auto watched = watchedJobs_.find(jobId);
+      if (watched == watchedJobs_.end()) {
+        watchedJobs_[jobId];  // before subscribing: the watch reports the current value at once
+        auto sub = zk_->watchData(statusPath(jobId), [this, jobId](const std::optional<coord::NodeData>& node) {
+          auto it = watchedJobs_.find(jobId);
+          if (it == watchedJobs_.end()) return;
+          if (!node) {
+            it->second.ended = true;
+            return;
+          }
+          auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(jobId));
+          it->second.ended = st && isTerminal(st->state());
+        });
+        if (!sub) {
+          spdlog::warn("watching the status of {}: {}", jobId, sub.message());
+          watchedJobs_.erase(jobId);
+          continue;
+        }
+        watchedJobs_[jobId].watch = std::move(sub).value();
+        continue;  // decided on the next round, once the watch has reported
+      }
+      if (watched->second.ended) {
+        watchedJobs_.erase(watched);
         runtime_.spawn(stopJobTasks(jobId), "stopping the tasks of " + jobId);
         for (auto& [key, holder] : slots_) {
           if (holder == jobId) holder.clear();

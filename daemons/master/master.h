@@ -100,6 +100,13 @@ class Master {
   std::map<std::string, pb::SiteDataset> datasets_;  // configured + put, by name
   std::map<std::string, std::vector<std::string>> putWorkers_;  // upload/partition -> workers storing it
   std::map<std::string, std::string> jmWorker_;  // job -> worker running this site's JM (as launched here)
+  // The status of every job holding containers or a JM here, kept by a watch (nullopt: the
+  // job's status node is gone); the schedule loop frees what ended jobs hold.
+  struct WatchedJob {
+    coord::Subscription watch;
+    bool ended = false;
+  };
+  std::map<std::string, WatchedJob> watchedJobs_;
   uint64_t nextPut_ = 0;
   bool stopping_ = false;
   bool sitePublished_ = false;
