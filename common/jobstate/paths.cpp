@@ -30,4 +30,10 @@ std::optional<std::pair<uint32_t, uint32_t>> parseTaskName(std::string_view name
   return std::make_pair(*stage, *task);
 }
 
+std::optional<uint32_t> parsePartName(std::string_view name) {
+  auto task = takeNumber(name);
+  if (!task || !name.empty()) return std::nullopt;
+  return task;
+}
+
 }  // namespace tellus::jobstate

@@ -36,15 +36,6 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   return core;
 }
 
-// A part's node name is its task index; anything else (a node someone else put there) is
-// logged and ignored, never allowed to stop the JM.
-std::optional<uint32_t> parseTaskIndex(const std::string& name) {
-  uint32_t t = 0;
-  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), t);
-  if (ec != std::errc() || end != name.data() + name.size() || name.empty()) return std::nullopt;
-  return t;
-}
-
 }  // namespace
 
 JobManager::JobManager(daemon::Runtime& runtime, config::JmConfig config)
@@ -260,7 +251,7 @@ awaitable<void> JobManager::readParts(uint32_t s) {
   auto& cache = parts_[s];
   std::set<uint32_t> listing;
   for (const auto& name : names) {
-    auto t = parseTaskIndex(name);
+    auto t = parsePartName(name);
     if (!t) {
       spdlog::warn("ignoring a malformed output node {}/{}", partsPath(config_.job_id, s), name);
       continue;

@@ -640,7 +640,10 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
     auto done = co_await zk_->children(partsPath(req.job_id(), s));
     std::set<uint32_t> doneTasks;
     if (done) {
-      for (const auto& n : *done) doneTasks.insert(static_cast<uint32_t>(std::stoul(n)));
+      for (const auto& n : *done) {
+        // A node that is not a task index (put there by someone else) is not an output.
+        if (auto t = parsePartName(n)) doneTasks.insert(*t);
+      }
     }
     sp->set_done(static_cast<uint32_t>(doneTasks.size()));
     auto tm = co_await zk_->get(taskmapPath(req.job_id(), s));
@@ -740,43 +743,74 @@ awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallCo
   co_return pb::KillResponse();
 }
 
-awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net::CallContext ctx) {
-  auto st = co_await readStatus(req.job_id());
+awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& jobId) {
+  constexpr size_t kMaxResultMeta = 64;
+  if (auto it = resultMeta_.find(jobId); it != resultMeta_.end()) {
+    it->second.lastUse = ++resultUses_;
+    co_return &it->second;
+  }
+  auto st = co_await readStatus(jobId);
   if (!st) co_return st.error();
   if (st->state() != pb::JOB_SUCCEEDED) {
-    co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has no result: it is " +
+    co_return makeError(ErrorCode::kInvalidArgument, "job " + jobId + " has no result: it is " +
                                                          jobStateName(st->state()) +
                                                          (st->error().empty() ? "" : " (" + st->error() + ")"));
   }
-  auto specNode = co_await zk_->get(specPath(req.job_id()));
+  auto specNode = co_await zk_->get(specPath(jobId));
   if (!specNode) co_return specNode.error();
-  auto spec = daemon::parseProto<pb::JobSpec>(specNode->data, specPath(req.job_id()));
+  auto spec = daemon::parseProto<pb::JobSpec>(specNode->data, specPath(jobId));
   if (!spec) co_return spec.error();
-  auto last = static_cast<uint32_t>(spec->stages_size() - 1);
-  auto done = co_await zk_->children(partsPath(req.job_id(), last));
+  if (spec->stages_size() == 0) co_return makeError(ErrorCode::kInternal, "job " + jobId + " has no stages");
+  ResultMeta meta;
+  meta.stage = static_cast<uint32_t>(spec->stages_size() - 1);
+  auto done = co_await zk_->children(partsPath(jobId, meta.stage));
   if (!done) co_return done.error();
+  meta.tasks = static_cast<uint32_t>(done->size());
+  meta.lastUse = ++resultUses_;
+  if (resultMeta_.size() >= kMaxResultMeta) {
+    auto oldest = std::min_element(resultMeta_.begin(), resultMeta_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.lastUse < b.second.lastUse; });
+    resultMeta_.erase(oldest);
+  }
+  co_return &(resultMeta_[jobId] = std::move(meta));
+}
+
+awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net::CallContext ctx) {
+  // The job's metadata is read once (then cached); each chunk costs only the fetch.
+  auto meta = co_await resultMeta(req.job_id());
+  if (!meta) co_return meta.error();
+  const std::string jobId = req.job_id();
+  const uint32_t last = (*meta)->stage;
   pb::ResultResponse resp;
-  resp.set_tasks(static_cast<uint32_t>(done->size()));
-  if (req.task() >= done->size()) co_return makeError(ErrorCode::kInvalidArgument, "no result task " + std::to_string(req.task()));
-  auto locNode = co_await zk_->get(partPath(req.job_id(), last, req.task()));
-  if (!locNode) co_return locNode.error();
-  auto loc = daemon::parseProto<pb::PartitionLocation>(locNode->data, partPath(req.job_id(), last, req.task()));
-  if (!loc) co_return loc.error();
-  auto ep = net::Endpoint::parse(loc->worker_address());
+  resp.set_tasks((*meta)->tasks);
+  if (req.task() >= (*meta)->tasks) co_return makeError(ErrorCode::kInvalidArgument, "no result task " + std::to_string(req.task()));
+  pb::PartitionLocation loc;
+  if (auto known = (*meta)->parts.find(req.task()); known != (*meta)->parts.end()) {
+    loc = known->second;
+  } else {
+    auto locNode = co_await zk_->get(partPath(jobId, last, req.task()));
+    if (!locNode) co_return locNode.error();
+    auto parsed = daemon::parseProto<pb::PartitionLocation>(locNode->data, partPath(jobId, last, req.task()));
+    if (!parsed) co_return parsed.error();
+    loc = *parsed;
+    // The entry may have been evicted while we read: look it up again before caching.
+    if (auto again = resultMeta_.find(jobId); again != resultMeta_.end()) again->second.parts[req.task()] = loc;
+  }
+  auto ep = net::Endpoint::parse(loc.worker_address());
   if (!ep) co_return ep.error();
   pb::FetchRequest fetch;
-  fetch.mutable_partition()->set_job_id(req.job_id());
+  fetch.mutable_partition()->set_job_id(jobId);
   fetch.mutable_partition()->set_stage(last);
   fetch.mutable_partition()->set_task(req.task());
   fetch.mutable_partition()->set_bucket(0);
   fetch.set_offset(req.offset());
   fetch.set_max_bytes(req.max_bytes());
   auto chunk = co_await clients_.get(*ep)->call<pb::FetchResponse>("worker.Fetch", fetch, ctx.remaining());
-  if (!chunk) co_return chunk.error().prepend("reading result from worker " + loc->worker_id());
+  if (!chunk) co_return chunk.error().prepend("reading result from worker " + loc.worker_id());
   resp.set_data(std::move(*chunk->mutable_data()));
   resp.set_total_bytes(chunk->total_bytes());
-  resp.set_worker_id(loc->worker_id());
-  resp.set_site(loc->site());
+  resp.set_worker_id(loc.worker_id());
+  resp.set_site(loc.site());
   co_return resp;
 }
 

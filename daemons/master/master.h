@@ -76,6 +76,8 @@ class Master {
   boost::asio::awaitable<Result<pb::ListSitesResponse>> sites(pb::ListSitesRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::KillResponse>> kill(pb::JobRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::ResultResponse>> result(pb::ResultRequest req, net::CallContext ctx);
+  struct ResultMeta;
+  boost::asio::awaitable<Result<ResultMeta*>> resultMeta(const std::string& jobId);
   boost::asio::awaitable<Result<pb::PutResponse>> put(pb::PutRequest req, net::CallContext ctx);
   Result<pb::RegisterWorkerResponse> registerWorker(const pb::RegisterWorkerRequest& req);
   Result<pb::HeartbeatResponse> heartbeat(const pb::WorkerHeartbeat& req);
@@ -107,6 +109,16 @@ class Master {
     bool ended = false;
   };
   std::map<std::string, WatchedJob> watchedJobs_;
+  // What `tellus result` needs of a succeeded job, read once for all the chunks that follow (a
+  // finished job's outputs do not move). Bounded: the least recently read entry goes first.
+  struct ResultMeta {
+    uint32_t stage = 0;                                // the last stage
+    uint32_t tasks = 0;                                // its outputs
+    std::map<uint32_t, pb::PartitionLocation> parts;   // read on first use, by task
+    uint64_t lastUse = 0;
+  };
+  std::map<std::string, ResultMeta> resultMeta_;
+  uint64_t resultUses_ = 0;
   uint64_t nextPut_ = 0;
   bool stopping_ = false;
   bool sitePublished_ = false;

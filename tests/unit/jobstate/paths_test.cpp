@@ -19,3 +19,12 @@ TEST_CASE("task names: anything else is rejected, never thrown on", "[unit][jobs
     CHECK_FALSE(parseTaskName(bad).has_value());
   }
 }
+
+TEST_CASE("output names: a task index parses back, anything else is rejected", "[unit][jobstate]") {
+  CHECK(parsePartName("0") == 0u);
+  CHECK(parsePartName("4294967295") == 4294967295u);
+  for (const char* bad : {"", "x", "1-2", "4294967296", "-1", "+1", "1 ", " 1", "0x10"}) {
+    INFO(bad);
+    CHECK_FALSE(parsePartName(bad).has_value());
+  }
+}
