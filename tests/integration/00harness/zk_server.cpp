@@ -53,7 +53,11 @@ std::string baseConfig(const std::filesystem::path& dataDir, uint16_t clientPort
       << "maxSessionTimeout=" << o.maxSessionTimeout.count() << "\n"
       << "admin.enableServer=false\n"
       << "4lw.commands.whitelist=*\n"
-      << "maxClientCnxns=0\n";
+      // The bound the shipped configs use (docs/deploy.md, "ZooKeeper connections per host"):
+      // every client of a test connects from 127.0.0.1, so a test that leaks sessions, or a
+      // cluster that needs more than a deployment would allow, fails here rather than in
+      // production. extraConfig may override it (the last occurrence of a key wins).
+      << "maxClientCnxns=1000\n";
   for (const auto& line : o.extraConfig) cfg << line << "\n";
   return cfg.str();
 }
