@@ -1,5 +1,5 @@
 #pragma once
-// The ZooKeeper layout, in one place (relative to the chroot). See DESIGN.md.
+// The ZooKeeper layout, in one place (relative to the chroot). See docs/design.md.
 //
 //   /sites/<site>                      persistent, empty: parent of the site's nodes
 //   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master
@@ -10,7 +10,7 @@
 //   /jobs/<id>/status                  JobStatus
 //   /jobs/<id>/epoch                   decimal primary epoch; its version fences stale primaries
 //   /jobs/<id>/jms/<site>              ephemeral JmInfo
-//   /jobs/<id>/election/n_<seq>        ephemeral sequential: lowest is the primary
+//   /jobs/<id>/election/n_<token>_<seq> ephemeral sequential (coord::LeaderElection): lowest leads
 //   /jobs/<id>/stages/<s>/inputs       StageInputs (dataset stages: one InputRef per task)
 //   /jobs/<id>/stages/<s>/taskmap      TaskMap (created when the stage is released; CAS)
 //   /jobs/<id>/stages/<s>/parts/<t>    PartitionLocation of finished task t

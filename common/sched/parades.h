@@ -1,8 +1,8 @@
 #pragma once
 // Parades: parameterized delay scheduling with work stealing (HOUTU Alg. 2, §4.3).
-// Called by a job manager on every container update (a container reporting free capacity)
-// and on a steal request from a sibling JM. Pure: waiting times are computed by the caller
-// from its clock (wait = now - enqueue time) and passed in.
+// Called by a job manager for each of its containers with free capacity (jobcore::JobCore does
+// so on every step). Pure: waiting times are computed by the caller from its clock
+// (wait = now - enqueue time) and passed in.
 
 #include <string>
 #include <vector>
@@ -17,8 +17,8 @@ struct ParadesParams {
 struct WaitingTask {
   std::string id;
   std::vector<std::string> preferredNodes;  // hosts holding its input (node-local)
-  // Next locality level. In Tellus a JM schedules within one site, so racks are racks; a
-  // caller that has no rack information may pass site names (then "rack-local" = site-local).
+  // Next locality level. Tellus has no rack information: the JM passes its site's name, so
+  // "rack-local" means site-local (the input is at this site, on another host).
   std::vector<std::string> preferredRacks;
   double waitS = 0;        // how long it has been waiting (t.wait)
   double processingS = 0;  // estimated processing time (t.p), e.g. stage mean of finished tasks
@@ -43,8 +43,7 @@ struct TaskLaunch {
 struct ParadesDecision {
   std::vector<TaskLaunch> launches;  // in launch order, all on update.containerId
   double freeAfter = 0;              // container free fraction after the launches
-  // No task was waiting: the JM should ask its siblings to steal work for this container
-  // (each sibling answers by running paradesOnUpdate on its own queue with this container).
+  // No task was waiting: the JM should ask its siblings to steal work for this container.
   bool steal = false;
 };
 

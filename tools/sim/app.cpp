@@ -65,6 +65,11 @@ Result<std::unique_ptr<WorkloadSource>> makeWorkload(const SimOptions& options, 
   const Rng rng = Rng(options.seed).fork(kWorkloadStream);
   const int n = static_cast<int>(sites.size());
   if (options.workload == "fb2009") {
+    if (options.tracePath.empty()) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "--workload fb2009 needs --trace FILE (the SWIM FB-2009 trace, "
+                       "e.g. shared/traces/swim/FB-2009_samples_24_times_1hr_0.tsv)");
+    }
     TraceToJobOptions trace = options.trace;
     trace.sites = n;
     auto scale = traceArrivalScale(options, sites);

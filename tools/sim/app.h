@@ -16,7 +16,7 @@ namespace tellus::sim {
 
 struct SimOptions {
   std::string workload = "fb2009";  // fb2009 | facebook | google | exponential | dag
-  std::string tracePath = "/work/shared/traces/swim/FB-2009_samples_24_times_1hr_0.tsv";
+  std::string tracePath;  // fb2009: the SWIM FB-2009 trace file (required for that workload)
   ClusterOptions cluster;
   std::vector<std::string> policies = {"inplace"};
   std::string baseline;  // a policy label from `policies`; empty = the first
