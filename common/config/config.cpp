@@ -168,6 +168,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.data_dir = readNonEmpty(m, "data_dir", "a directory");
     c.schedule_period_ms = m.optional<uint32_t>("schedule_period_ms", c.schedule_period_ms, kPositive);
     c.worker_timeout_ms = m.optional<uint32_t>("worker_timeout_ms", c.worker_timeout_ms, kPositive);
+    c.max_jm_crashes = m.optional<uint32_t>("max_jm_crashes", c.max_jm_crashes, kPositive);
     c.log_level = readLogLevel(m);
     return c;
   });

@@ -43,6 +43,7 @@ struct MasterConfig {
   std::string data_dir;                // where `tellus put` partitions are kept (required)
   uint32_t schedule_period_ms = 1000;  // L: fair-share period
   uint32_t worker_timeout_ms = 3000;   // missed heartbeats before a worker is considered dead
+  uint32_t max_jm_crashes = 5;         // a job whose JM here exits non-zero more often fails
   std::string log_level = "info";
 };
 

@@ -357,6 +357,7 @@ awaitable<void> Master::scheduleLoop() {
         }
         subJobs_.erase(jobId);
         jmWorker_.erase(jobId);
+        jmCrashes_.erase(jobId);
       }
     }
     allocate();
@@ -405,7 +406,7 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
   for (const auto& rate : req.inbound()) it->second.inboundMbps[rate.from_site()] = rate.mbps();
   for (const auto& job : req.dead_jms()) {
     spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
-    runtime_.spawn(replaceJm(job), "replacing the JM of " + job);
+    runtime_.spawn(replaceJm(job, true), "replacing the JM of " + job);
   }
   return resp;
 }
@@ -720,25 +721,39 @@ awaitable<Result<pb::ListSitesResponse>> Master::sites(pb::ListSitesRequest, net
   co_return resp;
 }
 
-awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext) {
-  for (;;) {
-    auto node = co_await zk_->get(statusPath(req.job_id()));
-    if (!node) {
-      if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + req.job_id());
-      co_return node.error();
-    }
-    auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(req.job_id()));
-    if (!st) co_return st.error();
-    if (isTerminal(st->state())) {
-      co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has already " + jobStateName(st->state()));
-    }
-    st->set_state(pb::JOB_KILLED);
-    st->set_finish_unix_ms(daemon::nowUnixMs());
-    st->set_error("killed by a user through site " + config_.site);
-    auto set = co_await zk_->set(statusPath(req.job_id()), st->SerializeAsString(), node->stat.version);
-    if (set) break;
-    if (set.error().code != ErrorCode::kConflict) co_return set.error();
+awaitable<Status> Master::endJob(const std::string& jobId, pb::JobState state, std::string reason) {
+  if (jobId.empty() || jobId.find('/') != std::string::npos) {
+    co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + jobId + "'");
   }
+  for (;;) {
+    auto node = co_await zk_->get(statusPath(jobId));
+    if (!node) {
+      if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
+      co_return node.status();
+    }
+    auto parsed = daemon::parseProto<pb::JobStatus>(node->data, statusPath(jobId));
+    pb::JobStatus st;
+    if (parsed) {
+      st = *parsed;
+    } else {
+      spdlog::warn("job {}: {}; replacing it", jobId, parsed.message());
+      st.set_job_id(jobId);
+    }
+    if (isTerminal(st.state())) {
+      co_return makeError(ErrorCode::kInvalidArgument, "job " + jobId + " has already " + jobStateName(st.state()));
+    }
+    st.set_state(state);
+    st.set_finish_unix_ms(daemon::nowUnixMs());
+    st.set_error(reason);
+    auto set = co_await zk_->set(statusPath(jobId), st.SerializeAsString(), node->stat.version);
+    if (set) co_return Status::ok();
+    if (set.error().code != ErrorCode::kConflict) co_return set.status();
+  }
+}
+
+awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext) {
+  auto ended = co_await endJob(req.job_id(), pb::JOB_KILLED, "killed by a user through site " + config_.site);
+  if (!ended) co_return ended.error();
   spdlog::info("job {} killed", req.job_id());
   co_return pb::KillResponse();
 }
@@ -907,13 +922,25 @@ void Master::replaceJmsOf(const std::string& workerId) {
   for (const auto& [job, worker] : jmWorker_) {
     if (worker == workerId) jobs.push_back(job);
   }
-  for (const auto& job : jobs) runtime_.spawn(replaceJm(job), "replacing the JM of " + job);
+  for (const auto& job : jobs) runtime_.spawn(replaceJm(job, false), "replacing the JM of " + job);
 }
 
-awaitable<void> Master::replaceJm(std::string jobId) {
+awaitable<void> Master::replaceJm(std::string jobId, bool crashed) {
   // Early recovery from a local signal (a dead child, missed heartbeats); the pJM's watch on
   // the JM's ephemeral node is the slower path that correctness rests on.
   jmWorker_.erase(jobId);
+  if (crashed && ++jmCrashes_[jobId] > config_.max_jm_crashes) {
+    // A JM that keeps failing (it logs why before it exits) would be restarted forever.
+    std::string reason = "the JM of site " + config_.site + " exited with an error " +
+                         std::to_string(jmCrashes_[jobId]) + " times (see its log: jm.log under the job's directory on the worker)";
+    auto ended = co_await endJob(jobId, pb::JOB_FAILED, reason);
+    if (ended) {
+      spdlog::error("job {} failed: {}", jobId, reason);
+    } else if (ended.code() != ErrorCode::kInvalidArgument) {
+      spdlog::warn("cannot fail job {}: {}", jobId, ended.message());
+    }
+    co_return;
+  }
   pb::StartJmRequest req;
   req.set_job_id(jobId);
   req.set_role(pb::JM_SECONDARY);

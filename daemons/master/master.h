@@ -64,7 +64,12 @@ class Master {
   Result<std::string> pickWorkerForJm();
   // Starts a replacement JM for each job whose JM ran on `workerId` (died with it).
   void replaceJmsOf(const std::string& workerId);
-  boost::asio::awaitable<void> replaceJm(std::string jobId);
+  // `crashed`: the JM process exited non-zero (counted against max_jm_crashes), rather than
+  // being lost with its VM.
+  boost::asio::awaitable<void> replaceJm(std::string jobId, bool crashed);
+  // Ends a job that is still running (KILLED by a user, FAILED by a fault) by a compare-and-set
+  // of its status. A malformed status is replaced, so a corrupt job can still be stopped.
+  boost::asio::awaitable<Status> endJob(const std::string& jobId, pb::JobState state, std::string reason);
   // A job has ended: every live worker of the site stops its executors.
   boost::asio::awaitable<void> stopJobTasks(std::string jobId);
 
@@ -102,6 +107,7 @@ class Master {
   std::map<std::string, pb::SiteDataset> datasets_;  // configured + put, by name
   std::map<std::string, std::vector<std::string>> putWorkers_;  // upload/partition -> workers storing it
   std::map<std::string, std::string> jmWorker_;  // job -> worker running this site's JM (as launched here)
+  std::map<std::string, uint32_t> jmCrashes_;    // job -> non-zero exits of its JM here
   // The status of every job holding containers or a JM here, kept by a watch (nullopt: the
   // job's status node is gone); the schedule loop frees what ended jobs hold.
   struct WatchedJob {
