@@ -108,6 +108,15 @@ pb::TaskMap releaseMaps(JobCore& core, double now) {
   return second.releases[0].taskmap;
 }
 
+// The primary at a, with stage 0 released and two containers of a-w1: the launches of one step.
+Actions launchOnTwoContainers(JobCore& core, double now) {
+  releaseMaps(core, 0);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  auto actions = core.step(now);
+  REQUIRE(actions.launches.size() == 2);
+  return actions;
+}
+
 }  // namespace
 
 TEST_CASE("the primary reads the sites' records, then releases a stage where its data is", "[unit][jobcore]") {
@@ -123,10 +132,7 @@ TEST_CASE("the primary reads the sites' records, then releases a stage where its
 
 TEST_CASE("granted containers run this site's node-local tasks, with the epoch and an attempt number", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
-  releaseMaps(core, 0);
-  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
-  auto actions = core.step(0.2);
-  REQUIRE(actions.launches.size() == 2);
+  auto actions = launchOnTwoContainers(core, 0.2);
   for (const auto& l : actions.launches) {
     CHECK(l.task.first == 0);
     CHECK(l.task.second < 3);  // a's tasks only
@@ -343,10 +349,7 @@ TEST_CASE("steal as thief: idle containers with nothing to run ask the other JMs
 
 TEST_CASE("grant revocation: a revoked container goes once its task is done", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
-  releaseMaps(core, 0);
-  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
-  auto actions = core.step(1);
-  REQUIRE(actions.launches.size() == 2);
+  auto actions = launchOnTwoContainers(core, 1);
   core.onGrants({container("a-w1", 1)});  // slot 0 revoked while busy
   CHECK(core.granted() == 2);
   const auto& onZero = actions.launches[0].slotKey == "a-w1/0" ? actions.launches[0] : actions.launches[1];
