@@ -240,6 +240,10 @@ void JobCore::onContainerRequestSent(const ContainerRequest& request) {
   for (const auto& id : request.release) slots_.erase(slotKeyOf(id));
 }
 
+void JobCore::onFailWritten(bool ok) {
+  if (!ok) failReported_ = false;
+}
+
 void JobCore::onPublished(uint32_t desire, uint32_t granted) {
   publishedDesire_ = desire;
   publishedGranted_ = granted;

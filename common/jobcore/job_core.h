@@ -156,6 +156,8 @@ class JobCore {
   void onStageReleased(const ReleaseStage& release, bool ok);
   void onLostOutputRemoved(const RemoveLostOutput& removal, bool ok);
   void onContainerRequestSent(const ContainerRequest& request);
+  // The fail action's status write ended; when it did not land, the next step asks again.
+  void onFailWritten(bool ok);
   void onPublished(uint32_t desire, uint32_t granted);
 
   // -- stealing --

@@ -338,23 +338,29 @@ awaitable<void> JobManager::readJms() {
 }
 
 awaitable<Status> JobManager::registerSelf() {
-  pb::JmInfo info;
-  info.set_site(config_.site);
-  info.set_address(address_);
-  info.set_role(core_.primary() ? pb::JM_PRIMARY : pb::JM_SECONDARY);
-  info.set_epoch(core_.epoch());
-  info.set_worker_id(config_.worker_id);
-  info.set_pid(static_cast<int64_t>(::getpid()));
-  info.set_desire(core_.desire());
-  info.set_granted(static_cast<uint32_t>(core_.granted()));
+  // Built after every await, not before: a session that expired meanwhile has made us step
+  // down, and the node must not advertise a role we no longer hold.
+  auto info = [this] {
+    pb::JmInfo info;
+    info.set_site(config_.site);
+    info.set_address(address_);
+    info.set_role(core_.primary() ? pb::JM_PRIMARY : pb::JM_SECONDARY);
+    info.set_epoch(core_.epoch());
+    info.set_worker_id(config_.worker_id);
+    info.set_pid(static_cast<int64_t>(::getpid()));
+    info.set_desire(core_.desire());
+    info.set_granted(static_cast<uint32_t>(core_.granted()));
+    return info;
+  };
   auto path = jmPath(config_.job_id, config_.site);
   auto stat = co_await zk_->exists(path);
   if (!stat) co_return stat.status();
   if (*stat && (*stat)->ephemeralOwner == zk_->sessionId()) {
-    auto set = co_await zk_->set(path, info.SerializeAsString(), -1);
+    const pb::JmInfo current = info();
+    auto set = co_await zk_->set(path, current.SerializeAsString(), -1);
     if (set) {
       registered_ = true;
-      core_.onPublished(info.desire(), info.granted());
+      core_.onPublished(current.desire(), current.granted());
     }
     co_return set.status();
   }
@@ -367,11 +373,12 @@ awaitable<Status> JobManager::registerSelf() {
     // The node of this site's previous JM, whose session has not expired yet: we replace it.
     (void)co_await zk_->remove(path);
   }
-  auto created = co_await zk_->create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);
+  const pb::JmInfo current = info();
+  auto created = co_await zk_->create(path, current.SerializeAsString(), coord::CreateMode::kEphemeral);
   if (!created) co_return created.status();
   registered_ = true;
   everRegistered_ = true;
-  core_.onPublished(info.desire(), info.granted());
+  core_.onPublished(current.desire(), current.granted());
   co_return Status::ok();
 }
 
@@ -495,7 +502,10 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     exitWith(false, "job " + config_.job_id + " is over (" + pb::JobState_Name(core_.status().state()) + ")");
     co_return;
   }
-  if (actions.fail) co_await failJob(*actions.fail);
+  if (actions.fail) {
+    bool written = co_await failJob(*actions.fail);
+    core_.onFailWritten(written);
+  }
   for (const auto& lost : actions.lostOutputs) {
     spdlog::warn("output of task {} was only on dead worker {}: recomputing it", taskLabel(lost.task), lost.deadWorker);
     std::vector<coord::ZkOp> ops{coord::ZkOp::remove(partPath(config_.job_id, lost.task.first, lost.task.second))};
@@ -598,21 +608,22 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
   wake();
 }
 
-awaitable<void> JobManager::failJob(std::string reason) {
+awaitable<bool> JobManager::failJob(std::string reason) {
   spdlog::error("job {} failed: {}", config_.job_id, reason);
   for (int tries = 0; tries < 5; ++tries) {
     auto node = co_await zk_->get(statusPath(config_.job_id));
-    if (!node) co_return;
+    if (!node) co_return node.error().code == ErrorCode::kNotFound;  // a deleted job needs no failing
     auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(config_.job_id));
     pb::JobStatus status = st ? *st : core_.status();  // a corrupt status is overwritten
-    if (st && isTerminal(st->state())) co_return;
+    if (st && isTerminal(st->state())) co_return true;
     status.set_job_id(config_.job_id);
     status.set_state(pb::JOB_FAILED);
     status.set_error(reason);
     status.set_finish_unix_ms(daemon::nowUnixMs());
     auto set = co_await zk_->set(statusPath(config_.job_id), status.SerializeAsString(), node->stat.version);
-    if (set) co_return;
+    if (set) co_return true;
   }
+  co_return false;
 }
 
 // ---- tasks and stealing ----------------------------------------------------------------------

@@ -63,7 +63,8 @@ class JobManager {
   boost::asio::awaitable<void> readSiteRecords();
   boost::asio::awaitable<void> requestJm(std::string site);
   boost::asio::awaitable<void> sendContainerRequest(jobcore::ContainerRequest request);
-  boost::asio::awaitable<void> failJob(std::string reason);
+  // Marks the job failed (unless it already ended); false when the write did not land.
+  boost::asio::awaitable<bool> failJob(std::string reason);
   boost::asio::awaitable<void> runTask(jobcore::LaunchTask launch);
   boost::asio::awaitable<void> stealWork(jobcore::StealWork steal);
   boost::asio::awaitable<Result<pb::StealResponse>> giveWork(pb::StealRequest req, net::CallContext ctx);

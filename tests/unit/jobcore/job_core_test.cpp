@@ -393,3 +393,17 @@ TEST_CASE("a spec without stages, or without inputs for a dataset stage, is refu
   CHECK_FALSE(core.onJobLoaded(wordcountSpec(), {}));
   CHECK(core.step(1).empty());
 }
+
+TEST_CASE("a failure whose status write did not land is asked for again", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  core.failJob("boom");
+  auto first = core.step(1);
+  REQUIRE(first.fail);
+  CHECK(*first.fail == "boom");
+  CHECK_FALSE(core.step(2).fail);  // in flight
+  core.onFailWritten(false);
+  auto again = core.step(3);
+  REQUIRE(again.fail);
+  core.onFailWritten(true);
+  CHECK_FALSE(core.step(4).fail);
+}
