@@ -195,7 +195,8 @@ Status JobManager::watchJob() {
   st = add(zk_->watchChildren(jmsPath(job),
                               [this](const std::vector<std::string>& names) {
                                 jmNames_ = names;
-                                core_.onJms({names.begin(), names.end()});
+                                jmSites_ = {names.begin(), names.end()};
+                                core_.onJms(jmSites_);
                                 wake();
                               }),
            "JMs");
@@ -669,8 +670,11 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
     auto r = co_await client->call<pb::StealResponse>("jm.Steal", req, kStealCallTimeout);
     if (stopping_) co_return;
     if (!r) {
-      // Perhaps a replaced JM at a new address: read its node again on the next change.
-      if (r.error().code == ErrorCode::kUnavailable) jmNames_ = std::vector<std::string>();
+      // Perhaps a replaced JM at a new address: read its node again.
+      if (r.error().code == ErrorCode::kUnavailable) {
+        jms_.erase(site);
+        jmNames_ = std::vector<std::string>(jmSites_.begin(), jmSites_.end());
+      }
       continue;
     }
     if (r->stolen_size() == 0) continue;

@@ -90,6 +90,7 @@ class JobManager {
   std::set<std::string> markerListing_;
   Clock::time_point markersReadAt_{};
   std::optional<std::vector<std::string>> jmNames_;
+  std::set<std::string> jmSites_;          // sites with a registered JM, as last listed
   std::map<std::string, pb::JmInfo> jms_;  // the job's JMs, by site (addresses for stealing)
 
   // Registration and election.
