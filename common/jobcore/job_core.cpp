@@ -315,6 +315,13 @@ void JobCore::onStealEnded(bool gotWork) {
 
 // ---- decisions ---------------------------------------------------------------------------
 
+bool JobCore::ownedHereOrUnknown(const TaskId& id) const {
+  if (id.first >= view_.stages.size()) return true;
+  const auto& map = view_.stages[id.first].taskmap;
+  if (!map || static_cast<int>(id.second) >= map->owner_site_size()) return true;
+  return map->owner_site(static_cast<int>(id.second)) == config_.site;
+}
+
 bool JobCore::isStealable(const TaskId& id) const {
   const auto& stage = view_.stages[id.first];
   return stage.taskmap->owner_site(static_cast<int>(id.second)) != config_.site && !stage.parts.count(id.second) &&
@@ -483,7 +490,11 @@ void JobCore::decideContainers(double now, Actions& out) {
 void JobCore::decideLaunches(double now, Actions& out) {
   // The tasks this site owns that can run now, as Parades sees them.
   std::vector<sched::WaitingTask> waiting;
-  std::map<std::string, TaskId> byLabel;
+  struct Candidate {
+    TaskId id;
+    std::vector<pb::InputRef> inputs;
+  };
+  std::map<std::string, Candidate> byLabel;
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
     double meanS = 0;
     for (const auto& [t, loc] : view_.stages[s].parts) meanS += loc.elapsed_s();
@@ -507,7 +518,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       w.waitS = now - since;
       w.processingS = meanS;
       w.resource = taskShare(s);
-      byLabel[w.id] = id;
+      byLabel[w.id] = Candidate{id, std::move(*inputs)};
       waiting.push_back(std::move(w));
     }
   }
@@ -528,7 +539,8 @@ void JobCore::decideLaunches(double now, Actions& out) {
     sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, free};
     auto decision = sched::paradesOnUpdate(waiting, update, sched::ParadesParams{});
     for (const auto& launch : decision.launches) {
-      const TaskId id = byLabel.at(launch.taskId);
+      auto& candidate = byLabel.at(launch.taskId);
+      const TaskId id = candidate.id;
       slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
       waitingSince_.erase(id);
@@ -549,8 +561,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       *req.mutable_container() = slot.container.id();
       req.set_op(stage.op());
       *req.mutable_params() = stage.params();
-      auto inputs = taskInputs(view_, id.first, id.second);
-      for (auto& in : *inputs) *req.add_inputs() = std::move(in);
+      for (auto& in : candidate.inputs) *req.add_inputs() = std::move(in);
       req.set_buckets(job::outputBuckets(view_.spec, id.first));
       req.set_epoch(epoch_);
       out.launches.push_back(std::move(task));

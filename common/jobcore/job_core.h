@@ -188,6 +188,9 @@ class JobCore {
   size_t granted() const { return slots_.size(); }
   bool running(const TaskId& id) const { return running_.count(id) > 0; }
   uint32_t attempts(const TaskId& id) const;
+  // The taskMap gives the task to this site, or it is not known yet (a running marker of such
+  // a task may hold one of our containers).
+  bool ownedHereOrUnknown(const TaskId& id) const;
 
   // Applies a steal to a taskMap: every task of `tasks` still owned by `from` goes to `to`.
   // Returns the tasks moved. Pure; the victim's driver uses it inside its compare-and-set.

@@ -1,5 +1,6 @@
 #include "jobstate/paths.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace tellus::jobstate {
@@ -28,6 +29,13 @@ std::optional<std::pair<uint32_t, uint32_t>> parseTaskName(std::string_view name
   name.remove_prefix(1);
   if (!takeNumber(name) || !name.empty()) return std::nullopt;
   return std::make_pair(*stage, *task);
+}
+
+bool isJobId(std::string_view id) {
+  if (id.empty() || id.size() > 64 || id.front() == '.') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+  });
 }
 
 std::optional<uint32_t> parsePartName(std::string_view name) {

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "daemon/zookeeper.h"
+#include "jobstate/job_store.h"
 #include "jobstate/paths.h"
 #include "util/log.h"
 
@@ -307,11 +308,7 @@ awaitable<void> JobManager::readMarkers() {
     }
     // Only a marker of a task this site owns can hold one of our containers; of the others the
     // name is all the core needs (the task runs elsewhere).
-    const auto& stages = core_.view().stages;
-    bool ours = id->first >= stages.size() || !stages[id->first].taskmap ||
-                static_cast<int>(id->second) >= stages[id->first].taskmap->owner_site_size() ||
-                stages[id->first].taskmap->owner_site(static_cast<int>(id->second)) == config_.site;
-    if (!ours) {
+    if (!core_.ownedHereOrUnknown(*id)) {
       markers[*id] = pb::RunningTask();
       continue;
     }
@@ -611,20 +608,9 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
 
 awaitable<bool> JobManager::failJob(std::string reason) {
   spdlog::error("job {} failed: {}", config_.job_id, reason);
-  for (int tries = 0; tries < 5; ++tries) {
-    auto node = co_await zk_->get(statusPath(config_.job_id));
-    if (!node) co_return node.error().code == ErrorCode::kNotFound;  // a deleted job needs no failing
-    auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(config_.job_id));
-    pb::JobStatus status = st ? *st : core_.status();  // a corrupt status is overwritten
-    if (st && isTerminal(st->state())) co_return true;
-    status.set_job_id(config_.job_id);
-    status.set_state(pb::JOB_FAILED);
-    status.set_error(reason);
-    status.set_finish_unix_ms(daemon::nowUnixMs());
-    auto set = co_await zk_->set(statusPath(config_.job_id), status.SerializeAsString(), node->stat.version);
-    if (set) co_return true;
-  }
-  co_return false;
+  Status ended = co_await jobstate::endJob(*zk_, config_.job_id, pb::JOB_FAILED, reason);
+  // Already over, or deleted: nothing left to fail.
+  co_return ended || ended.code() == ErrorCode::kInvalidArgument || ended.code() == ErrorCode::kNotFound;
 }
 
 // ---- tasks and stealing ----------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "daemon/zookeeper.h"
 #include "job/spec.h"
 #include "jobstate/job_view.h"
+#include "jobstate/job_store.h"
 #include "jobstate/paths.h"
 #include "sched/fair_share.h"
 #include "util/log.h"
@@ -327,7 +328,7 @@ awaitable<void> Master::scheduleLoop() {
     // Their statuses come from watches: a running job costs ZooKeeper nothing here.
     std::erase_if(watchedJobs_, [&](const auto& kv) { return !holders.count(kv.first); });
     for (const auto& jobId : holders) {
-      if (jobId.empty() || jobId.find('/') != std::string::npos) continue;
+      if (!isJobId(jobId)) continue;
       auto watched = watchedJobs_.find(jobId);
       if (watched == watchedJobs_.end()) {
         watchedJobs_[jobId];  // before subscribing: the watch reports the current value at once
@@ -412,7 +413,7 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
 }
 
 Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
-  if (req.job_id().empty()) return makeError(ErrorCode::kInvalidArgument, "JmUpdate without job_id");
+  if (!isJobId(req.job_id())) return makeError(ErrorCode::kInvalidArgument, "JmUpdate: bad job_id '" + req.job_id() + "'");
   for (const auto& c : req.release()) {
     auto it = slots_.find(SlotKey{c.worker_id(), c.slot()});
     if (it != slots_.end() && it->second == req.job_id()) it->second.clear();
@@ -464,9 +465,7 @@ awaitable<Result<std::vector<pb::SiteInfo>>> Master::liveSites() {
 }
 
 awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
-  if (jobId.empty() || jobId.find('/') != std::string::npos) {
-    co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + jobId + "'");
-  }
+  if (!isJobId(jobId)) co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + jobId + "'");
   auto node = co_await zk_->get(statusPath(jobId));
   if (!node) {
     if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
@@ -721,38 +720,8 @@ awaitable<Result<pb::ListSitesResponse>> Master::sites(pb::ListSitesRequest, net
   co_return resp;
 }
 
-awaitable<Status> Master::endJob(const std::string& jobId, pb::JobState state, std::string reason) {
-  if (jobId.empty() || jobId.find('/') != std::string::npos) {
-    co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + jobId + "'");
-  }
-  for (;;) {
-    auto node = co_await zk_->get(statusPath(jobId));
-    if (!node) {
-      if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
-      co_return node.status();
-    }
-    auto parsed = daemon::parseProto<pb::JobStatus>(node->data, statusPath(jobId));
-    pb::JobStatus st;
-    if (parsed) {
-      st = *parsed;
-    } else {
-      spdlog::warn("job {}: {}; replacing it", jobId, parsed.message());
-      st.set_job_id(jobId);
-    }
-    if (isTerminal(st.state())) {
-      co_return makeError(ErrorCode::kInvalidArgument, "job " + jobId + " has already " + jobStateName(st.state()));
-    }
-    st.set_state(state);
-    st.set_finish_unix_ms(daemon::nowUnixMs());
-    st.set_error(reason);
-    auto set = co_await zk_->set(statusPath(jobId), st.SerializeAsString(), node->stat.version);
-    if (set) co_return Status::ok();
-    if (set.error().code != ErrorCode::kConflict) co_return set.status();
-  }
-}
-
 awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext) {
-  auto ended = co_await endJob(req.job_id(), pb::JOB_KILLED, "killed by a user through site " + config_.site);
+  auto ended = co_await jobstate::endJob(*zk_, req.job_id(), pb::JOB_KILLED, "killed by a user through site " + config_.site);
   if (!ended) co_return ended.error();
   spdlog::info("job {} killed", req.job_id());
   co_return pb::KillResponse();
@@ -933,7 +902,7 @@ awaitable<void> Master::replaceJm(std::string jobId, bool crashed) {
     // A JM that keeps failing (it logs why before it exits) would be restarted forever.
     std::string reason = "the JM of site " + config_.site + " exited with an error " +
                          std::to_string(jmCrashes_[jobId]) + " times (see its log: jm.log under the job's directory on the worker)";
-    auto ended = co_await endJob(jobId, pb::JOB_FAILED, reason);
+    auto ended = co_await jobstate::endJob(*zk_, jobId, pb::JOB_FAILED, reason);
     if (ended) {
       spdlog::error("job {} failed: {}", jobId, reason);
     } else if (ended.code() != ErrorCode::kInvalidArgument) {

@@ -67,9 +67,7 @@ class Master {
   // `crashed`: the JM process exited non-zero (counted against max_jm_crashes), rather than
   // being lost with its VM.
   boost::asio::awaitable<void> replaceJm(std::string jobId, bool crashed);
-  // Ends a job that is still running (KILLED by a user, FAILED by a fault) by a compare-and-set
-  // of its status. A malformed status is replaced, so a corrupt job can still be stopped.
-  boost::asio::awaitable<Status> endJob(const std::string& jobId, pb::JobState state, std::string reason);
+
   // A job has ended: every live worker of the site stops its executors.
   boost::asio::awaitable<void> stopJobTasks(std::string jobId);
 

@@ -407,3 +407,12 @@ TEST_CASE("a failure whose status write did not land is asked for again", "[unit
   core.onFailWritten(true);
   CHECK_FALSE(core.step(4).fail);
 }
+
+TEST_CASE("ownership as the taskMap says, unknown counting as ours", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  CHECK(core.ownedHereOrUnknown({0, 3}));  // not released yet
+  releaseMaps(core, 0);
+  CHECK(core.ownedHereOrUnknown({0, 0}));
+  CHECK_FALSE(core.ownedHereOrUnknown({0, 3}));  // b's
+  CHECK(core.ownedHereOrUnknown({7, 0}));        // no such stage
+}

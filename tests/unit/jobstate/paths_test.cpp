@@ -28,3 +28,14 @@ TEST_CASE("output names: a task index parses back, anything else is rejected", "
     CHECK_FALSE(parsePartName(bad).has_value());
   }
 }
+
+TEST_CASE("job ids: what ZooKeeper makes is accepted, paths and oversized names are not", "[unit][jobstate]") {
+  CHECK(isJobId("job-0000000001"));
+  CHECK(isJobId("my_job.2"));
+  for (const char* bad : {"", ".", "..", "../x", "a/b", "job 1", ".hidden"}) {
+    INFO(bad);
+    CHECK_FALSE(isJobId(bad));
+  }
+  CHECK_FALSE(isJobId(std::string(65, 'a')));
+  CHECK(isJobId(std::string(64, 'a')));
+}
