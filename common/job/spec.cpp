@@ -8,6 +8,7 @@
 #include "config/values.h"
 #include "config/yaml_reader.h"
 #include "data/operator.h"
+#include "sched/policies.h"
 
 namespace tellus::job {
 
@@ -18,14 +19,7 @@ using config::YamlSeq;
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
-std::string placementChoices() {
-  std::string out;
-  for (const char* p : kPlacements) {
-    if (!out.empty()) out += '|';
-    out += p;
-  }
-  return out;
-}
+std::string placementChoices() { return sched::joinNames(sched::placementNames()); }
 
 bool readsDataset(const pb::StageSpec& stage) {
   for (const auto& input : stage.inputs()) {
@@ -70,9 +64,7 @@ std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
     return SpecProblem{-1, -1, "name",
                        "name: expected a job name (" + std::string(config::kNameForm) + "), got " + quoted(spec.name())};
   }
-  bool knownPlacement = false;
-  for (const char* p : kPlacements) knownPlacement = knownPlacement || spec.placement() == p;
-  if (!knownPlacement) {
+  if (!sched::parsePlacement(spec.placement())) {
     return SpecProblem{-1, -1, "placement",
                        "placement: expected one of " + placementChoices() + ", got " + quoted(spec.placement())};
   }

@@ -5,7 +5,7 @@
 //
 // YAML form (docs/jobs.md):
 //   name: wordcount
-//   placement: proportional        # proportional | tetrium | in-place | centralized
+//   placement: proportional        # sched/policies.h: in-place | proportional | centralized | iridium | tetrium
 //   max_task_attempts: 4
 //   stages:
 //     - name: map
@@ -24,8 +24,6 @@
 #include "util/result.h"
 
 namespace tellus::job {
-
-inline constexpr const char* kPlacements[] = {"proportional", "tetrium", "in-place", "centralized"};
 
 Result<pb::JobSpec> parseJobSpec(const std::string& yaml, const std::string& file);
 Result<pb::JobSpec> loadJobSpec(const std::string& path);

@@ -42,8 +42,10 @@ std::vector<SiteCapacity> siteCapacities(const std::vector<pb::SiteInfo>& sites)
   return out;
 }
 
-Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, const std::string& placement,
-                                   const std::vector<SiteCapacity>& sites) {
+Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placement placement,
+                                   const std::vector<SiteCapacity>& sites, const PlacementOptions& options) {
+  using sched::Placement;
+  const sched::TetriumOptions tetrium{options.wanBudgetRho};
   if (sites.empty()) return makeError(ErrorCode::kInvalidArgument, "no sites to place stage " + std::to_string(s));
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < sites.size(); ++i) index[sites[i].site] = i;
@@ -59,13 +61,13 @@ Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, const std::st
       if (!index.count(site)) return makeError(ErrorCode::kInvalidArgument, "input site " + site + " is not a job site");
       owner[t] = site;
     }
-    if (placement == "tetrium" || placement == "centralized") {
+    if (placement == Placement::kTetrium || placement == Placement::kCentralized) {
       sched::MapStage stage;
       stage.inputGB.assign(sites.size(), 0);
       for (const auto& p : parts) stage.inputGB[index[p.site()]] += static_cast<double>(p.bytes()) / kGB;
       stage.tasks = static_cast<int>(n);
       stage.taskS = meanTaskS(sites);
-      auto plan = placement == "tetrium" ? sched::tetriumMap(res, stage) : sched::centralizedMap(res, stage);
+      auto plan = sched::placeMap(placement, res, stage, tetrium);
       if (!plan) return plan.error().prepend("placing stage " + std::to_string(s));
       // plan->tasks[x][y]: how many of the tasks reading at x run at y. Hand x's movable tasks
       // out in index order; residency-local partitions never leave x.
@@ -80,30 +82,19 @@ Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, const std::st
           for (int k = 0; k < plan->tasks[x][y] && next < movable.size(); ++k) owner[movable[next++]] = sites[y].site;
         }
       }
-    } else if (placement != "proportional" && placement != "in-place") {
-      return makeError(ErrorCode::kInvalidArgument, "unknown placement '" + placement + "'");
     }
     for (const auto& o : owner) map.add_owner_site(o);
     return map;
   }
 
   auto bytes = inputBytesBySite(job, s);
-  std::vector<int> counts;
-  if (placement == "proportional" || placement == "in-place") {
-    std::vector<double> weights;
-    for (const auto& site : sites) weights.push_back(bytes.count(site.site) ? bytes[site.site] : 0.0);
-    counts = sched::proportionalToData(weights, static_cast<int>(n));
-  } else if (placement == "tetrium" || placement == "centralized") {
-    sched::ReduceStage stage;
-    for (const auto& site : sites) stage.shuffleGB.push_back((bytes.count(site.site) ? bytes[site.site] : 0.0) / kGB);
-    stage.tasks = static_cast<int>(n);
-    stage.taskS = meanTaskS(sites);
-    auto plan = placement == "tetrium" ? sched::tetriumReduce(res, stage) : sched::centralizedReduce(res, stage);
-    if (!plan) return plan.error().prepend("placing stage " + std::to_string(s));
-    counts = plan->tasks;
-  } else {
-    return makeError(ErrorCode::kInvalidArgument, "unknown placement '" + placement + "'");
-  }
+  sched::ReduceStage stage;
+  for (const auto& site : sites) stage.shuffleGB.push_back((bytes.count(site.site) ? bytes[site.site] : 0.0) / kGB);
+  stage.tasks = static_cast<int>(n);
+  stage.taskS = meanTaskS(sites);
+  auto plan = sched::placeReduce(placement, res, stage, tetrium);
+  if (!plan) return plan.error().prepend("placing stage " + std::to_string(s));
+  const std::vector<int>& counts = plan->tasks;
   for (size_t i = 0; i < sites.size(); ++i) {
     for (int k = 0; k < counts[i]; ++k) map.add_owner_site(sites[i].site);
   }

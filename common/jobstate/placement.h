@@ -7,6 +7,7 @@
 
 #include "jobstate/job_view.h"
 #include "sched/placement.h"
+#include "sched/policies.h"
 #include "tellus.pb.h"
 #include "util/result.h"
 
@@ -26,17 +27,21 @@ struct SiteCapacity {
 // when nothing was measured yet). Pure, so it is tested on its own.
 std::vector<SiteCapacity> siteCapacities(const std::vector<pb::SiteInfo>& sites);
 
-// Owner site of every task of stage s under `placement` (proportional | in-place |
-// centralized | tetrium; see docs/jobs.md):
-//  - dataset stages: proportional and in-place put each task where its partition is (HOUTU's
-//    proportional-to-data initial assignment); a residency-local partition always stays;
-//    tetrium solves the map LP and moves tasks between sites as it says; centralized puts
-//    every movable task at the strongest site.
+struct PlacementOptions {
+  double wanBudgetRho = 1.0;  // Tetrium's WAN budget knob (§4.3), in [0, 1]
+};
+
+// Owner site of every task of stage s under `placement` (sched/policies.h; docs/jobs.md):
+//  - dataset stages: proportional, in-place and iridium put each task where its partition is
+//    (HOUTU's proportional-to-data initial assignment); tetrium solves the map LP and moves
+//    tasks between sites as it says; centralized puts every movable task at the strongest
+//    site. A residency-local partition always stays.
 //  - other stages: per-site counts from sched::proportionalToData over the bytes each site
-//    holds (proportional, in-place), the reduce LP (tetrium) or the strongest site
-//    (centralized); tasks are handed out in index order, site by site.
+//    holds (proportional) or over the sites' slots (in-place: Spark's reducers go wherever
+//    slots free up), the reduce LP (tetrium), Iridium's shuffle-time LP (iridium) or the
+//    strongest site (centralized); tasks are handed out in index order, site by site.
 // `sites` must include every site holding input of s.
-Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, const std::string& placement,
-                                   const std::vector<SiteCapacity>& sites);
+Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placement placement,
+                                   const std::vector<SiteCapacity>& sites, const PlacementOptions& options = {});
 
 }  // namespace tellus::jobstate

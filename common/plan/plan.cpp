@@ -224,9 +224,16 @@ std::string policyList() {
 }  // namespace
 
 std::vector<std::string> planPolicyNames() {
-  return {"tetrium",     "iridium",          "centralized",       "proportional",
-          "max-min",     "fcfs",             "global-srpt",       "independent-srpt",
-          "global-srpt-reordering", "independent-srpt-reordering", "swag"};
+  // Stage placements, paper 002's multi-job placement, and the job orders of the registry that
+  // rank jobs across sites (fair and Tetrium's order need a running cluster: tellus-sim).
+  std::vector<std::string> names = sched::placementNames();
+  names.push_back("max-min");
+  for (const auto& order : sched::jobOrderNames()) {
+    if (order != sched::name(sched::JobOrder::kFair) && order != sched::name(sched::JobOrder::kTetrium)) {
+      names.push_back(order);
+    }
+  }
+  return names;
 }
 
 Result<PlanProblem> parsePlanProblem(const std::string& yamlText, const std::string& sourceName) {
@@ -305,28 +312,13 @@ std::vector<double> toFractions(const std::vector<int>& tasks) {
   return f;
 }
 
-Result<sched::MapPlacement> placeMap(const std::string& policy, const std::vector<sched::SiteResources>& sites,
-                                     const sched::MapStage& stage, const sched::TetriumOptions& options) {
-  if (policy == "tetrium") return sched::tetriumMap(sites, stage, options);
-  if (policy == "centralized") return sched::centralizedMap(sites, stage);
-  return sched::inPlaceMap(sites, stage);  // iridium and proportional keep maps in place
-}
-
-Result<sched::ReducePlacement> placeReduce(const std::string& policy, const std::vector<sched::SiteResources>& sites,
-                                           const sched::ReduceStage& stage, const sched::TetriumOptions& options) {
-  if (policy == "tetrium") return sched::tetriumReduce(sites, stage, options);
-  if (policy == "centralized") return sched::centralizedReduce(sites, stage);
-  if (policy == "iridium") return sched::iridiumReduce(sites, stage);
-  return sched::proportionalReduce(sites, stage);
-}
-
 // The stage after the current one, placed alone on all sites.
-Status addReduceAfterMap(const PlanProblem& problem, const std::string& policy, const PlanJob& job,
+Status addReduceAfterMap(const PlanProblem& problem, sched::Placement policy, const PlanJob& job,
                          const std::vector<std::vector<int>>& mapTasks, PlanJobResult& result) {
   if (!job.reduce) return Status::ok();
   sched::ReduceStage stage{shuffleAfterMap(*job.map, mapTasks, job.reduce->outputRatio), job.reduce->tasks,
                            job.reduce->taskS};
-  auto placed = placeReduce(policy, problem.sites, stage, sched::TetriumOptions{problem.wanBudgetRho});
+  auto placed = sched::placeReduce(policy, problem.sites, stage, sched::TetriumOptions{problem.wanBudgetRho});
   if (!placed) return Status(placed.error().prepend("job '" + job.id + "' reduce stage"));
   result.reduceTasksAtSite = placed->tasks;
   result.reduceFractionAtSite = placed->fraction;
@@ -335,11 +327,11 @@ Status addReduceAfterMap(const PlanProblem& problem, const std::string& policy, 
   return Status::ok();
 }
 
-Status placementPolicy(const PlanProblem& problem, const std::string& policy, PlanResult& result) {
+Status placementPolicy(const PlanProblem& problem, sched::Placement policy, PlanResult& result) {
   const sched::TetriumOptions options{problem.wanBudgetRho};
   result.jobs.resize(problem.jobs.size());
   std::vector<double> completion(problem.jobs.size(), 0.0);
-  if (policy == "tetrium") {
+  if (policy == sched::Placement::kTetrium) {
     // The current stages share the sites in one scheduling round (§4.1); later stages are
     // estimated alone on all sites.
     std::vector<sched::TetriumJob> jobs;
@@ -390,7 +382,7 @@ Status placementPolicy(const PlanProblem& problem, const std::string& policy, Pl
       const PlanJob& job = problem.jobs[j];
       PlanJobResult& r = result.jobs[j];
       if (job.map) {
-        auto placed = placeMap(policy, problem.sites, mapStageOf(*job.map), options);
+        auto placed = sched::placeMap(policy, problem.sites, mapStageOf(*job.map), options);
         if (!placed) return Status(placed.error().prepend("job '" + job.id + "' map stage"));
         r.mapTasksAtSite = placed->tasksAtSite;
         r.mapFractionAtSite = toFractions(placed->tasksAtSite);
@@ -399,7 +391,7 @@ Status placementPolicy(const PlanProblem& problem, const std::string& policy, Pl
         TELLUS_RETURN_IF_ERROR(addReduceAfterMap(problem, policy, job, placed->tasks, r));
       } else {
         sched::ReduceStage stage{*job.reduce->shuffleGB, job.reduce->tasks, job.reduce->taskS};
-        auto placed = placeReduce(policy, problem.sites, stage, options);
+        auto placed = sched::placeReduce(policy, problem.sites, stage, options);
         if (!placed) return Status(placed.error().prepend("job '" + job.id + "' reduce stage"));
         r.reduceTasksAtSite = placed->tasks;
         r.reduceFractionAtSite = placed->fraction;
@@ -418,14 +410,7 @@ Status placementPolicy(const PlanProblem& problem, const std::string& policy, Pl
   return Status::ok();
 }
 
-Status orderingPolicy(const PlanProblem& problem, const std::string& policy, PlanResult& result) {
-  static const std::map<std::string, sched::OrderPolicy> kPolicies = {
-      {"fcfs", sched::OrderPolicy::kFcfs},
-      {"global-srpt", sched::OrderPolicy::kGlobalSrpt},
-      {"independent-srpt", sched::OrderPolicy::kIndependentSrpt},
-      {"global-srpt-reordering", sched::OrderPolicy::kGlobalSrptReordering},
-      {"independent-srpt-reordering", sched::OrderPolicy::kIndependentSrptReordering},
-      {"swag", sched::OrderPolicy::kSwag}};
+Status orderingPolicy(const PlanProblem& problem, sched::OrderPolicy policy, PlanResult& result) {
   sched::OrderingInput input;
   double taskS = 0;
   for (const auto& s : problem.sites) input.slots.push_back(s.slots);
@@ -448,13 +433,13 @@ Status orderingPolicy(const PlanProblem& problem, const std::string& policy, Pla
     input.jobs.push_back(sched::QueuedJob{job.id, job.arrivalS, std::vector<double>(tasks.begin(), tasks.end())});
   }
   taskS /= static_cast<double>(problem.jobs.size());
-  const sched::SiteOrders orders = sched::computeOrders(input, kPolicies.at(policy));
+  const sched::SiteOrders orders = sched::computeOrders(input, policy);
   const std::vector<double> finish = sched::finishInstants(input, orders);
   if (orders.perSite.size() > 0) {
     // Independent-SRPT has one order per site; report the jobs by finish instant.
     std::vector<std::size_t> byFinish(problem.jobs.size());
     std::iota(byFinish.begin(), byFinish.end(), 0);
-    if (policy == "independent-srpt") {
+    if (policy == sched::OrderPolicy::kIndependentSrpt) {
       std::stable_sort(byFinish.begin(), byFinish.end(), [&](auto a, auto b) { return finish[a] < finish[b]; });
     } else {
       byFinish = orders.perSite[0];
@@ -469,7 +454,7 @@ Status orderingPolicy(const PlanProblem& problem, const std::string& policy, Pla
   note << "ordering policies serve the sites' queues in the computed order; only the current stage is "
           "counted, completion = finish instant (tasks per slot) x mean task_s ("
        << taskS << " s)";
-  if (policy == "independent-srpt") note << "; each site has its own order, jobs listed by finish";
+  if (policy == sched::OrderPolicy::kIndependentSrpt) note << "; each site has its own order, jobs listed by finish";
   note << "\n";
   result.note += note.str();
   return Status::ok();
@@ -542,11 +527,13 @@ Result<PlanResult> solvePlan(const PlanProblem& problem, const std::string& poli
   Status status;
   if (result.policy == "max-min") {
     status = maxMinPolicy(problem, result);
-  } else if (result.policy == "tetrium" || result.policy == "iridium" || result.policy == "centralized" ||
-             result.policy == "proportional") {
-    status = placementPolicy(problem, result.policy, result);
+  } else if (const auto placement = sched::parsePlacement(result.policy)) {
+    status = placementPolicy(problem, *placement, result);
   } else {
-    status = orderingPolicy(problem, result.policy, result);
+    const auto order = sched::parseJobOrder(result.policy);
+    const auto ranking = order ? sched::crossSiteOrder(*order) : std::nullopt;
+    if (!ranking) return makeError(ErrorCode::kInternal, "policy '" + result.policy + "' has no plan");
+    status = orderingPolicy(problem, *ranking, result);
   }
   if (!status) return Status(status.error().prepend(problem.sourceName));
   double total = 0;

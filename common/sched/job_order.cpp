@@ -212,4 +212,18 @@ double averageFinishInstant(const OrderingInput& input, const SiteOrders& orders
   return std::accumulate(finish.begin(), finish.end(), 0.0) / static_cast<double>(finish.size());
 }
 
+std::optional<OrderPolicy> crossSiteOrder(JobOrder order) {
+  switch (order) {
+    case JobOrder::kFcfs: return OrderPolicy::kFcfs;
+    case JobOrder::kGlobalSrpt: return OrderPolicy::kGlobalSrpt;
+    case JobOrder::kIndependentSrpt: return OrderPolicy::kIndependentSrpt;
+    case JobOrder::kGlobalSrptReordering: return OrderPolicy::kGlobalSrptReordering;
+    case JobOrder::kIndependentSrptReordering: return OrderPolicy::kIndependentSrptReordering;
+    case JobOrder::kSwag: return OrderPolicy::kSwag;
+    case JobOrder::kFair:
+    case JobOrder::kTetrium: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace tellus::sched

@@ -6,8 +6,11 @@
 // All functions are deterministic: ties go to the earlier arrival, then the smaller index.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "sched/policies.h"
 
 namespace tellus::sched {
 
@@ -35,6 +38,10 @@ enum class OrderPolicy {
   kIndependentSrptReordering,
   kSwag,
 };
+
+// The ranking of a registry job order (sched/policies.h) that orders jobs across sites;
+// nullopt for kFair (decided per site by the fair scheduler) and kTetrium (tetriumJobOrder).
+std::optional<OrderPolicy> crossSiteOrder(JobOrder order);
 
 // One job order for all sites, or (Independent-SRPT) one per site; indices into jobs.
 struct SiteOrders {

@@ -333,6 +333,41 @@ Result<MapPlacement> inPlaceMap(const std::vector<SiteResources>& sites, const M
   return finishMap(sites, stage, inPlaceFractions(stage, sites.size()));
 }
 
+Result<ReducePlacement> inPlaceReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  double slots = 0;
+  for (const auto& site : sites) slots += site.slots;
+  std::vector<double> fraction(sites.size());
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    fraction[x] = slots > 0 ? sites[x].slots / slots : 1.0 / static_cast<double>(sites.size());
+  }
+  return finishReduce(sites, stage, std::move(fraction));
+}
+
+Result<MapPlacement> placeMap(Placement policy, const std::vector<SiteResources>& sites, const MapStage& stage,
+                              const TetriumOptions& options) {
+  switch (policy) {
+    case Placement::kTetrium: return tetriumMap(sites, stage, options);
+    case Placement::kCentralized: return centralizedMap(sites, stage);
+    case Placement::kInPlace:
+    case Placement::kProportional:
+    case Placement::kIridium: return inPlaceMap(sites, stage);
+  }
+  return makeError(ErrorCode::kInvalidArgument, "unknown placement policy");
+}
+
+Result<ReducePlacement> placeReduce(Placement policy, const std::vector<SiteResources>& sites,
+                                    const ReduceStage& stage, const TetriumOptions& options) {
+  switch (policy) {
+    case Placement::kTetrium: return tetriumReduce(sites, stage, options);
+    case Placement::kCentralized: return centralizedReduce(sites, stage);
+    case Placement::kIridium: return iridiumReduce(sites, stage);
+    case Placement::kProportional: return proportionalReduce(sites, stage);
+    case Placement::kInPlace: return inPlaceReduce(sites, stage);
+  }
+  return makeError(ErrorCode::kInvalidArgument, "unknown placement policy");
+}
+
 Result<ReducePlacement> proportionalReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
   TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
   const double total = sum(stage.shuffleGB);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sched/policies.h"
 #include "util/result.h"
 
 namespace tellus::sched {
@@ -111,6 +112,9 @@ StageTimes evaluateReduceFractions(const std::vector<SiteResources>& sites, cons
 
 // Every map task runs where its data is.
 Result<MapPlacement> inPlaceMap(const std::vector<SiteResources>& sites, const MapStage& stage);
+// Reduce tasks spread over the sites in proportion to their slots: Spark's default (reducers go
+// wherever slots free up), Tetrium's In-Place baseline.
+Result<ReducePlacement> inPlaceReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage);
 // Reduce tasks proportional to shuffle data (HOUTU's default for later stages).
 Result<ReducePlacement> proportionalReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage);
 // Everything at the strongest site: most slots, then most download bandwidth, then index.
@@ -136,6 +140,14 @@ Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, co
                                      const TetriumOptions& options = {});
 Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites, const ReduceStage& stage,
                                         const TetriumOptions& options = {});
+
+// A stage placed by a policy of the registry (sched/policies.h): the one switch from policy to
+// function that job managers, `tellus plan` and the simulator share. Maps stay in place under
+// in-place, proportional and iridium.
+Result<MapPlacement> placeMap(Placement policy, const std::vector<SiteResources>& sites, const MapStage& stage,
+                              const TetriumOptions& options = {});
+Result<ReducePlacement> placeReduce(Placement policy, const std::vector<SiteResources>& sites,
+                                    const ReduceStage& stage, const TetriumOptions& options = {});
 
 // ---- task ordering (§3.3) ----------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "job/spec.h"
+#include "sched/policies.h"
 
 namespace tellus::job {
 namespace {
@@ -258,7 +259,7 @@ TEST_CASE("structural errors name the stage, with the line when parsed from YAML
   }
   SECTION("unknown placement") {
     CHECK(specError(kWordcount + "placement: random\n") ==
-          "job.yaml:10: placement: expected one of proportional|tetrium|in-place|centralized, got 'random'");
+          "job.yaml:10: placement: expected one of in-place|proportional|centralized|iridium|tetrium, got 'random'");
   }
   SECTION("empty stages") {
     CHECK(specError("name: wc\nstages: []\n") == "job.yaml:2: stages: a job needs at least one stage");
@@ -277,8 +278,8 @@ TEST_CASE("structural errors name the stage, with the line when parsed from YAML
   }
 }
 
-TEST_CASE("every placement is accepted", "[unit][job]") {
-  for (const char* placement : kPlacements) {
+TEST_CASE("every placement of the policy registry is accepted", "[unit][job]") {
+  for (const std::string& placement : sched::placementNames()) {
     const pb::JobSpec spec = parsed(kWordcount + "placement: " + placement + "\n");
     CHECK(spec.placement() == placement);
   }
@@ -303,7 +304,7 @@ TEST_CASE("validateJobSpec checks specs that arrive over RPC", "[unit][job]") {
     pb::JobSpec spec = rpcSpec();
     spec.clear_placement();
     CHECK(validateJobSpec(spec).message() ==
-          "placement: expected one of proportional|tetrium|in-place|centralized, got ''");
+          "placement: expected one of in-place|proportional|centralized|iridium|tetrium, got ''");
   }
   SECTION("no stages") {
     pb::JobSpec spec = rpcSpec();

@@ -125,7 +125,7 @@ TEST_CASE("unfinished tasks are those a site owns without output", "[unit][jobst
 TEST_CASE("initial task map: proportional keeps raw tasks where the data is", "[unit][jobstate][placement]") {
   auto job = wordcountJob();
   std::vector<SiteCapacity> sites{{"a", 4}, {"b", 4}};
-  auto map = initialTaskMap(job, 0, "proportional", sites);
+  auto map = initialTaskMap(job, 0, sched::Placement::kProportional, sites);
   REQUIRE(map.isOk());
   std::vector<std::string> owners(map->owner_site().begin(), map->owner_site().end());
   CHECK(owners == std::vector<std::string>{"a", "a", "a", "b"});
@@ -133,13 +133,32 @@ TEST_CASE("initial task map: proportional keeps raw tasks where the data is", "[
   // Reduce: counts proportional to the shuffle bytes each site holds (3:1 of 2 tasks -> 2:0
   // by largest remainder of 1.5/0.5, ties to the smaller index).
   for (uint32_t t = 0; t < 4; ++t) job.stages[0].parts[t] = locationAt(t < 3 ? "a" : "b", 10, 2);
-  auto reduce = initialTaskMap(job, 1, "proportional", sites);
+  auto reduce = initialTaskMap(job, 1, sched::Placement::kProportional, sites);
   REQUIRE(reduce.isOk());
   REQUIRE(reduce->owner_site_size() == 2);
   CHECK(reduce->owner_site(0) == "a");
   CHECK(reduce->owner_site(1) == "a");
+}
 
-  CHECK_FALSE(initialTaskMap(job, 0, "round-robin", sites).isOk());
+TEST_CASE("initial task map: in-place spreads reduce tasks over the containers, not the data",
+          "[unit][jobstate][placement]") {
+  // Spark's default: reducers go wherever slots free up, so b (3 of 4 containers) gets 3 of
+  // the 4 reduce tasks although all the shuffle data is at a.
+  auto job = wordcountJob();
+  job.spec.mutable_stages(1)->set_tasks(4);
+  for (uint32_t t = 0; t < 4; ++t) job.stages[0].parts[t] = locationAt("a", 10, 4);
+  std::vector<SiteCapacity> sites{{"a", 1}, {"b", 3}};
+  auto reduce = initialTaskMap(job, 1, sched::Placement::kInPlace, sites);
+  REQUIRE(reduce.isOk());
+  std::vector<std::string> owners(reduce->owner_site().begin(), reduce->owner_site().end());
+  CHECK(owners == std::vector<std::string>{"a", "b", "b", "b"});
+  // Raw tasks stay with their data under in-place and iridium.
+  for (auto policy : {sched::Placement::kInPlace, sched::Placement::kIridium}) {
+    auto map = initialTaskMap(job, 0, policy, sites);
+    REQUIRE(map.isOk());
+    std::vector<std::string> rawOwners(map->owner_site().begin(), map->owner_site().end());
+    CHECK(rawOwners == std::vector<std::string>{"a", "a", "a", "b"});
+  }
 }
 
 TEST_CASE("initial task map: centralized moves movable raw tasks, never residency-pinned ones",
@@ -148,13 +167,13 @@ TEST_CASE("initial task map: centralized moves movable raw tasks, never residenc
   job.stages[0].inputs.mutable_partitions(3)->set_residency_local(true);
   // Site b is the strongest: everything that may move goes there; a's data may move.
   std::vector<SiteCapacity> sites{{"a", 1}, {"b", 50}};
-  auto map = initialTaskMap(job, 0, "centralized", sites);
+  auto map = initialTaskMap(job, 0, sched::Placement::kCentralized, sites);
   REQUIRE(map.isOk());
   for (int t = 0; t < 4; ++t) CHECK(map->owner_site(t) == "b");
 
   // Now a is the strongest, but b's only partition is pinned to b.
   std::vector<SiteCapacity> flipped{{"a", 50}, {"b", 1}};
-  auto pinned = initialTaskMap(job, 0, "centralized", flipped);
+  auto pinned = initialTaskMap(job, 0, sched::Placement::kCentralized, flipped);
   REQUIRE(pinned.isOk());
   CHECK(pinned->owner_site(3) == "b");
 }
@@ -162,7 +181,7 @@ TEST_CASE("initial task map: centralized moves movable raw tasks, never residenc
 TEST_CASE("initial task map: the Tetrium LP places every task exactly once", "[unit][jobstate][placement]") {
   auto job = wordcountJob();
   std::vector<SiteCapacity> sites{{"a", 1, 1.0, 1.0, 1.0}, {"b", 8, 1.0, 1.0, 1.0}};
-  auto map = initialTaskMap(job, 0, "tetrium", sites);
+  auto map = initialTaskMap(job, 0, sched::Placement::kTetrium, sites);
   REQUIRE(map.isOk());
   CHECK(map->owner_site_size() == 4);
   int atB = 0;
