@@ -72,15 +72,15 @@ def main():
         "from the same quantile). Workloads: the whole FB-2009 trace (5,894 jobs, one map task per 128 MiB, one "
         "reduce task per GiB of shuffle, 8 MiB/s per slot) and 120 multi-stage DAG jobs (2-16 stages, input "
         "1-50 GB Zipf-skewed over sites, intermediate data shrinking 0.2-0.9x per stage, one job every 30 s).\n")
-    add("`inplace` is Spark's default as Tetrium's In-Place baseline: map tasks where their block is, reduce "
+    add("`in-place` is Spark's default as Tetrium's In-Place baseline: map tasks where their block is, reduce "
         "tasks spread over the sites' slots. `proportional` keeps maps in place and puts reducers in proportion "
         "to the shuffle data (HOUTU's rule, and close to Spark's reducer-locality preference). `centralized` "
         "runs everything at the strongest site (most slots), `iridium` places reducers to minimize shuffle time "
         "only, `tetrium` uses the map/reduce LPs and Tetrium's job order.\n")
     rows = []
     for label, summary in (("FB-2009 trace", fb), ("DAG jobs", dag), ("DAG jobs, bandwidth correlated with slots", corr)):
-        rows.append([label, pct(red(summary, "tetrium", "inplace")), "42%", pct(red(summary, "tetrium", "centralized")),
-                     "50%", pct(red(summary, "tetrium", "proportional")), pct(red(summary, "iridium", "inplace"))])
+        rows.append([label, pct(red(summary, "tetrium", "in-place")), "42%", pct(red(summary, "tetrium", "centralized")),
+                     "50%", pct(red(summary, "tetrium", "proportional")), pct(red(summary, "iridium", "in-place"))])
     add(table(["workload", "Tetrium vs In-Place (ours)", "paper", "Tetrium vs Centralized (ours)", "paper",
                "Tetrium vs proportional (ours)", "Iridium vs In-Place (ours)"], rows))
     add("\nFB-2009, whole trace:\n")
@@ -90,10 +90,10 @@ def main():
     add("\n![FB-2009 CDF](results/fb2009-cdf.png) ![DAG CDF](results/dag-cdf.png)\n")
     ablation = load(raw, "tetrium-dag-ablation")
     add("**Where Tetrium's gain comes from** (DAG jobs, reduction vs In-Place): "
-        f"placement with the fair scheduler instead of Tetrium's order `tetrium-place+fair` {pct(red(ablation, 'tetrium-place+fair', 'inplace'))}, "
-        f"Tetrium's order with In-Place placement `inplace+tetrium-order` {pct(red(ablation, 'inplace+tetrium-order', 'inplace'))}, "
-        f"both `tetrium` {pct(red(ablation, 'tetrium', 'inplace'))}, and Tetrium's own scheduling rounds over batches "
-        f"of free slots `tetrium+rounds+round=10` {pct(red(ablation, 'tetrium+rounds+round=10', 'inplace'))}. "
+        f"placement with the fair scheduler instead of Tetrium's order `place=tetrium+fair` {pct(red(ablation, 'place=tetrium+fair', 'in-place'))}, "
+        f"Tetrium's order with In-Place placement `in-place+order=tetrium` {pct(red(ablation, 'in-place+order=tetrium', 'in-place'))}, "
+        f"both `tetrium` {pct(red(ablation, 'tetrium', 'in-place'))}, and Tetrium's own scheduling rounds over batches "
+        f"of free slots `tetrium+rounds+round=10` {pct(red(ablation, 'tetrium+rounds+round=10', 'in-place'))}. "
         "Tetrium's paper finds the same split in spirit (Tetrium+FS keeps most of the gain, §6.3.1).\n")
     add("**Why our numbers differ from the paper's.** (1) Our In-Place gap is larger (around 90% instead of 42%) "
         "because its reducers are spread over all 50 sites in proportion to slots, so every reduce task pulls "
@@ -114,8 +114,8 @@ def main():
     rows = []
     for value in ("0", "0.25", "0.5", "0.75", "1"):
         policy = f"tetrium+rho={value}"
-        rows.append([value, pct(red(rho, policy, "inplace")), pct(red(rho, policy, "centralized")),
-                     pct(red(rho, policy, "inplace", "wan_bytes")), pct(red(rho, policy, "centralized", "wan_bytes"))])
+        rows.append([value, pct(red(rho, policy, "in-place")), pct(red(rho, policy, "centralized")),
+                     pct(red(rho, policy, "in-place", "wan_bytes")), pct(red(rho, policy, "centralized", "wan_bytes"))])
     add(table(["ρ", "response vs In-Place", "response vs Centralized", "WAN vs In-Place", "WAN vs Centralized"], rows))
     add("\nPaper: at ρ = 0 Tetrium saves 53% WAN against Centralized; at ρ = 1 still at least 14%; ρ = 0.75 is the "
         "sweet spot with 40% less response time and 25% less WAN; response time improves roughly linearly with ρ. "
@@ -128,7 +128,7 @@ def main():
     rows = []
     for value in ("0", "0.2", "0.4", "0.6", "0.8", "1"):
         policy = f"tetrium+rounds+round=10+eps={value}"
-        rows.append([value, pct(red(eps, policy, "inplace")), f"{num(eps[policy], 'mean_response_s'):.0f}"])
+        rows.append([value, pct(red(eps, policy, "in-place")), f"{num(eps[policy], 'mean_response_s'):.0f}"])
     add(table(["ε", "response vs In-Place", "mean response (s)"], rows))
     add("\nSetup: ε only acts when slots are scarce, so this sweep uses 10 sites with 5-60 slots and 60 DAG jobs; "
         "ε is enforced inside Tetrium's scheduling round (`sched::tetriumSchedulingRound`), run every 10 s over "
@@ -145,9 +145,9 @@ def main():
     rows = []
     for drop in (10, 20, 30, 40, 50):
         summary = load(raw, f"drop{drop}")
-        cells = [f"{drop}%", pct(red(summary, "tetrium", "inplace"))]
+        cells = [f"{drop}%", pct(red(summary, "tetrium", "in-place"))]
         for k in (3, 5, 10, 50):
-            cells.append(pct(red(summary, f"tetrium+k={k}", "inplace")))
+            cells.append(pct(red(summary, f"tetrium+k={k}", "in-place")))
         gain = red(summary, "tetrium+k=5", "tetrium")
         cells.append(pct(gain))
         cells.append(" / ".join(str(paper[drop][i]) for i in (0, 1, 3, 5)))
@@ -185,10 +185,10 @@ def main():
             summary = load(raw, f"swag-{trace}-{u}")
             fcfs = num(summary["fcfs"], "mean_response_s")
             cells = [trace, u]
-            for policy in ("gsrpt", "isrpt", "gsrpt-reorder", "isrpt-reorder", "swag"):
+            for policy in ("global-srpt", "independent-srpt", "global-srpt-reordering", "independent-srpt-reordering", "swag"):
                 cells.append(f"{num(summary[policy], 'mean_response_s') / fcfs:.3f}")
-            swag_vs = max(red(summary, "swag", "gsrpt"), red(summary, "swag", "isrpt"))
-            reorder = max(red(summary, "gsrpt-reorder", "gsrpt"), red(summary, "isrpt-reorder", "isrpt"))
+            swag_vs = max(red(summary, "swag", "global-srpt"), red(summary, "swag", "independent-srpt"))
+            reorder = max(red(summary, "global-srpt-reordering", "global-srpt"), red(summary, "independent-srpt-reordering", "independent-srpt"))
             cells += [pct(swag_vs), pct(reorder)]
             best[trace] = max(best.get(trace, (-1e9, -1e9))[0], swag_vs), max(best.get(trace, (-1e9, -1e9))[1], reorder)
             rows.append(cells)
@@ -206,7 +206,7 @@ def main():
         swag = num(summary["swag"], "mean_response_s")
         gap = 100.0 * (swag - optimal) / optimal
         gaps.append(gap)
-        rows.append([seed, f"{num(summary['gsrpt'], 'mean_response_s'):.2f}", f"{num(summary['isrpt'], 'mean_response_s'):.2f}",
+        rows.append([seed, f"{num(summary['global-srpt'], 'mean_response_s'):.2f}", f"{num(summary['independent-srpt'], 'mean_response_s'):.2f}",
                      f"{swag:.2f}", f"{optimal:.2f}", f"{gap:.2f}%"])
     add("**SWAG against the optimal order** (brute force over all 720 orders of 6 jobs, 5 sites x 50 slots, jobs "
         "arriving together at 150% offered load; each order is a fixed priority at every site):\n")
@@ -252,13 +252,13 @@ def main():
     add("Tetrium placement + SWAG order + Af/Parades resource management in one run, against each alone "
         "(the DAG workload of §1, 50 sites):\n")
     rows = []
-    for policy, what in (("inplace", "baseline: In-Place + fair"), ("tetrium", "Tetrium alone (its placement + order)"),
-                         ("inplace+swag", "SWAG alone"), ("houtu", "Af + Parades alone (proportional placement)"),
-                         ("tetrium-place+swag", "Tetrium placement + SWAG"),
-                         ("tetrium-place+fair+af", "Tetrium placement + Af/Parades"),
-                         ("tetrium-place+swag+af", "all three")):
+    for policy, what in (("in-place", "baseline: In-Place + fair"), ("tetrium", "Tetrium alone (its placement + order)"),
+                         ("in-place+swag", "SWAG alone"), ("houtu", "Af + Parades alone (proportional placement)"),
+                         ("place=tetrium+swag", "Tetrium placement + SWAG"),
+                         ("place=tetrium+fair+af", "Tetrium placement + Af/Parades"),
+                         ("place=tetrium+swag+af", "all three")):
         row = combo[policy]
-        rows.append([f"`{policy}`", what, f"{num(row, 'mean_response_s'):.0f}", pct(red(combo, policy, "inplace")),
+        rows.append([f"`{policy}`", what, f"{num(row, 'mean_response_s'):.0f}", pct(red(combo, policy, "in-place")),
                      pct(red(combo, policy, "tetrium")), f"{num(row, 'wan_bytes') / 1e9:.0f}"])
     add(table(["policy", "what", "mean resp. (s)", "vs In-Place", "vs Tetrium alone", "WAN (GB)"], rows))
     add("\n![Combination CDF](results/combination-cdf.png)\n")

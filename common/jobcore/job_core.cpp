@@ -115,7 +115,16 @@ void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>
 
 void JobCore::onJms(const std::set<std::string>& sites) { jms_ = sites; }
 
-void JobCore::onSiteRecords(const std::vector<pb::SiteInfo>& sites) { siteRecords_ = sites; }
+void JobCore::onSiteRecords(const std::vector<pb::SiteInfo>& sites) { siteCapacities_ = siteCapacities(sites); }
+
+void JobCore::onSiteCapacities(std::vector<SiteCapacity> sites) { siteCapacities_ = std::move(sites); }
+
+void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location) {
+  if (stage >= view_.stages.size()) return;
+  view_.stages[stage].parts[task] = location;
+  listedParts_[stage].insert(task);
+  runningElsewhere_.erase({stage, task});
+}
 
 // ---- election ----------------------------------------------------------------------------
 
@@ -126,7 +135,7 @@ void JobCore::onBecamePrimary(uint64_t epoch) {
 
 void JobCore::onLostPrimary() {
   primary_ = false;
-  siteRecords_.reset();
+  siteCapacities_.reset();
 }
 
 // ---- resources ---------------------------------------------------------------------------
@@ -264,7 +273,7 @@ std::vector<uint32_t> JobCore::moveTasks(pb::TaskMap& map, const std::vector<uin
   return moved;
 }
 
-StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks) {
+StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, double now) {
   StealOffer offer;
   offer.thief = thief;
   if (!loaded_ || thief == config_.site || maxTasks == 0) return offer;
@@ -273,29 +282,83 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks) {
   size_t freeHere = 0;
   for (const auto& [key, slot] : slots_) freeHere += slot.tasks.empty() ? 1 : 0;
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-    // Waiting tasks we cannot start ourselves right now, oldest stage first.
+    // Waiting tasks, oldest first; the first `freeHere` are ours to start on our own idle
+    // containers (they wait for locality there).
     std::vector<uint32_t> candidates;
     for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
-      auto inputs = taskInputs(view_, s, t);
-      if (!inputs) continue;
+      if (!inputsReady(s, t)) continue;
       // Residency: raw partitions that may not leave this site stay with it.
-      bool pinned = std::any_of(inputs->begin(), inputs->end(), [](const auto& in) { return in.residency_local(); });
-      if (!pinned) candidates.push_back(t);
+      if (isDatasetStage(view_.spec, s) && view_.stages[s].inputs.partitions(static_cast<int>(t)).residency_local()) {
+        continue;
+      }
+      candidates.push_back(t);
     }
     if (candidates.size() <= freeHere) {
       freeHere -= candidates.size();
       continue;
     }
-    size_t give = std::min<size_t>(maxTasks, candidates.size() - freeHere);
-    // The newest waiting tasks go: ours keep their place in the queue.
+    // HOUTU Alg. 2 ONRECEIVESTEAL: the steal is an update of the thief's idle container here,
+    // so Parades decides what goes: tasks with input at the thief's site after τ·p, any task
+    // after 2τ·p, longest-waiting first.
+    const double meanS = stageMeanS(s);
+    std::vector<sched::WaitingTask> waiting;
+    for (size_t i = freeHere; i < candidates.size(); ++i) {
+      const uint32_t t = candidates[i];
+      sched::WaitingTask w;
+      w.id = std::to_string(t);
+      w.preferredRacks = inputSites(s, t);
+      auto since = waitingSince_.find({s, t});
+      w.waitS = since == waitingSince_.end() ? 0.0 : now - since->second;
+      w.processingS = meanS;
+      w.resource = taskShare(s);
+      waiting.push_back(std::move(w));
+    }
+    freeHere = 0;
+    const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
+    for (uint32_t c = 0; c < maxTasks && !waiting.empty(); ++c) {
+      const auto decision = sched::paradesOnUpdate(waiting, update, config_.parades);
+      if (decision.launches.empty()) break;
+      for (const auto& launch : decision.launches) {
+        offer.tasks.push_back(static_cast<uint32_t>(std::stoul(launch.taskId)));
+        std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
+      }
+    }
+    if (offer.tasks.empty()) continue;
     offer.stage = s;
-    offer.tasks.assign(candidates.end() - static_cast<std::ptrdiff_t>(give), candidates.end());
     for (uint32_t t : offer.tasks) beingStolen_.insert({s, t});
     return offer;
   }
   return offer;
+}
+
+std::vector<std::string> JobCore::inputSites(uint32_t s, uint32_t t) const {
+  std::set<std::string> sites;
+  if (isDatasetStage(view_.spec, s)) {
+    sites.insert(view_.stages[s].inputs.partitions(static_cast<int>(t)).site());
+  } else {
+    for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+      const int u = job::stageIndex(view_.spec, in.stage());
+      if (u < 0) continue;
+      const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
+      if (in.edge() == pb::EDGE_FORWARD) {
+        auto it = parts.find(t);
+        if (it != parts.end()) sites.insert(it->second.site());
+      } else {
+        for (const auto& [ut, loc] : parts) sites.insert(loc.site());
+      }
+    }
+  }
+  return {sites.begin(), sites.end()};
+}
+
+double JobCore::stageMeanS(uint32_t s) const {
+  const auto& parts = view_.stages[s].parts;
+  if (parts.empty()) return 0;
+  double sum = 0;
+  for (const auto& [t, loc] : parts) sum += loc.elapsed_s();
+  return sum / static_cast<double>(parts.size());
 }
 
 void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved,
@@ -377,13 +440,16 @@ void JobCore::decidePrimary(double now, Actions& out) {
 
   auto releasable = releasableStages(view_);
   if (!releasable.empty()) {
-    if (!siteRecords_) {
+    if (!siteCapacities_) {
       out.needSiteRecords = true;
     } else {
-      auto sites = siteCapacities(*siteRecords_);
+      // The spec was validated at submission; an unknown name here is a corrupt spec.
+      const auto policy = view_.spec.placement().empty() ? std::optional(sched::Placement::kProportional)
+                                                          : sched::parsePlacement(view_.spec.placement());
       for (uint32_t s : releasable) {
-        const std::string& policy = view_.spec.placement().empty() ? "proportional" : view_.spec.placement();
-        auto map = initialTaskMap(view_, s, policy, sites);
+        auto map = policy ? initialTaskMap(view_, s, *policy, *siteCapacities_, config_.placement)
+                          : Result<pb::TaskMap>(makeError(ErrorCode::kInvalidArgument,
+                                                          "unknown placement '" + view_.spec.placement() + "'"));
         if (!map) {
           failJob("placing stage " + view_.spec.stages(static_cast<int>(s)).name() + ": " + map.message());
           if (!failReported_) {
@@ -395,7 +461,7 @@ void JobCore::decidePrimary(double now, Actions& out) {
         map->set_epoch(epoch_);
         out.releases.push_back({s, std::move(*map)});
       }
-      siteRecords_.reset();  // capacities are read afresh for the next release
+      siteCapacities_.reset();  // capacities are read afresh for the next release
     }
   }
   if (jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
@@ -411,8 +477,14 @@ void JobCore::decidePrimary(double now, Actions& out) {
     }
     double since = jmMissingSince_.try_emplace(site, now).first->second;
     auto asked = jmRequestedAt_.find(site);
-    if (now - since < config_.timings.jmGraceS) continue;
-    if (asked != jmRequestedAt_.end() && now - asked->second < config_.timings.jmRequestIntervalS) continue;
+    if (now - since < config_.timings.jmGraceS) {
+      wakeAt(since + config_.timings.jmGraceS, now, out);
+      continue;
+    }
+    if (asked != jmRequestedAt_.end() && now - asked->second < config_.timings.jmRequestIntervalS) {
+      wakeAt(asked->second + config_.timings.jmRequestIntervalS, now, out);
+      continue;
+    }
     jmRequestedAt_[site] = now;
     out.startJms.push_back(site);
   }
@@ -457,7 +529,7 @@ void JobCore::decideContainers(double now, Actions& out) {
     obs.hasWaitingTasks = hadWaiting_;
     // Af's own state is not capped by the work at hand (the request below is): a stage that
     // drains must not make the next one ramp up from a single container again.
-    af_ = sched::afDesire(af_, obs, sched::AfParams{});
+    af_ = sched::afDesire(af_, obs, config_.af);
     lastAf_ = now;
     busyArea_ = heldTime_ = 0;
     hadWaiting_ = false;
@@ -485,48 +557,101 @@ void JobCore::decideContainers(double now, Actions& out) {
     lastRequest_ = now;
     out.request = std::move(request);
   }
+  if (slots_.size() < desire) wakeAt(lastRequest_ + config_.timings.masterRefreshS, now, out);
+  // The next Af period, while there is anything to size.
+  if (!slots_.empty() || useful > 0) wakeAt(lastAf_ + config_.timings.afPeriodS, now, out);
+}
+
+void JobCore::wakeAt(double when, double now, Actions& out) const {
+  if (when <= now || !std::isfinite(when)) return;
+  if (!out.wakeAt || when < *out.wakeAt) out.wakeAt = when;
+}
+
+bool JobCore::inputsReady(uint32_t s, uint32_t t) const {
+  if (isDatasetStage(view_.spec, s)) return true;
+  for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+    const int u = job::stageIndex(view_.spec, in.stage());
+    if (u < 0) return false;
+    const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
+    const bool ready = in.edge() == pb::EDGE_FORWARD ? parts.count(t) > 0
+                                                     : parts.size() == taskCount(view_, static_cast<uint32_t>(u));
+    if (!ready) return false;
+  }
+  return true;
+}
+
+void JobCore::addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std::vector<std::string>>& shuffleWorkers,
+                                  std::vector<std::string>& out) const {
+  const auto& here = config_.site;
+  if (isDatasetStage(view_.spec, s)) {
+    const auto& part = view_.stages[s].inputs.partitions(static_cast<int>(t));
+    if (part.site() != here) return;
+    out.push_back(part.worker_id());
+    for (const auto& r : part.replicas()) out.push_back(r.worker_id());
+    return;
+  }
+  for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+    const auto u = static_cast<uint32_t>(job::stageIndex(view_.spec, in.stage()));
+    const auto& parts = view_.stages[u].parts;
+    if (in.edge() == pb::EDGE_FORWARD) {
+      auto it = parts.find(t);
+      if (it != parts.end() && it->second.site() == here) out.push_back(it->second.worker_id());
+      continue;
+    }
+    // Every task of a shuffle reads a bucket of every upstream output: the same hosts for all.
+    auto [cached, fresh] = shuffleWorkers.try_emplace(u);
+    if (fresh) {
+      std::set<std::string> workers;
+      for (const auto& [ut, loc] : parts) {
+        if (loc.site() == here) workers.insert(loc.worker_id());
+      }
+      cached->second.assign(workers.begin(), workers.end());
+    }
+    out.insert(out.end(), cached->second.begin(), cached->second.end());
+  }
 }
 
 void JobCore::decideLaunches(double now, Actions& out) {
-  // The tasks this site owns that can run now, as Parades sees them.
+  // The tasks this site owns that can run now, as Parades sees them: per stage the head of
+  // the queue (launchWindow tasks), inputs resolved only for the tasks that launch.
   std::vector<sched::WaitingTask> waiting;
-  struct Candidate {
-    TaskId id;
-    std::vector<pb::InputRef> inputs;
-  };
-  std::map<std::string, Candidate> byLabel;
+  std::map<std::string, TaskId> byLabel;
+  std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
+  bool anyWaiting = false;
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-    double meanS = 0;
-    for (const auto& [t, loc] : view_.stages[s].parts) meanS += loc.elapsed_s();
-    if (!view_.stages[s].parts.empty()) meanS /= static_cast<double>(view_.stages[s].parts.size());
+    std::optional<double> meanS;
+    size_t inWindow = 0;
     for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
       auto backoff = notBefore_.find(id);
-      if (backoff != notBefore_.end() && now < backoff->second) continue;
-      auto inputs = taskInputs(view_, s, t);
-      if (!inputs) continue;  // an upstream output is being recomputed
+      if (backoff != notBefore_.end() && now < backoff->second) {
+        wakeAt(backoff->second, now, out);
+        continue;
+      }
+      if (!inputsReady(s, t)) continue;  // an upstream output is being recomputed
+      anyWaiting = true;
+      if (inWindow == config_.launchWindow) break;
+      ++inWindow;
+      if (!meanS) meanS = stageMeanS(s);
       double since = waitingSince_.try_emplace(id, now).first->second;
       sched::WaitingTask w;
       w.id = taskLabel(id);
-      for (const auto& in : *inputs) {
-        if (in.site() != config_.site) continue;
-        w.preferredNodes.push_back(in.worker_id());
-        for (const auto& r : in.replicas()) w.preferredNodes.push_back(r.worker_id());
-      }
+      addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
       w.preferredRacks.push_back(config_.site);
       w.waitS = now - since;
-      w.processingS = meanS;
+      w.processingS = *meanS;
       w.resource = taskShare(s);
-      byLabel[w.id] = Candidate{id, std::move(*inputs)};
+      byLabel[w.id] = id;
       waiting.push_back(std::move(w));
     }
   }
-  if (!waiting.empty()) hadWaiting_ = true;
+  if (anyWaiting) hadWaiting_ = true;
   // Containers we inherited that still run a task launched by our predecessor.
   std::set<std::string> busyElsewhere;
   for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
   size_t idle = 0;
+  bool room = false;  // a container could take a task that is not allowed to launch yet
   for (auto& [key, slot] : slots_) {
     if (busyElsewhere.count(key)) continue;
     double free = std::max(0.0, 1.0 - slot.used());
@@ -537,10 +662,11 @@ void JobCore::decideLaunches(double now, Actions& out) {
     // Parades on this container update: node-local first, then rack-local after τ·p, then
     // anywhere after 2τ·p; several tasks while the container has room.
     sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, free};
-    auto decision = sched::paradesOnUpdate(waiting, update, sched::ParadesParams{});
+    auto decision = sched::paradesOnUpdate(waiting, update, config_.parades);
     for (const auto& launch : decision.launches) {
-      auto& candidate = byLabel.at(launch.taskId);
-      const TaskId id = candidate.id;
+      const TaskId id = byLabel.at(launch.taskId);
+      auto inputs = taskInputs(view_, id.first, id.second);
+      if (!inputs) continue;  // cannot happen after inputsReady, but never launch without inputs
       slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
       waitingSince_.erase(id);
@@ -561,20 +687,30 @@ void JobCore::decideLaunches(double now, Actions& out) {
       *req.mutable_container() = slot.container.id();
       req.set_op(stage.op());
       *req.mutable_params() = stage.params();
-      for (auto& in : candidate.inputs) *req.add_inputs() = std::move(in);
+      for (auto& in : *inputs) *req.add_inputs() = std::move(in);
       req.set_buckets(job::outputBuckets(view_.spec, id.first));
       req.set_epoch(epoch_);
       out.launches.push_back(std::move(task));
     }
+    if (decision.freeAfter > 0) room = true;
     if (decision.steal && slot.used() <= 0.5) ++idle;
   }
-  if (idle > 0 && waiting.empty() && !view_.spec.no_stealing() && !stealing_ &&
-      now - lastSteal_ >= config_.timings.stealIntervalS) {
+  // Tasks that wait for a locality level: step again when the next threshold passes.
+  if (room) {
+    for (const auto& w : waiting) {
+      const double since = now - w.waitS;
+      wakeAt(since + config_.parades.tau * w.processingS, now, out);
+      wakeAt(since + 2 * config_.parades.tau * w.processingS, now, out);
+    }
+  }
+  if (idle > 0 && waiting.empty() && !view_.spec.no_stealing() && !stealing_) {
     std::vector<std::string> victims;
     for (const auto& site : jms_) {
       if (site != config_.site) victims.push_back(site);
     }
-    if (!victims.empty()) {
+    if (!victims.empty() && now - lastSteal_ < config_.timings.stealIntervalS) {
+      wakeAt(lastSteal_ + config_.timings.stealIntervalS, now, out);
+    } else if (!victims.empty()) {
       std::rotate(victims.begin(), victims.begin() + static_cast<std::ptrdiff_t>(stealRound_ % victims.size()),
                   victims.end());
       stealing_ = true;

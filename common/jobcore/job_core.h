@@ -48,6 +48,14 @@ struct CoreConfig {
   std::string jobId;
   std::string site;
   CoreTimings timings;
+  sched::AfParams af;                     // Af's δ and ρ (HOUTU §4.2)
+  sched::ParadesParams parades;           // Parades' τ and δ (HOUTU §4.3)
+  jobstate::PlacementOptions placement;   // e.g. Tetrium's WAN budget ρ
+  // Waiting tasks of one stage Parades looks at per step. Tasks of a stage at a site are
+  // alike (same locality level, released together), so the head of the queue is what its
+  // longest-waiting-first rule picks; the bound keeps a step O(containers + stages) for
+  // stages of 10^4 tasks.
+  size_t launchWindow = 256;
 };
 
 // How an attempt ended, as the driver saw it.
@@ -105,6 +113,10 @@ struct Actions {
   std::optional<StealWork> steal;
   bool publish = false;                  // desire/grant/role changed: rewrite our JmInfo
   bool exit = false;                     // the job is over: say goodbye to the master and exit
+  // The earliest time at which step() may decide something new without a new event (a
+  // Parades wait threshold, a backoff, the Af period, a retried request). The driver calls
+  // step() again by then; nullopt: only an event can change anything.
+  std::optional<double> wakeAt;
 
   bool empty() const;
 };
@@ -136,8 +148,13 @@ class JobCore {
   void onLiveWorkers(const std::string& site, const std::set<std::string>& workers);
   // Sites with a registered JM (their JmInfo nodes).
   void onJms(const std::set<std::string>& sites);
-  // The sites' published records, after step() asked for them.
+  // The sites' published records, after step() asked for them (needSiteRecords).
   void onSiteRecords(const std::vector<pb::SiteInfo>& sites);
+  // The same, as capacities the driver measured itself (a simulator knows them exactly).
+  void onSiteCapacities(std::vector<jobstate::SiteCapacity> sites);
+  // One output recorded, as a driver that sees records one at a time reports it (the
+  // incremental form of onParts).
+  void onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location);
 
   // -- election --
   void onBecamePrimary(uint64_t epoch);
@@ -161,9 +178,12 @@ class JobCore {
   void onPublished(uint32_t desire, uint32_t granted);
 
   // -- stealing --
-  // As victim: tasks of ours the thief may take (reserved until settleSteal). Empty when the
-  // thief is not a site of this job, or we have nothing to spare.
-  StealOffer offerSteal(const std::string& thief, uint32_t maxTasks);
+  // As victim (HOUTU Alg. 2 ONRECEIVESTEAL): the thief's request is an update of its idle
+  // containers here, and Parades picks what it may take — tasks with input at the thief's
+  // site once they waited τ·p, any after 2τ·p — out of the waiting tasks our own idle
+  // containers will not start. Reserved until settleSteal. Empty when the thief is not a
+  // site of this job, or nothing qualifies yet.
+  StealOffer offerSteal(const std::string& thief, uint32_t maxTasks, double now);
   // The offer's taskMap compare-and-set ended: `moved` are the tasks now the thief's, `map`
   // the taskMap as written (nullopt on failure).
   void settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved, const std::optional<pb::TaskMap>& map,
@@ -209,6 +229,17 @@ class JobCore {
   double taskShare(uint32_t stage) const;
   bool isStealable(const TaskId& id) const;
   void decideLaunches(double now, Actions& out);
+  void wakeAt(double when, double now, Actions& out) const;
+  // Every upstream output task t of stage s reads is recorded (cheaper than taskInputs).
+  bool inputsReady(uint32_t s, uint32_t t) const;
+  // Sites holding input of task t of stage s (Parades' rack level for a thief).
+  std::vector<std::string> inputSites(uint32_t s, uint32_t t) const;
+  // Mean elapsed time of the stage's finished tasks (Parades' p), 0 before the first.
+  double stageMeanS(uint32_t s) const;
+  // Workers at this site holding input of task t (Parades' node-local level); shuffle
+  // stages' workers are computed once per step in `shuffleWorkers`.
+  void addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std::vector<std::string>>& shuffleWorkers,
+                           std::vector<std::string>& out) const;
   void decidePrimary(double now, Actions& out);
   void decideContainers(double now, Actions& out);
   void finishAttempt(const LaunchTask& launch);
@@ -226,7 +257,7 @@ class JobCore {
   std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts the last listing showed, by stage
   std::map<std::string, std::set<std::string>> liveWorkers_;  // by site
   std::set<std::string> jms_;
-  std::optional<std::vector<pb::SiteInfo>> siteRecords_;  // fresh records for pending releases
+  std::optional<std::vector<jobstate::SiteCapacity>> siteCapacities_;  // fresh, for pending releases
 
   std::map<std::string, Slot> slots_;  // granted containers by slot key
   std::set<TaskId> running_;           // launched by us, not ended

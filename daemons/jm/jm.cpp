@@ -676,7 +676,7 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
 awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, net::CallContext) {
   pb::StealResponse resp;
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
-  auto offer = core_.offerSteal(req.thief_site(), req.max_tasks());
+  auto offer = core_.offerSteal(req.thief_site(), req.max_tasks(), nowS());
   if (offer.tasks.empty()) co_return resp;
   const std::string path = taskmapPath(config_.job_id, offer.stage);
   // One compare-and-set of the taskMap moves them: a concurrent steal or release loses the

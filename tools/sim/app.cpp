@@ -229,7 +229,6 @@ Result<std::vector<RunSummary>> runPolicies(const SimOptions& options, std::ostr
     do {
       SimConfig config = base;
       config.policy.label = "optimal";
-      config.policy.order = JobOrderPolicy::kFixed;
       config.policy.fixedOrder = ids;
       auto workload = makeWorkload(options, *sites);
       if (!workload) return workload.error();

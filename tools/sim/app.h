@@ -18,7 +18,7 @@ struct SimOptions {
   std::string workload = "fb2009";  // fb2009 | facebook | google | exponential | dag
   std::string tracePath;  // fb2009: the SWIM FB-2009 trace file (required for that workload)
   ClusterOptions cluster;
-  std::vector<std::string> policies = {"inplace"};
+  std::vector<std::string> policies = {"in-place"};
   std::string baseline;  // a policy label from `policies`; empty = the first
   uint64_t seed = 1;
   std::string outDir;    // empty = print only

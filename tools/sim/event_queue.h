@@ -13,8 +13,7 @@ namespace tellus::sim {
 enum class EventKind : uint8_t {
   kJobArrival,      // the next job of the workload arrives
   kTaskComputeDone, // a task's computation ends (its input had arrived)
-  kPeriodTick,      // HOUTU's period boundary: Af desires and container grants
-  kStealCheck,      // a job's waiting tasks become stealable (Parades' 2τ·p threshold)
+  kJmWake,          // a job manager's core asked to step again (stage = its site index)
   kClusterChange,   // a resource drop / restore or a spot-VM loss at a site
   kSchedulingRound, // a Tetrium scheduling instance over the free slots
 };

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   app.add_option("--trace", options.tracePath, "FB-2009 SWIM trace (tab-separated)");
   std::string policy;
   std::vector<std::string> compare;
-  auto* policyOption = app.add_option("--policy", policy, "one policy, e.g. inplace, tetrium, swag, houtu, tetrium+swag+af");
+  auto* policyOption = app.add_option("--policy", policy, "one policy, e.g. in-place, tetrium, swag, houtu, tetrium+swag+af");
   app.add_option("--compare", compare, "several policies on the identical workload, comma-separated")
       ->delimiter(',')
       ->excludes(policyOption);

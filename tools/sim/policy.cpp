@@ -20,20 +20,22 @@ std::optional<double> number(const std::string& text) {
   return value;
 }
 
-constexpr const char* kKnown =
-    "placement inplace|centralized|iridium|proportional|tetrium-place; order "
-    "fair|fcfs|gsrpt|isrpt|gsrpt-reorder|isrpt-reorder|swag|tetrium-order; resources slots|static|af|nosteal|rounds; "
-    "presets tetrium|houtu|decent-stat; knobs rho= eps= k= period= delta= afrho= tau= static= normalize= round=";
+std::string known() {
+  return "placement " + sched::joinNames(sched::placementNames()) + " (place=NAME); order " +
+         sched::joinNames(sched::jobOrderNames()) + " (order=NAME); resources " + sched::joinNames(sched::resourcesNames()) +
+         "|nosteal|rounds; presets tetrium|houtu|decent-stat; knobs rho= eps= k= period= steal= delta= afrho= tau= "
+         "static= normalize= round=";
+}
 
 }  // namespace
 
 Result<PolicyConfig> parsePolicy(const std::string& text) {
-  if (text.empty()) return makeError(ErrorCode::kInvalidArgument, "empty policy name (expected e.g. 'inplace' or 'tetrium+swag')");
+  if (text.empty()) return makeError(ErrorCode::kInvalidArgument, "empty policy name (expected e.g. 'in-place' or 'tetrium+swag')");
   PolicyConfig config;
   config.label = text;
-  std::optional<PlacementPolicy> placement, presetPlacement;
-  std::optional<JobOrderPolicy> order, presetOrder;
-  std::optional<ResourcePolicy> resources, presetResources;
+  std::optional<sched::Placement> placement, presetPlacement;
+  std::optional<sched::JobOrder> order, presetOrder;
+  std::optional<sched::Resources> resources, presetResources;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t plus = text.find('+', start);
@@ -46,6 +48,21 @@ Result<PolicyConfig> parsePolicy(const std::string& text) {
       return Status::ok();
     };
     const size_t equals = token.find('=');
+    if (equals != std::string::npos && (token.starts_with("place=") || token.starts_with("order="))) {
+      const std::string value = token.substr(equals + 1);
+      Status status;
+      if (token.starts_with("place=")) {
+        const auto policy = sched::parsePlacement(value);
+        if (!policy) return invalid(text, "'" + token + "': unknown placement (known: " + sched::joinNames(sched::placementNames()) + ")");
+        status = setOnce(placement, *policy, "placements");
+      } else {
+        const auto policy = sched::parseJobOrder(value);
+        if (!policy) return invalid(text, "'" + token + "': unknown job order (known: " + sched::joinNames(sched::jobOrderNames()) + ")");
+        status = setOnce(order, *policy, "job orders");
+      }
+      TELLUS_RETURN_IF_ERROR(status);
+      continue;
+    }
     if (equals != std::string::npos) {
       const std::string key = token.substr(0, equals);
       const auto value = number(token.substr(equals + 1));
@@ -70,6 +87,9 @@ Result<PolicyConfig> parsePolicy(const std::string& text) {
       } else if (key == "period") {
         TELLUS_RETURN_IF_ERROR(inRange(1e-3, 1e6));
         config.periodSeconds = *value;
+      } else if (key == "steal") {
+        TELLUS_RETURN_IF_ERROR(inRange(1e-3, 1e6));
+        config.stealIntervalSeconds = *value;
       } else if (key == "delta") {
         TELLUS_RETURN_IF_ERROR(inRange(0, 1));
         config.af.delta = *value;
@@ -90,53 +110,45 @@ Result<PolicyConfig> parsePolicy(const std::string& text) {
         TELLUS_RETURN_IF_ERROR(inRange(0, 1));
         config.normalizeBySlots = *value != 0;
       } else {
-        return invalid(text, "unknown knob '" + key + "' (known: " + kKnown + ")");
+        return invalid(text, "unknown knob '" + key + "' (known: " + known() + ")");
       }
       continue;
     }
     Status status;
-    if (token == "inplace") status = setOnce(placement, PlacementPolicy::kInPlace, "placements");
-    else if (token == "centralized") status = setOnce(placement, PlacementPolicy::kCentralized, "placements");
-    else if (token == "iridium") status = setOnce(placement, PlacementPolicy::kIridium, "placements");
-    else if (token == "proportional") status = setOnce(placement, PlacementPolicy::kProportional, "placements");
-    else if (token == "tetrium-place") status = setOnce(placement, PlacementPolicy::kTetrium, "placements");
-    else if (token == "fair") status = setOnce(order, JobOrderPolicy::kFair, "job orders");
-    else if (token == "fcfs") status = setOnce(order, JobOrderPolicy::kFcfs, "job orders");
-    else if (token == "gsrpt") status = setOnce(order, JobOrderPolicy::kGlobalSrpt, "job orders");
-    else if (token == "isrpt") status = setOnce(order, JobOrderPolicy::kIndependentSrpt, "job orders");
-    else if (token == "gsrpt-reorder") status = setOnce(order, JobOrderPolicy::kGlobalSrptReordering, "job orders");
-    else if (token == "isrpt-reorder") status = setOnce(order, JobOrderPolicy::kIndependentSrptReordering, "job orders");
-    else if (token == "swag") status = setOnce(order, JobOrderPolicy::kSwag, "job orders");
-    else if (token == "tetrium-order") status = setOnce(order, JobOrderPolicy::kTetrium, "job orders");
-    else if (token == "slots") status = setOnce(resources, ResourcePolicy::kSlots, "resource managers");
-    else if (token == "static") status = setOnce(resources, ResourcePolicy::kStatic, "resource managers");
-    else if (token == "af") status = setOnce(resources, ResourcePolicy::kAf, "resource managers");
-    else if (token == "nosteal") config.stealing = false;
-    else if (token == "rounds") config.tetriumRounds = true;
-    else if (token == "tetrium") {
-      presetPlacement = PlacementPolicy::kTetrium;
-      presetOrder = JobOrderPolicy::kTetrium;
+    if (token == "tetrium") {
+      presetPlacement = sched::Placement::kTetrium;
+      presetOrder = sched::JobOrder::kTetrium;
     } else if (token == "houtu" || token == "decent-stat") {
-      presetPlacement = PlacementPolicy::kProportional;
-      presetOrder = JobOrderPolicy::kFair;
-      presetResources = token == "houtu" ? ResourcePolicy::kAf : ResourcePolicy::kStatic;
+      presetPlacement = sched::Placement::kProportional;
+      presetOrder = sched::JobOrder::kFair;
+      presetResources = token == "houtu" ? sched::Resources::kAf : sched::Resources::kStatic;
+    } else if (const auto p = sched::parsePlacement(token)) {
+      status = setOnce(placement, *p, "placements");
+    } else if (const auto o = sched::parseJobOrder(token)) {
+      status = setOnce(order, *o, "job orders");
+    } else if (const auto r = sched::parseResources(token)) {
+      status = setOnce(resources, *r, "resource managers");
+    } else if (token == "nosteal") {
+      config.stealing = false;
+    } else if (token == "rounds") {
+      config.tetriumRounds = true;
     } else {
-      return invalid(text, "unknown token '" + token + "' (known: " + kKnown + ")");
+      return invalid(text, "unknown token '" + token + "' (known: " + known() + ")");
     }
     TELLUS_RETURN_IF_ERROR(status);
   }
   // Explicit tokens win over a preset's parts: "tetrium+swag" is Tetrium placement, SWAG order.
-  config.placement = placement.value_or(presetPlacement.value_or(PlacementPolicy::kInPlace));
-  config.order = order.value_or(presetOrder.value_or(JobOrderPolicy::kFair));
-  config.resources = resources.value_or(presetResources.value_or(ResourcePolicy::kSlots));
+  config.placement = placement.value_or(presetPlacement.value_or(sched::Placement::kInPlace));
+  config.order = order.value_or(presetOrder.value_or(sched::JobOrder::kFair));
+  config.resources = resources.value_or(presetResources.value_or(sched::Resources::kSlots));
   if (config.fairnessEpsilon < 1) config.tetriumRounds = true;  // ε lives in Tetrium's rounds
   if (config.tetriumRounds &&
-      (config.placement != PlacementPolicy::kTetrium || config.order != JobOrderPolicy::kTetrium ||
-       config.resources != ResourcePolicy::kSlots)) {
+      (config.placement != sched::Placement::kTetrium || config.order != sched::JobOrder::kTetrium ||
+       config.resources != sched::Resources::kSlots)) {
     return invalid(text, "'rounds' and eps < 1 are Tetrium's scheduling rounds: use them with 'tetrium' "
                          "(its placement and order) on plain slots");
   }
-  if (config.reassignK > 0 && config.resources != ResourcePolicy::kSlots) {
+  if (config.reassignK > 0 && config.resources != sched::Resources::kSlots) {
     return invalid(text, "k-site re-assignment works on slot queues, not with static/af job managers");
   }
   return config;

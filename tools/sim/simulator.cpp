@@ -8,21 +8,29 @@
 #include <optional>
 #include <unordered_map>
 
+#include <set>
+
+#include "jobcore/job_core.h"
+#include "jobstate/placement.h"
 #include "sched/fair_share.h"
 #include "sched/job_order.h"
 #include "sched/placement.h"
 #include "sched/tetrium_round.h"
 #include "sim/event_queue.h"
 #include "sim/network.h"
+#include "tellus.pb.h"
 
 namespace tellus::sim {
 namespace {
 
+using sched::JobOrder;
+using sched::Placement;
+using sched::Resources;
+
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-// Parades sees at most this many of a queue's next tasks per decision: all tasks of a stage
-// at a site are alike (same locality, same release time), so the head of the queue is what
-// its longest-waiting-first rule would pick anyway, and the cost stays O(1) per launch.
-constexpr size_t kParadesWindow = 16;
+// Job managers that keep stepping without settling within one instant are a bug of the
+// driver or the core: the run stops with an error instead of spinning.
+constexpr int kMaxJmRoundsPerInstant = 100000;
 // Data-less stages (SWAG's workloads) still need placement weights: one byte per task.
 constexpr double kTokenBytes = 1.0;
 
@@ -57,16 +65,21 @@ struct StageRt {
 };
 
 struct SubJobRt {
-  int queued = 0;
+  int queued = 0;  // waiting tasks here (slots mode: in this site's queues; HOUTU: owned here)
   int running = 0;
   int activePosition = -1;  // in SiteRt::active
-  // HOUTU job manager state.
-  bool hasJm = false;
-  int held = 0;
-  int desire = 0;
-  sched::AfState af;
-  double busyArea = 0, heldArea = 0, lastTouch = 0;
-  bool waitedThisPeriod = false;
+};
+
+// A job manager (HOUTU modes): the daemon's decision core, and what the site's master and
+// workers know of it.
+struct JmRt {
+  explicit JmRt(jobcore::CoreConfig config) : core(std::move(config)) {}
+  jobcore::JobCore core;
+  std::map<std::string, pb::Container> containers;  // granted, by slot key
+  std::map<std::string, int> tasksIn;               // running tasks per container
+  std::map<jobcore::TaskId, jobcore::LaunchTask> launched;
+  uint32_t desire = 0;       // its last request to the master
+  double wakeAt = kInfinity; // a kJmWake event is pending for then
 };
 
 struct JobRt {
@@ -80,6 +93,11 @@ struct JobRt {
   int64_t rank = 0;                  // position in the global order
   std::vector<int32_t> siteRank;     // Independent-SRPT: position in each site's order
   std::unordered_map<uint64_t, std::vector<FlowId>> flowsOfTask;
+  // HOUTU: the job's state as ZooKeeper would hold it, and its job managers (by site index).
+  std::string coreId;
+  std::vector<std::optional<pb::TaskMap>> taskmaps;
+  std::vector<int32_t> taskmapVersions;
+  std::vector<std::unique_ptr<JmRt>> jm;
 };
 
 struct SiteRt {
@@ -92,6 +110,7 @@ struct SiteRt {
   double up = 0, down = 0;
   std::vector<int64_t> active;  // jobs with queued tasks here
   std::vector<int64_t> jms;     // jobs with a job manager here
+  uint32_t nextSlot = 0;        // container ids handed out by its master
   bool dirty = false;
 };
 
@@ -106,6 +125,7 @@ class Engine {
     for (const auto& spec : config.sites) {
       SiteRt site;
       site.name = spec.name;
+      siteIndex_.emplace(spec.name, static_cast<int>(sites_.size()));
       site.baseSlots = site.capacity = spec.slots;
       site.baseUp = site.up = spec.uplinkBytesPerSecond;
       site.baseDown = site.down = spec.downlinkBytesPerSecond;
@@ -128,7 +148,7 @@ class Engine {
     return v;
   }
   int siteCount() const { return static_cast<int>(sites_.size()); }
-  bool containerMode() const { return policy_.resources != ResourcePolicy::kSlots; }
+  bool containerMode() const { return policy_.resources != Resources::kSlots; }
   void fail(Error error) {
     if (!failure_) failure_ = std::move(error);
   }
@@ -138,9 +158,9 @@ class Engine {
   void onFlowDone(const CompletedFlow& flow);
   void onComputeDone(const Event& event);
   void onClusterChange(const Event& event);
-  void onPeriodTick();
-  void onStealCheck(const Event& event);
+  void onJmWake(const Event& event);
 
+  void prepareStage(JobRt& job, int32_t stage);
   void releaseStage(JobRt& job, int32_t stage);
   Status placeStage(JobRt& job, int32_t stage);
   std::vector<sched::SiteResources> siteResources() const;
@@ -158,14 +178,24 @@ class Engine {
   int64_t rankAt(const JobRt& job, int site) const;
   std::vector<int64_t> activeByRank(int site) const;
   void dispatchSlots(int site);
-  void dispatchContainers(int site);
-  void ensureJm(JobRt& job, int site);
-  void touch(SubJobRt& sub) const;
-  void setHeld(JobRt& job, int site, int held);
-  bool paradesLaunch(JobRt& job, int site);
-  std::vector<sched::WaitingTask> waitingWindow(const JobRt& job, int site) const;
+  // HOUTU: the simulator as the job managers' driver.
+  void startJobManagers(JobRt& job);
+  void markJm(int64_t job, int site) { dirtyJms_.emplace(job, site); }
+  void markJms(const JobRt& job);
+  void runJobManagers();
+  void grantContainers(int site);
+  void setGrants(JobRt& job, int site);
+  bool stepJm(JobRt& job, int site);  // false: the job finished and is gone
+  std::vector<jobstate::SiteCapacity> siteCapacities(const JobRt& job) const;
+  void applyRelease(JobRt& job, int site, const jobcore::ReleaseStage& release);
+  void applyRequest(JobRt& job, int site, const jobcore::ContainerRequest& request);
+  void applySteal(JobRt& job, int thief, const jobcore::StealWork& work);
+  void revokeContainer(JobRt& job, int site, const std::string& slotKey);
+  void markWaiting(JobRt& job, int32_t stage, int32_t task, int site);
   void reassignAfterDrop();
   bool roundMode() const { return policy_.tetriumRounds; }
+  // Sites share their slots by the fair scheduler, not by a job order.
+  bool fairScheduler() const { return policy_.order == JobOrder::kFair && policy_.fixedOrder.empty(); }
   void runTetriumRound();
 
   JobRt* findJob(int64_t id) {
@@ -184,12 +214,12 @@ class Engine {
   std::optional<JobSpec> pendingArrival_;
   bool workloadDone_ = false;
   std::vector<int> dirtySites_;
+  std::set<std::pair<int64_t, int>> dirtyJms_;  // (job, site): step its job manager
+  std::unordered_map<std::string, int> siteIndex_;
   bool orderDirty_ = false;
-  bool placing_ = false;
   bool roundWanted_ = false;     // Tetrium rounds: slots were freed or work was queued
   bool roundScheduled_ = false;
   double lastRound_ = -kInfinity;  // job managers are created after a stage's placement is complete
-  bool tickScheduled_ = false;
   double now_ = 0;
   bool sawArrival_ = false;
   std::optional<Error> failure_;
@@ -245,8 +275,7 @@ Result<RunSummary> Engine::run() {
       switch (event.kind) {
         case EventKind::kJobArrival: onArrival(); break;
         case EventKind::kTaskComputeDone: onComputeDone(event); break;
-        case EventKind::kPeriodTick: onPeriodTick(); break;
-        case EventKind::kStealCheck: onStealCheck(event); break;
+        case EventKind::kJmWake: onJmWake(event); break;
         case EventKind::kClusterChange: onClusterChange(event); break;
         case EventKind::kSchedulingRound:
           roundScheduled_ = false;
@@ -325,15 +354,12 @@ void Engine::onArrival() {
   JobRt& ref = *job;
   jobs_.emplace(ref.spec.id, std::move(job));
   summary_.peakActiveJobs = std::max<int64_t>(summary_.peakActiveJobs, static_cast<int64_t>(jobs_.size()));
-  for (size_t s = 0; s < ref.stages.size(); ++s) {
-    if (ref.stages[s].unfinishedParents == 0) releaseStage(ref, static_cast<int32_t>(s));
-  }
-  if (policy_.resources == ResourcePolicy::kAf && !tickScheduled_) {
-    Event tick;
-    tick.time = now_ + policy_.periodSeconds;
-    tick.kind = EventKind::kPeriodTick;
-    events_.push(tick);
-    tickScheduled_ = true;
+  if (containerMode()) {
+    startJobManagers(ref);  // their primary releases the root stages
+  } else {
+    for (size_t s = 0; s < ref.stages.size(); ++s) {
+      if (ref.stages[s].unfinishedParents == 0) releaseStage(ref, static_cast<int32_t>(s));
+    }
   }
   const Status pulled = pullNextArrival();
   if (!pulled) fail(pulled.error());
@@ -360,38 +386,28 @@ std::vector<sched::SiteResources> Engine::siteResources() const {
   return resources;
 }
 
-void Engine::releaseStage(JobRt& job, int32_t s) {
+void Engine::prepareStage(JobRt& job, int32_t s) {
   StageRt& stage = job.stages[static_cast<size_t>(s)];
   stage.released = true;
   const size_t n = sites_.size();
-  stage.queue.assign(n, {});
   stage.outputAtSite.assign(n, 0);
   stage.finishedAtSite.assign(n, 0);
   stage.bytesOut.assign(n, 0);
   stage.bytesIn.assign(n, 0);
   stage.workAtSite.assign(n, 0);
+}
+
+void Engine::releaseStage(JobRt& job, int32_t s) {
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  prepareStage(job, s);
+  stage.queue.assign(sites_.size(), {});
   const auto started = std::chrono::steady_clock::now();
-  placing_ = true;
   const Status placed = placeStage(job, s);
-  placing_ = false;
   summary_.placementWallSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++summary_.placementsSolved;
   if (!placed) {
     fail(placed.error().prepend("placing job " + std::to_string(job.spec.id) + " stage " + std::to_string(s)));
     return;
-  }
-  if (containerMode()) {
-    for (int x = 0; x < siteCount(); ++x) {
-      if (job.sub[static_cast<size_t>(x)].queued > 0) ensureJm(job, x);
-    }
-  }
-  if (policy_.resources == ResourcePolicy::kAf && policy_.stealing) {
-    // Parades lets another site take a task once it has waited 2τ·p.
-    Event check;
-    check.time = now_ + 2 * policy_.parades.tau * stage.meanTaskSeconds + 1e-9;
-    check.kind = EventKind::kStealCheck;
-    check.job = job.spec.id;
-    events_.push(check);
   }
   orderDirty_ = true;
   roundWanted_ = true;
@@ -419,17 +435,9 @@ Status Engine::placeStage(JobRt& job, int32_t s) {
       map.inputGB[static_cast<size_t>(x)] += weight;
       tasksFrom[static_cast<size_t>(x)].push_back(t);
     }
-    Result<sched::MapPlacement> placement = makeError(ErrorCode::kInternal, "no placement");
     // In Tetrium's round mode tasks wait where their data is; each round places them anew.
-    switch (roundMode() ? PlacementPolicy::kInPlace : policy_.placement) {
-      case PlacementPolicy::kInPlace:
-      case PlacementPolicy::kProportional:
-      case PlacementPolicy::kIridium: placement = sched::inPlaceMap(resources, map); break;
-      case PlacementPolicy::kCentralized: placement = sched::centralizedMap(resources, map); break;
-      case PlacementPolicy::kTetrium:
-        placement = sched::tetriumMap(resources, map, sched::TetriumOptions{policy_.wanBudgetRho});
-        break;
-    }
+    auto placement = sched::placeMap(roundMode() ? Placement::kInPlace : policy_.placement, resources, map,
+                                     sched::TetriumOptions{policy_.wanBudgetRho});
     if (!placement) return placement.status();
     stage.lpSeconds = placement->lpTimes.totalS();
     // tasks[x][y] of the tasks whose block is at x run at y.
@@ -454,7 +462,7 @@ Status Engine::placeStage(JobRt& job, int32_t s) {
             static_cast<int>(fromTo[static_cast<size_t>(x)][static_cast<size_t>(y)].size());
       }
     }
-    if (policy_.placement == PlacementPolicy::kTetrium && !roundMode()) {
+    if (policy_.placement == Placement::kTetrium && !roundMode()) {
       // Tetrium §3.3: remote tasks first, slowest uplinks first, spread across sources.
       const std::vector<std::vector<int>> sources = sched::orderMapTasks(resources, counts);
       for (int y = 0; y < n; ++y) {
@@ -497,27 +505,8 @@ Status Engine::placeStage(JobRt& job, int32_t s) {
         }
       }
     }
-    Result<sched::ReducePlacement> placement = makeError(ErrorCode::kInternal, "no placement");
-    switch (roundMode() ? PlacementPolicy::kProportional : policy_.placement) {
-      case PlacementPolicy::kInPlace: {
-        // Spark's default, Tetrium's In-Place baseline: reduce tasks have no locality, they
-        // go wherever slots free up, i.e. in proportion to the sites' slots.
-        std::vector<double> slots;
-        for (const auto& site : resources) slots.push_back(site.slots);
-        sched::ReducePlacement spread;
-        spread.tasks = sched::proportionalToData(slots, reduce.tasks);
-        spread.times = sched::evaluateReduce(resources, reduce, spread.tasks);
-        spread.lpTimes = spread.times;
-        placement = std::move(spread);
-        break;
-      }
-      case PlacementPolicy::kProportional: placement = sched::proportionalReduce(resources, reduce); break;
-      case PlacementPolicy::kIridium: placement = sched::iridiumReduce(resources, reduce); break;
-      case PlacementPolicy::kCentralized: placement = sched::centralizedReduce(resources, reduce); break;
-      case PlacementPolicy::kTetrium:
-        placement = sched::tetriumReduce(resources, reduce, sched::TetriumOptions{policy_.wanBudgetRho});
-        break;
-    }
+    auto placement = sched::placeReduce(roundMode() ? Placement::kProportional : policy_.placement, resources, reduce,
+                                        sched::TetriumOptions{policy_.wanBudgetRho});
     if (!placement) return placement.status();
     stage.lpSeconds = placement->lpTimes.totalS();
     // Every reduce task reads the same share of the shuffle, so §3.3's largest-first order
@@ -559,11 +548,9 @@ void Engine::noteQueued(JobRt& job, int site, int delta) {
   const bool wasActive = sub.queued > 0;
   sub.queued += delta;
   job.unlaunched += delta;
-  if (sub.queued > 0) sub.waitedThisPeriod = true;
   if (!wasActive && sub.queued > 0) {
     sub.activePosition = static_cast<int>(where.active.size());
     where.active.push_back(job.spec.id);
-    if (containerMode() && !placing_) ensureJm(job, site);
   } else if (wasActive && sub.queued == 0) {
     const int position = sub.activePosition;
     const int64_t moved = where.active.back();
@@ -599,7 +586,6 @@ void Engine::launchTask(JobRt& job, int32_t s, int32_t t, int site) {
   // run elsewhere (a steal, a Tetrium round).
   --stage.queued;
   noteQueued(job, task.site, -1);
-  if (task.site != site && policy_.resources == ResourcePolicy::kAf) ++summary_.tasksStolen;
   task.state = TaskState::kFetching;
   task.site = site;
   task.launchedAt = now_;
@@ -608,9 +594,7 @@ void Engine::launchTask(JobRt& job, int32_t s, int32_t t, int site) {
   ++summary_.tasksLaunched;
   SiteRt& where = sites_[static_cast<size_t>(site)];
   ++where.busy;
-  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
-  touch(sub);
-  ++sub.running;
+  ++job.sub[static_cast<size_t>(site)].running;
   const double seconds = spec.taskSeconds[static_cast<size_t>(t)];
   stage.workAtSite[static_cast<size_t>(site)] += seconds;
   stage.longestTask = std::max(stage.longestTask, seconds);
@@ -679,15 +663,40 @@ void Engine::onComputeDone(const Event& event) {
   summary_.busySlotSeconds += now_ - task.launchedAt;
   SiteRt& where = sites_[static_cast<size_t>(site)];
   --where.busy;
-  SubJobRt& sub = job->sub[static_cast<size_t>(site)];
-  touch(sub);
-  --sub.running;
-  if (containerMode() && sub.held > sub.desire) setHeld(*job, site, sub.held - 1);  // Af shrank: give it back
+  --job->sub[static_cast<size_t>(site)].running;
   ++stage.finished;
   roundWanted_ = true;
-  stage.outputAtSite[static_cast<size_t>(site)] += spec.outputBytes / spec.numTasks();
+  const double outputBytes = spec.outputBytes / spec.numTasks();
+  stage.outputAtSite[static_cast<size_t>(site)] += outputBytes;
   ++stage.finishedAtSite[static_cast<size_t>(site)];
   markDirty(site);
+  if (containerMode()) {
+    // The worker records the output; every job manager of the job sees the record.
+    JmRt& jm = *job->jm[static_cast<size_t>(site)];
+    const jobcore::TaskId id{static_cast<uint32_t>(event.stage), static_cast<uint32_t>(event.task)};
+    const auto launched = jm.launched.find(id);
+    if (launched == jm.launched.end()) {
+      fail(makeError(ErrorCode::kInternal, "job " + std::to_string(event.job) + " task " + jobcore::taskLabel(id) +
+                                               " finished without a launch by its job manager"));
+      return;
+    }
+    const jobcore::LaunchTask launch = std::move(launched->second);
+    jm.launched.erase(launched);
+    --jm.tasksIn[launch.slotKey];
+    pb::PartitionLocation location;
+    location.set_site(sites_[static_cast<size_t>(site)].name);
+    location.set_worker_id(location.site());
+    location.set_worker_address("sim");
+    // One byte for data-less stages, so that placement still sees where outputs are.
+    location.add_bucket_bytes(static_cast<uint64_t>(std::max(kTokenBytes, std::round(outputBytes))));
+    location.set_attempt(launch.attempt);
+    location.set_elapsed_s(now_ - task.launchedAt);
+    jm.core.onTaskEnded(launch, jobcore::AttemptEnd::kSucceeded, &location, "", now_);
+    for (int32_t other : job->jmSites) {
+      if (other != site) job->jm[static_cast<size_t>(other)]->core.onPartRecorded(id.first, id.second, location);
+    }
+    markJms(*job);
+  }
   if (stage.finished == spec.numTasks()) finishStage(*job, event.stage);
 }
 
@@ -714,11 +723,12 @@ void Engine::finishStage(JobRt& job, int32_t s) {
   stage.bytesIn = {};
   stage.workAtSite = {};
   --job.stagesLeft;
+  // HOUTU: the primary job manager releases the next stages and ends the job.
   for (int32_t child : stage.children) {
-    if (--job.stages[static_cast<size_t>(child)].unfinishedParents == 0) releaseStage(job, child);
+    if (--job.stages[static_cast<size_t>(child)].unfinishedParents == 0 && !containerMode()) releaseStage(job, child);
   }
   orderDirty_ = true;
-  if (job.stagesLeft == 0) finishJob(job);
+  if (job.stagesLeft == 0 && !containerMode()) finishJob(job);
 }
 
 void Engine::finishJob(JobRt& job) {
@@ -740,9 +750,9 @@ void Engine::finishJob(JobRt& job) {
   if (sink_ != nullptr) sink_->onJobFinished(record);
   // Job managers exit and hand their containers back.
   for (int32_t site : job.jmSites) {
-    setHeld(job, site, 0);
-    auto& jms = sites_[static_cast<size_t>(site)].jms;
-    jms.erase(std::remove(jms.begin(), jms.end(), job.spec.id), jms.end());
+    SiteRt& where = sites_[static_cast<size_t>(site)];
+    where.held -= static_cast<int>(job.jm[static_cast<size_t>(site)]->containers.size());
+    where.jms.erase(std::remove(where.jms.begin(), where.jms.end(), job.spec.id), where.jms.end());
     markDirty(site);
   }
   orderDirty_ = true;
@@ -764,13 +774,29 @@ void Engine::killTask(JobRt& job, int32_t s, int32_t t) {
   const int site = task.site;
   summary_.busySlotSeconds += now_ - task.launchedAt;
   --sites_[static_cast<size_t>(site)].busy;
-  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
-  touch(sub);
-  --sub.running;
+  --job.sub[static_cast<size_t>(site)].running;
   --stage.launched;
   ++task.attempt;  // its pending completion event is now stale
   ++summary_.tasksKilled;
-  enqueue(job, s, t, site);
+  if (!containerMode()) {
+    enqueue(job, s, t, site);
+    return;
+  }
+  // The container died with its VM: the job manager hears that the worker is gone (not the
+  // task's fault) and the task waits at its owner again.
+  JmRt& jm = *job.jm[static_cast<size_t>(site)];
+  const jobcore::TaskId id{static_cast<uint32_t>(s), static_cast<uint32_t>(t)};
+  const auto launched = jm.launched.find(id);
+  if (launched != jm.launched.end()) {
+    const jobcore::LaunchTask launch = std::move(launched->second);
+    jm.launched.erase(launched);
+    --jm.tasksIn[launch.slotKey];
+    revokeContainer(job, site, launch.slotKey);
+    jm.core.onTaskEnded(launch, jobcore::AttemptEnd::kWorkerUnreachable, nullptr, "spot VM lost", now_);
+    setGrants(job, site);
+  }
+  markWaiting(job, s, t, site);
+  markJm(job.spec.id, site);
 }
 
 // ---- scheduling --------------------------------------------------------------------------
@@ -800,6 +826,10 @@ void Engine::flushScheduling() {
     }
     return;
   }
+  if (containerMode()) {
+    runJobManagers();
+    return;
+  }
   if (orderDirty_) {
     recomputeOrder();
     orderDirty_ = false;
@@ -809,14 +839,8 @@ void Engine::flushScheduling() {
   std::vector<int> sites;
   sites.swap(dirtySites_);
   for (int site : sites) sites_[static_cast<size_t>(site)].dirty = false;
-  for (int site : sites) {
-    if (containerMode()) {
-      dispatchContainers(site);
-    } else {
-      dispatchSlots(site);
-    }
-  }
-  // Launching can dirty sites again only through container grants; those were handled.
+  for (int site : sites) dispatchSlots(site);
+  // Launching does not dirty sites again.
   for (int site : dirtySites_) sites_[static_cast<size_t>(site)].dirty = false;
   dirtySites_.clear();
 }
@@ -833,22 +857,23 @@ void Engine::recomputeOrder() {
   auto assignGlobal = [&](const std::vector<size_t>& order) {
     for (size_t i = 0; i < order.size(); ++i) candidates[order[i]]->rank = static_cast<int64_t>(i);
   };
+  if (!policy_.fixedOrder.empty()) {
+    std::unordered_map<int64_t, size_t> position;
+    for (size_t i = 0; i < policy_.fixedOrder.size(); ++i) position.emplace(policy_.fixedOrder[i], i);
+    std::vector<size_t> order(candidates.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto key = [&](size_t i) {
+      const auto it = position.find(candidates[i]->spec.id);
+      return it == position.end() ? policy_.fixedOrder.size() + static_cast<size_t>(candidates[i]->spec.id) : it->second;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+    assignGlobal(order);
+    ++summary_.ordersComputed;
+    return;
+  }
   switch (policy_.order) {
-    case JobOrderPolicy::kFair: return;  // decided per dispatch by the fair scheduler
-    case JobOrderPolicy::kFixed: {
-      std::unordered_map<int64_t, size_t> position;
-      for (size_t i = 0; i < policy_.fixedOrder.size(); ++i) position.emplace(policy_.fixedOrder[i], i);
-      std::vector<size_t> order(candidates.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      auto key = [&](size_t i) {
-        const auto it = position.find(candidates[i]->spec.id);
-        return it == position.end() ? policy_.fixedOrder.size() + static_cast<size_t>(candidates[i]->spec.id) : it->second;
-      };
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
-      assignGlobal(order);
-      break;
-    }
-    case JobOrderPolicy::kTetrium: {
+    case JobOrder::kFair: return;  // decided per dispatch by the fair scheduler
+    case JobOrder::kTetrium: {
       std::vector<sched::JobOrderKey> keys;
       for (JobRt* job : candidates) {
         double remaining = 0;
@@ -875,18 +900,9 @@ void Engine::recomputeOrder() {
       if (policy_.normalizeBySlots) {
         for (const auto& site : sites_) input.slots.push_back(std::max(1, site.capacity));
       }
-      sched::OrderPolicy which = sched::OrderPolicy::kFcfs;
-      switch (policy_.order) {
-        case JobOrderPolicy::kFcfs: which = sched::OrderPolicy::kFcfs; break;
-        case JobOrderPolicy::kGlobalSrpt: which = sched::OrderPolicy::kGlobalSrpt; break;
-        case JobOrderPolicy::kIndependentSrpt: which = sched::OrderPolicy::kIndependentSrpt; break;
-        case JobOrderPolicy::kGlobalSrptReordering: which = sched::OrderPolicy::kGlobalSrptReordering; break;
-        case JobOrderPolicy::kIndependentSrptReordering: which = sched::OrderPolicy::kIndependentSrptReordering; break;
-        case JobOrderPolicy::kSwag: which = sched::OrderPolicy::kSwag; break;
-        default: break;
-      }
+      const sched::OrderPolicy which = sched::crossSiteOrder(policy_.order).value_or(sched::OrderPolicy::kFcfs);
       const sched::SiteOrders orders = sched::computeOrders(input, which);
-      if (policy_.order == JobOrderPolicy::kIndependentSrpt) {
+      if (policy_.order == JobOrder::kIndependentSrpt) {
         for (JobRt* job : candidates) job->siteRank.assign(static_cast<size_t>(n), std::numeric_limits<int32_t>::max());
         for (int x = 0; x < n && static_cast<size_t>(x) < orders.perSite.size(); ++x) {
           const auto& order = orders.perSite[static_cast<size_t>(x)];
@@ -905,9 +921,10 @@ void Engine::recomputeOrder() {
 }
 
 int64_t Engine::rankAt(const JobRt& job, int site) const {
+  if (!policy_.fixedOrder.empty()) return job.rank;
   switch (policy_.order) {
-    case JobOrderPolicy::kFair: return job.spec.id;
-    case JobOrderPolicy::kIndependentSrpt:
+    case JobOrder::kFair: return job.spec.id;
+    case JobOrder::kIndependentSrpt:
       return job.siteRank.empty() ? std::numeric_limits<int32_t>::max() : job.siteRank[static_cast<size_t>(site)];
     default: return job.rank;
   }
@@ -929,7 +946,7 @@ void Engine::dispatchSlots(int site) {
   SiteRt& where = sites_[static_cast<size_t>(site)];
   int free = where.capacity - where.busy;
   if (free <= 0 || where.active.empty()) return;
-  if (policy_.order == JobOrderPolicy::kFair) {
+  if (fairScheduler()) {
     // The site's fair scheduler (HOUTU §4.4) over the jobs waiting here, one slot per task.
     std::vector<int64_t> ids = where.active;
     std::sort(ids.begin(), ids.end());
@@ -957,202 +974,324 @@ void Engine::dispatchSlots(int site) {
 
 // ---- HOUTU: job managers, containers, Af, Parades ----------------------------------------
 
-void Engine::touch(SubJobRt& sub) const {
-  if (now_ > sub.lastTouch) {
-    sub.busyArea += sub.running * (now_ - sub.lastTouch);
-    sub.heldArea += sub.held * (now_ - sub.lastTouch);
+void Engine::startJobManagers(JobRt& job) {
+  // The job as tellus-jm sees it: a root stage reads one partition per task, at the site of
+  // its block; every later stage reads its parents' outputs through a shuffle.
+  const size_t stages = job.spec.stages.size();
+  pb::JobSpec spec;
+  spec.set_name(job.spec.name.empty() ? "job" : job.spec.name);
+  spec.set_placement(std::string(sched::name(policy_.placement)));
+  spec.set_no_stealing(policy_.resources != Resources::kAf || !policy_.stealing);
+  std::vector<pb::StageInputs> inputs(stages);
+  std::set<int> jobSites;
+  std::vector<int> rootTasksAt(sites_.size(), 0);
+  for (size_t s = 0; s < stages; ++s) {
+    const StageSpec& stage = job.spec.stages[s];
+    auto* st = spec.add_stages();
+    st->set_name("s" + std::to_string(s));
+    st->set_op("sim");
+    if (stage.isRoot()) {
+      st->add_inputs()->set_dataset("input");
+      const double bytes = std::max(kTokenBytes, std::round(stage.inputBytes / stage.numTasks()));
+      for (int32_t t = 0; t < stage.numTasks(); ++t) {
+        const int x = stage.blockSite[static_cast<size_t>(t)];
+        auto* part = inputs[s].add_partitions();
+        part->set_site(sites_[static_cast<size_t>(x)].name);
+        part->set_worker_id(part->site());
+        part->set_bytes(static_cast<uint64_t>(bytes));
+        part->set_dataset_file("block-" + std::to_string(t));
+        jobSites.insert(x);
+        ++rootTasksAt[static_cast<size_t>(x)];
+      }
+    } else {
+      st->set_tasks(static_cast<uint32_t>(stage.numTasks()));
+      for (int32_t parent : stage.parents) {
+        auto* in = st->add_inputs();
+        in->set_stage("s" + std::to_string(parent));
+        in->set_edge(pb::EDGE_SHUFFLE);
+      }
+    }
   }
-  sub.lastTouch = now_;
+  if (policy_.resources == Resources::kStatic) {
+    // Spark-style static allocation, sized once for the whole job: enough containers for the
+    // most root tasks any site holds.
+    const int most = *std::max_element(rootTasksAt.begin(), rootTasksAt.end());
+    spec.set_static_containers(static_cast<uint32_t>(policy_.staticContainers > 0 ? policy_.staticContainers : std::max(1, most)));
+  }
+  job.coreId = "job-" + std::to_string(job.spec.id);
+  pb::JobStatus status;
+  status.set_job_id(job.coreId);
+  status.set_name(spec.name());
+  status.set_state(pb::JOB_RUNNING);
+  std::set<std::string> names;
+  for (int x : jobSites) {
+    status.add_sites(sites_[static_cast<size_t>(x)].name);
+    names.insert(sites_[static_cast<size_t>(x)].name);
+  }
+  status.set_submit_site(status.sites(0));
+  job.taskmaps.assign(stages, std::nullopt);
+  job.taskmapVersions.assign(stages, -1);
+  job.jm.resize(sites_.size());
+  jobcore::CoreConfig config;
+  config.jobId = job.coreId;
+  config.timings.afPeriodS = policy_.periodSeconds;
+  config.timings.stealIntervalS = policy_.stealIntervalSeconds;
+  // The simulated master never loses a request: no need to repeat one.
+  config.timings.masterRefreshS = kInfinity;
+  config.af = policy_.af;
+  config.parades = policy_.parades;
+  config.placement.wanBudgetRho = policy_.wanBudgetRho;
+  for (int x : jobSites) {
+    config.site = sites_[static_cast<size_t>(x)].name;
+    auto jm = std::make_unique<JmRt>(config);
+    const Status loaded = jm->core.onJobLoaded(spec, inputs);
+    if (!loaded) {
+      fail(loaded.error().prepend("job " + std::to_string(job.spec.id)));
+      return;
+    }
+    jm->core.onStatus(status, 0);
+    for (const auto& site : names) jm->core.onLiveWorkers(site, {site});
+    jm->core.onJms(names);
+    // The submit site's job manager wins the election; the others stand by.
+    if (x == *jobSites.begin()) jm->core.onBecamePrimary(1);
+    job.jm[static_cast<size_t>(x)] = std::move(jm);
+    job.jmSites.push_back(x);
+    sites_[static_cast<size_t>(x)].jms.push_back(job.spec.id);
+    markJm(job.spec.id, x);
+  }
 }
 
-void Engine::setHeld(JobRt& job, int site, int held) {
-  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
-  touch(sub);
-  sites_[static_cast<size_t>(site)].held += held - sub.held;
-  sub.held = held;
+void Engine::markJms(const JobRt& job) {
+  for (int32_t site : job.jmSites) markJm(job.spec.id, site);
+}
+
+void Engine::onJmWake(const Event& event) {
+  JobRt* job = findJob(event.job);
+  if (job == nullptr) return;
+  JmRt& jm = *job->jm[static_cast<size_t>(event.stage)];
+  if (event.time >= jm.wakeAt) jm.wakeAt = kInfinity;
+  markJm(event.job, event.stage);
+}
+
+void Engine::runJobManagers() {
+  // One instant: the masters grant, then every job manager that saw something steps, until
+  // nothing changes (each step's actions are events for others).
+  for (int rounds = 0; !failure_ && (!dirtySites_.empty() || !dirtyJms_.empty()); ++rounds) {
+    if (rounds == kMaxJmRoundsPerInstant) {
+      fail(makeError(ErrorCode::kInternal, "job managers did not settle at t=" + std::to_string(now_)));
+      return;
+    }
+    if (orderDirty_) {
+      recomputeOrder();
+      orderDirty_ = false;
+    }
+    std::sort(dirtySites_.begin(), dirtySites_.end());
+    std::vector<int> sites;
+    sites.swap(dirtySites_);
+    for (int site : sites) sites_[static_cast<size_t>(site)].dirty = false;
+    for (int site : sites) grantContainers(site);
+    const auto jms = std::exchange(dirtyJms_, {});
+    for (const auto& [id, site] : jms) {
+      JobRt* job = findJob(id);
+      if (job != nullptr && !stepJm(*job, site)) continue;
+      if (failure_) return;
+    }
+  }
+}
+
+std::vector<jobstate::SiteCapacity> Engine::siteCapacities(const JobRt& job) const {
+  // What the primary reads from the sites' records, measured exactly: containers, the
+  // bandwidth one more flow would get, and the job's mean task time.
+  const std::vector<sched::SiteResources> resources = siteResources();
+  const double taskS = job.spec.totalTaskSeconds() / static_cast<double>(std::max<int64_t>(1, job.spec.totalTasks()));
+  std::vector<jobstate::SiteCapacity> capacities;
+  for (int32_t x : job.jmSites) {
+    const auto& r = resources[static_cast<size_t>(x)];
+    capacities.push_back(jobstate::SiteCapacity{r.name, r.slots, r.upGBps, r.downGBps, taskS});
+  }
+  return capacities;
+}
+
+bool Engine::stepJm(JobRt& job, int site) {
+  JmRt& jm = *job.jm[static_cast<size_t>(site)];
+  jobcore::Actions actions = jm.core.step(now_);
+  const std::string where = "job " + std::to_string(job.spec.id) + " at " + sites_[static_cast<size_t>(site)].name;
+  if (actions.fail) {
+    fail(makeError(ErrorCode::kInternal, where + " failed: " + *actions.fail));
+    return false;
+  }
+  // Workers never die in the simulation and every site's job manager runs from the start.
+  if (!actions.lostOutputs.empty() || !actions.startJms.empty()) {
+    fail(makeError(ErrorCode::kInternal, where + ": a job manager asked for lineage or a new job manager"));
+    return false;
+  }
+  if (actions.needSiteRecords) {
+    jm.core.onSiteCapacities(siteCapacities(job));
+    markJm(job.spec.id, site);
+  }
+  for (const auto& release : actions.releases) applyRelease(job, site, release);
+  if (actions.request) applyRequest(job, site, *actions.request);
+  for (const auto& launch : actions.launches) {
+    const auto [s, t] = launch.task;
+    TaskRt& task = job.stages[s].tasks[t];
+    if (task.state != TaskState::kQueued || task.site != site) {
+      fail(makeError(ErrorCode::kInternal, where + " launched task " + jobcore::taskLabel(launch.task) +
+                                               ", which does not wait there"));
+      return false;
+    }
+    ++jm.tasksIn[launch.slotKey];
+    jm.launched.emplace(launch.task, launch);
+    launchTask(job, static_cast<int32_t>(s), static_cast<int32_t>(t), site);
+  }
+  if (actions.steal) applySteal(job, site, *actions.steal);
+  if (actions.publish) jm.core.onPublished(jm.core.desire(), static_cast<uint32_t>(jm.core.granted()));
+  if (actions.wakeAt && (*actions.wakeAt < jm.wakeAt || jm.wakeAt <= now_)) {
+    jm.wakeAt = *actions.wakeAt;
+    Event wake;
+    wake.time = jm.wakeAt;
+    wake.kind = EventKind::kJmWake;
+    wake.job = job.spec.id;
+    wake.stage = site;
+    events_.push(wake);
+  }
+  if (actions.succeed) {
+    finishJob(job);  // the status write: every job manager exits with the job
+    return false;
+  }
+  return true;
+}
+
+void Engine::applyRelease(JobRt& job, int site, const jobcore::ReleaseStage& release) {
+  // The primary's fenced write of the stage's task map, seen by every job manager.
+  const uint32_t s = release.stage;
+  job.taskmaps[s] = release.taskmap;
+  job.taskmapVersions[s] = 0;
+  job.jm[static_cast<size_t>(site)]->core.onStageReleased(release, true);
+  for (int32_t other : job.jmSites) {
+    if (other != site) job.jm[static_cast<size_t>(other)]->core.onTaskMap(s, release.taskmap, 0);
+  }
+  ++summary_.placementsSolved;
+  prepareStage(job, static_cast<int32_t>(s));
+  for (int t = 0; t < release.taskmap.owner_site_size(); ++t) {
+    markWaiting(job, static_cast<int32_t>(s), t, siteIndex_.at(release.taskmap.owner_site(t)));
+  }
+  orderDirty_ = true;
+  markJms(job);
+}
+
+void Engine::markWaiting(JobRt& job, int32_t s, int32_t t, int site) {
+  StageRt& stage = job.stages[static_cast<size_t>(s)];
+  TaskRt& task = stage.tasks[static_cast<size_t>(t)];
+  task.state = TaskState::kQueued;
+  task.site = site;
+  task.readySince = now_;
+  ++stage.queued;
+  noteQueued(job, site, +1);
+}
+
+void Engine::applyRequest(JobRt& job, int site, const jobcore::ContainerRequest& request) {
+  JmRt& jm = *job.jm[static_cast<size_t>(site)];
+  for (const auto& id : request.release) revokeContainer(job, site, jobcore::slotKeyOf(id));
+  jm.desire = request.desire;
+  jm.core.onContainerRequestSent(request);
+  markDirty(site);  // the master may grant (to it or to others)
+}
+
+void Engine::revokeContainer(JobRt& job, int site, const std::string& slotKey) {
+  JmRt& jm = *job.jm[static_cast<size_t>(site)];
+  if (jm.containers.erase(slotKey) == 0) return;
+  jm.tasksIn.erase(slotKey);
+  --sites_[static_cast<size_t>(site)].held;
   markDirty(site);
 }
 
-void Engine::ensureJm(JobRt& job, int site) {
-  SubJobRt& sub = job.sub[static_cast<size_t>(site)];
-  if (sub.hasJm) return;
-  sub.hasJm = true;
-  sub.lastTouch = now_;
-  job.jmSites.push_back(site);
-  sites_[static_cast<size_t>(site)].jms.push_back(job.spec.id);
-  const int capacity = sites_[static_cast<size_t>(site)].baseSlots;
-  if (policy_.resources == ResourcePolicy::kStatic) {
-    // Spark-style static allocation: sized once, held until the job ends.
-    const int wanted = policy_.staticContainers > 0 ? policy_.staticContainers : sub.queued;
-    sub.desire = std::clamp(wanted, 1, std::max(1, capacity));
-  } else {
-    sched::AfParams params = policy_.af;
-    params.maxDesire = std::max(1, capacity);
-    sub.af = sched::afDesire(sched::AfState{}, sched::AfObservation{}, params);  // q = 1
-    sub.desire = sched::afContainerRequest(sub.af);
-  }
+void Engine::setGrants(JobRt& job, int site) {
+  JmRt& jm = *job.jm[static_cast<size_t>(site)];
+  std::vector<pb::Container> granted;
+  granted.reserve(jm.containers.size());
+  for (const auto& [key, container] : jm.containers) granted.push_back(container);
+  jm.core.onGrants(granted);
+  markJm(job.spec.id, site);
 }
 
-void Engine::onPeriodTick() {
-  tickScheduled_ = false;
-  for (auto& [id, job] : jobs_) {
-    for (int32_t site : job->jmSites) {
-      SubJobRt& sub = job->sub[static_cast<size_t>(site)];
-      touch(sub);
-      sched::AfObservation observation;
-      observation.allocation = sub.held;
-      observation.utilization = sub.heldArea > 0 ? std::min(1.0, sub.busyArea / sub.heldArea) : 0.0;
-      observation.hasWaitingTasks = sub.waitedThisPeriod || sub.queued > 0;
-      sched::AfParams params = policy_.af;
-      params.maxDesire = std::max(1, sites_[static_cast<size_t>(site)].baseSlots);
-      // A job manager with nothing queued or running may shrink to zero and free its last
-      // container; one with work keeps asking for at least one (the library's default).
-      if (sub.queued == 0 && sub.running == 0) params.minDesire = 0;
-      sub.af = sched::afDesire(sub.af, observation, params);
-      sub.desire = sched::afContainerRequest(sub.af);
-      sub.busyArea = sub.heldArea = 0;
-      sub.waitedThisPeriod = sub.queued > 0;
-      if (sub.held > sub.desire) {
-        const int idle = sub.held - sub.running;
-        setHeld(*job, site, sub.held - std::min(idle, sub.held - sub.desire));
-      }
-      markDirty(site);
-    }
-  }
-  // Ticks stop while the cluster is idle; the next arrival starts them again.
-  if (!jobs_.empty()) {
-    Event tick;
-    tick.time = now_ + policy_.periodSeconds;
-    tick.kind = EventKind::kPeriodTick;
-    events_.push(tick);
-    tickScheduled_ = true;
-  }
-}
-
-void Engine::onStealCheck(const Event& event) {
-  JobRt* job = findJob(event.job);
-  if (job == nullptr) return;
-  for (int32_t site : job->jmSites) {
-    const SubJobRt& sub = job->sub[static_cast<size_t>(site)];
-    if (sub.held > sub.running) markDirty(site);
-  }
-}
-
-void Engine::dispatchContainers(int site) {
+void Engine::grantContainers(int site) {
+  // The site's master hands free containers to job managers whose desire is unmet: by the
+  // fair scheduler (HOUTU §4.4), or in the job order when one is set.
   SiteRt& where = sites_[static_cast<size_t>(site)];
-  // 1. Grants: the fair scheduler (or the job order) hands free containers to job managers
-  //    whose desire is unmet.
   const int free = where.capacity - where.held;
-  if (free > 0 && !where.jms.empty()) {
-    std::vector<int64_t> ids = where.jms;
-    if (policy_.order == JobOrderPolicy::kFair) {
-      std::sort(ids.begin(), ids.end());
-      std::vector<sched::SubJobShare> shares;
-      for (int64_t id : ids) {
-        const SubJobRt& sub = jobs_.at(id)->sub[static_cast<size_t>(site)];
-        shares.push_back(sched::SubJobShare{"", sub.desire, sub.held, 1.0});
-      }
-      const std::vector<int> grants = sched::fairShare(shares, free);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (grants[i] > 0) {
-          JobRt& job = *jobs_.at(ids[i]);
-          setHeld(job, site, job.sub[static_cast<size_t>(site)].held + grants[i]);
-        }
-      }
-    } else {
-      // With a cross-site job order the master serves job managers in that order.
-      std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) {
-        const int64_t ra = rankAt(*jobs_.at(a), site), rb = rankAt(*jobs_.at(b), site);
-        return ra != rb ? ra < rb : a < b;
-      });
-      int left = free;
-      for (int64_t id : ids) {
-        if (left == 0) break;
-        JobRt& job = *jobs_.at(id);
-        const SubJobRt& sub = job.sub[static_cast<size_t>(site)];
-        // Jobs with nothing queued anywhere are not in the order: serve them last.
-        const int grant = std::min(left, std::max(0, sub.desire - sub.held));
-        if (grant > 0) {
-          setHeld(job, site, sub.held + grant);
-          left -= grant;
-        }
-      }
-    }
-  }
-  // 2. Every job manager with an idle container runs Parades on it.
+  if (free <= 0 || where.jms.empty()) return;
   std::vector<int64_t> ids = where.jms;
-  std::sort(ids.begin(), ids.end());
-  for (int64_t id : ids) {
-    JobRt* job = findJob(id);
-    if (job == nullptr) continue;
-    while (true) {
-      const SubJobRt& sub = job->sub[static_cast<size_t>(site)];
-      if (sub.held <= sub.running || where.busy >= where.capacity) break;
-      if (!paradesLaunch(*job, site)) break;
+  std::vector<int> grants(ids.size(), 0);
+  auto held = [&](int64_t id) { return static_cast<int>(jobs_.at(id)->jm[static_cast<size_t>(site)]->containers.size()); };
+  auto desire = [&](int64_t id) { return static_cast<int>(jobs_.at(id)->jm[static_cast<size_t>(site)]->desire); };
+  if (fairScheduler()) {
+    std::sort(ids.begin(), ids.end());
+    std::vector<sched::SubJobShare> shares;
+    for (int64_t id : ids) shares.push_back(sched::SubJobShare{"", desire(id), held(id), 1.0});
+    grants = sched::fairShare(shares, free);
+  } else {
+    std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) {
+      const int64_t ra = rankAt(*jobs_.at(a), site), rb = rankAt(*jobs_.at(b), site);
+      return ra != rb ? ra < rb : a < b;
+    });
+    int left = free;
+    for (size_t i = 0; i < ids.size() && left > 0; ++i) {
+      grants[i] = std::min(left, std::max(0, desire(ids[i]) - held(ids[i])));
+      left -= grants[i];
     }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (grants[i] <= 0) continue;
+    JobRt& job = *jobs_.at(ids[i]);
+    JmRt& jm = *job.jm[static_cast<size_t>(site)];
+    for (int g = 0; g < grants[i]; ++g) {
+      pb::Container container;
+      container.mutable_id()->set_worker_id(where.name);
+      container.mutable_id()->set_slot(where.nextSlot++);
+      container.set_worker_address("sim");
+      container.set_site(where.name);
+      jm.containers.emplace(jobcore::slotKeyOf(container.id()), container);
+      ++where.held;
+    }
+    setGrants(job, site);
   }
 }
 
-std::vector<sched::WaitingTask> Engine::waitingWindow(const JobRt& job, int site) const {
-  std::vector<sched::WaitingTask> window;
-  for (size_t s = 0; s < job.stages.size() && window.size() < kParadesWindow; ++s) {
-    const StageRt& stage = job.stages[s];
-    if (!stage.released || stage.queue.empty()) continue;
-    const auto& queue = stage.queue[static_cast<size_t>(site)];
-    for (auto it = queue.rbegin(); it != queue.rend() && window.size() < kParadesWindow; ++it) {
-      const TaskRt& task = stage.tasks[static_cast<size_t>(*it)];
-      sched::WaitingTask waiting;
-      waiting.id = std::to_string(s) + ":" + std::to_string(*it);
-      waiting.preferredNodes = {sites_[static_cast<size_t>(site)].name};
-      waiting.preferredRacks = {sites_[static_cast<size_t>(site)].name};
-      waiting.waitS = now_ - task.readySince;
-      waiting.processingS = stage.meanTaskSeconds;
-      waiting.resource = 1.0;
-      window.push_back(std::move(waiting));
+void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
+  // The thief asks the victims in turn; a victim offers waiting tasks and moves them to the
+  // thief with a compare-and-set of the stage's task map, which every job manager then sees.
+  const std::string& thiefName = sites_[static_cast<size_t>(thief)].name;
+  bool gotWork = false;
+  for (const auto& victimName : work.victims) {
+    const auto index = siteIndex_.find(victimName);
+    if (index == siteIndex_.end() || !job.jm[static_cast<size_t>(index->second)]) continue;
+    const int victim = index->second;
+    JmRt& jm = *job.jm[static_cast<size_t>(victim)];
+    const jobcore::StealOffer offer = jm.core.offerSteal(thiefName, work.maxTasks, now_);
+    if (offer.tasks.empty()) continue;
+    pb::TaskMap& map = *job.taskmaps[offer.stage];
+    const std::vector<uint32_t> moved = jobcore::JobCore::moveTasks(map, offer.tasks, victimName, thiefName);
+    const int32_t version = ++job.taskmapVersions[offer.stage];
+    jm.core.settleSteal(offer, moved, map, version);
+    for (int32_t other : job.jmSites) {
+      if (other != victim) job.jm[static_cast<size_t>(other)]->core.onTaskMap(offer.stage, map, version);
+    }
+    for (uint32_t t : moved) {
+      TaskRt& task = job.stages[offer.stage].tasks[t];
+      noteQueued(job, victim, -1);
+      noteQueued(job, thief, +1);
+      task.site = thief;
+      task.readySince = now_;
+    }
+    summary_.tasksStolen += static_cast<int64_t>(moved.size());
+    markJm(job.spec.id, victim);
+    if (!moved.empty()) {
+      gotWork = true;
+      break;
     }
   }
-  return window;
-}
-
-bool Engine::paradesLaunch(JobRt& job, int site) {
-  const SiteRt& where = sites_[static_cast<size_t>(site)];
-  sched::ContainerUpdate update;
-  update.containerId = where.name;
-  update.node = where.name;
-  update.rack = where.name;
-  update.free = 1.0;
-  auto take = [&](const sched::ParadesDecision& decision, int from) {
-    const std::string& id = decision.launches.front().taskId;
-    const size_t colon = id.find(':');
-    const auto s = static_cast<int32_t>(std::stol(id.substr(0, colon)));
-    const auto t = static_cast<int32_t>(std::stol(id.substr(colon + 1)));
-    auto& queue = job.stages[static_cast<size_t>(s)].queue[static_cast<size_t>(from)];
-    queue.erase(std::find(queue.begin(), queue.end(), t));
-    // A stolen task (from != site) runs at the thief's site and fetches its input there.
-    launchTask(job, s, t, site);
-  };
-  const sched::ParadesDecision own = sched::paradesOnUpdate(waitingWindow(job, site), update, policy_.parades);
-  if (!own.launches.empty()) {
-    take(own, site);
-    return true;
-  }
-  if (!own.steal || policy_.resources != ResourcePolicy::kAf || !policy_.stealing) return false;
-  // STEAL: ask the job's other managers, the one with the most waiting work first.
-  std::vector<int32_t> victims;
-  for (int32_t other : job.jmSites) {
-    if (other != site && job.sub[static_cast<size_t>(other)].queued > 0) victims.push_back(other);
-  }
-  std::stable_sort(victims.begin(), victims.end(), [&](int32_t a, int32_t b) {
-    return job.sub[static_cast<size_t>(a)].queued > job.sub[static_cast<size_t>(b)].queued;
-  });
-  for (int32_t victim : victims) {
-    const sched::ParadesDecision stolen = sched::paradesOnUpdate(waitingWindow(job, victim), update, policy_.parades);
-    if (!stolen.launches.empty()) {
-      take(stolen, victim);
-      return true;
-    }
-  }
-  return false;
+  job.jm[static_cast<size_t>(thief)]->core.onStealEnded(gotWork);
+  markJm(job.spec.id, thief);
 }
 
 // ---- resource dynamics -------------------------------------------------------------------
@@ -1177,12 +1316,17 @@ void Engine::onClusterChange(const Event& event) {
     // Spot VMs are gone with their containers: give back idle containers first, then kill
     // the most recently launched tasks (they lose the least work).
     if (containerMode()) {
-      for (int64_t id : std::vector<int64_t>(where.jms)) {
-        if (where.held <= where.capacity) break;
+      std::vector<int64_t> ids = where.jms;
+      std::sort(ids.begin(), ids.end());
+      for (int64_t id : ids) {
         JobRt& job = *jobs_.at(id);
-        const SubJobRt& sub = job.sub[static_cast<size_t>(change.site)];
-        const int idle = sub.held - sub.running;
-        setHeld(job, change.site, sub.held - std::min(idle, where.held - where.capacity));
+        JmRt& jm = *job.jm[static_cast<size_t>(change.site)];
+        std::vector<std::string> idle;
+        for (const auto& [key, container] : jm.containers) {
+          if (jm.tasksIn[key] == 0) idle.push_back(key);
+        }
+        for (size_t i = 0; i < idle.size() && where.held > where.capacity; ++i) revokeContainer(job, change.site, idle[i]);
+        if (!idle.empty()) setGrants(job, change.site);
       }
     }
     struct Victim {
@@ -1212,7 +1356,6 @@ void Engine::onClusterChange(const Event& event) {
     for (int i = 0; i < over && static_cast<size_t>(i) < running.size(); ++i) {
       JobRt& job = *jobs_.at(running[static_cast<size_t>(i)].job);
       killTask(job, running[static_cast<size_t>(i)].stage, running[static_cast<size_t>(i)].task);
-      if (containerMode()) setHeld(job, change.site, job.sub[static_cast<size_t>(change.site)].held - 1);
     }
   }
   if (!restore && policy_.reassignK > 0) reassignAfterDrop();
@@ -1366,7 +1509,7 @@ void Engine::reassignAfterDrop() {
         for (int x = 0; x < n; ++x) {
           for (int32_t t : stage.queue[static_cast<size_t>(x)]) map.inputGB[static_cast<size_t>(spec.blockSite[static_cast<size_t>(t)])] += weight;
         }
-        auto placed = policy_.placement == PlacementPolicy::kTetrium
+        auto placed = policy_.placement == Placement::kTetrium
                           ? sched::tetriumMap(resources, map, sched::TetriumOptions{policy_.wanBudgetRho})
                           : sched::inPlaceMap(resources, map);
         if (!placed) {
@@ -1385,7 +1528,7 @@ void Engine::reassignAfterDrop() {
                 std::max(kTokenBytes, job->stages[static_cast<size_t>(parent)].outputAtSite[static_cast<size_t>(x)]) / kGB;
           }
         }
-        auto placed = policy_.placement == PlacementPolicy::kTetrium
+        auto placed = policy_.placement == Placement::kTetrium
                           ? sched::tetriumReduce(resources, reduce, sched::TetriumOptions{policy_.wanBudgetRho})
                           : sched::proportionalReduce(resources, reduce);
         if (!placed) {

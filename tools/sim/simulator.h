@@ -7,13 +7,16 @@
 //    (sim/network.h). A task holds its slot while it fetches its remote input, then computes
 //    for its duration; its output stays at its site.
 //  - When a stage becomes ready (its parents finished), the placement policy splits its tasks
-//    over sites (in-place = Spark: maps where their block is, reduces spread over the slots;
-//    centralized; Iridium; proportional to data = HOUTU; Tetrium LP with ρ); the job
+//    over sites (sched::placeMap/placeReduce: in-place = Spark: maps where their block is,
+//    reduces spread over the slots; centralized; Iridium; proportional to data = HOUTU;
+//    Tetrium LP with ρ); the job
 //    order decides which job a free slot serves (fair share, FCFS, Global-/Independent-SRPT,
 //    Reordering, SWAG, Tetrium's order), recomputed at job arrival/departure and stage release.
 //  - Resource management is either plain slots (a free slot goes straight to the order) or
-//    HOUTU's per-site job managers holding containers: static allocation, or Af desires every
-//    period L granted by the site's fair scheduler, with Parades launching and stealing tasks.
+//    HOUTU's per-site job managers holding containers. Those run jobcore::JobCore, the decision
+//    logic of tellus-jm itself (stage release and placement, Af desires, Parades launches,
+//    steals); the simulator is its driver: it plays ZooKeeper (task maps, output records),
+//    the sites' masters (grants by the fair scheduler or the job order) and the workers.
 //  - Resource drops and spot-VM losses change a site's slots/bandwidth over time; Tetrium's
 //    k-site re-assignment (§4.2) can move queued tasks when they happen.
 
@@ -25,31 +28,21 @@
 
 #include "sched/af.h"
 #include "sched/parades.h"
+#include "sched/policies.h"
 #include "sim/stats.h"
 #include "sim/workload.h"
 #include "util/result.h"
 
 namespace tellus::sim {
 
-enum class PlacementPolicy { kInPlace, kCentralized, kIridium, kProportional, kTetrium };
-enum class JobOrderPolicy {
-  kFair,  // the site fair scheduler: smallest share first (HOUTU §4.4, Spark's default)
-  kFcfs,
-  kGlobalSrpt,
-  kIndependentSrpt,
-  kGlobalSrptReordering,
-  kIndependentSrptReordering,
-  kSwag,
-  kTetrium,  // fewest remaining stages, then least remaining (LP-estimated) time (§4.1)
-  kFixed,    // a given job order (the brute-force harness)
-};
-enum class ResourcePolicy { kSlots, kStatic, kAf };
-
 struct PolicyConfig {
   std::string label;
-  PlacementPolicy placement = PlacementPolicy::kInPlace;
-  JobOrderPolicy order = JobOrderPolicy::kFair;
-  ResourcePolicy resources = ResourcePolicy::kSlots;
+  // The policies, by the registry's names (sched/policies.h).
+  sched::Placement placement = sched::Placement::kInPlace;
+  sched::JobOrder order = sched::JobOrder::kFair;
+  sched::Resources resources = sched::Resources::kSlots;
+  // When set, replaces `order`: these job ids first, in this order (the brute-force harness).
+  std::vector<int64_t> fixedOrder;
   double wanBudgetRho = 1.0;     // Tetrium's WAN knob ρ (§4.3)
   double fairnessEpsilon = 1.0;  // Tetrium's fairness knob ε (§4.4); < 1 caps the top job's slots
   int reassignK = 0;             // k-site re-assignment on resource drops (§4.2); 0 = off
@@ -59,22 +52,26 @@ struct PolicyConfig {
   bool tetriumRounds = false;
   double roundIntervalSeconds = 2.0;  // slot batching interval between rounds
   bool normalizeBySlots = true;  // capacity-normalized SWAG/Reordering/SRPT (paper 001 §5)
-  // HOUTU
-  double periodSeconds = 5.0;  // L: Af period
+  // HOUTU (static / af): each job has a job manager per site it touches, running
+  // jobcore::JobCore — the daemon's decision logic — with these knobs.
+  double periodSeconds = 5.0;       // L: Af period
+  double stealIntervalSeconds = 0.3;  // at most one steal attempt per interval (the daemon's default)
   sched::AfParams af;
   sched::ParadesParams parades;
-  bool stealing = true;          // Parades' STEAL (Af mode)
-  int staticContainers = 0;      // static mode: containers per job manager; 0 = its first stage's tasks there
-  std::vector<int64_t> fixedOrder;  // kFixed: job ids, highest priority first
+  bool stealing = true;          // Parades' STEAL (af mode)
+  int staticContainers = 0;      // static mode: containers per job manager; 0 = the most root tasks any site holds
 };
 
-// Parses a policy: '+'-separated tokens, e.g. "inplace", "tetrium+rho=0.5", "tetrium+swag+af".
-//  placement: inplace | centralized | iridium | proportional | tetrium-place
-//  order:     fair | fcfs | gsrpt | isrpt | gsrpt-reorder | isrpt-reorder | swag | tetrium-order
+// Parses a policy: '+'-separated tokens, e.g. "in-place", "tetrium+rho=0.5", "tetrium+swag+af".
+//  placement: in-place | proportional | centralized | iridium   (or place=NAME, e.g. place=tetrium)
+//  order:     fair | fcfs | global-srpt | independent-srpt | global-srpt-reordering |
+//             independent-srpt-reordering | swag               (or order=NAME, e.g. order=tetrium)
 //  resources: slots | static | af ;  nosteal ;  rounds (Tetrium scheduling rounds)
-//  presets:   tetrium (= tetrium-place + tetrium-order), houtu (= proportional + fair + af),
+//  presets:   tetrium (= place=tetrium + order=tetrium), houtu (= proportional + fair + af),
 //             decent-stat (= proportional + fair + static)
-//  knobs:     rho=R eps=E k=K period=S delta=D afrho=R tau=T static=N normalize=0|1 round=S
+//  knobs:     rho=R eps=E k=K period=S steal=S delta=D afrho=R tau=T static=N normalize=0|1 round=S
+// The placement and order names are the registry's, the same as a job spec's `placement:` and
+// `tellus plan --policy`; "tetrium" names both a placement and an order, hence the preset.
 Result<PolicyConfig> parsePolicy(const std::string& text);
 
 struct ClusterEventSpec {

@@ -288,35 +288,56 @@ TEST_CASE("classifying worker.RunTask errors", "[unit][jobcore]") {
   CHECK(classifyRunTaskError(ErrorCode::kInternal) == AttemptEnd::kTaskFailed);
 }
 
-TEST_CASE("steal as victim: the newest waiting tasks go, reserved until the CAS settles", "[unit][jobcore]") {
+TEST_CASE("steal as victim: Parades on the thief's container picks, reserved until the CAS settles",
+          "[unit][jobcore]") {
   JobCore core = loadedAt("a");
-  releaseMaps(core, 0);  // a owns tasks 0..2, no containers yet
-  CHECK(core.offerSteal("mars", 2).tasks.empty());  // not a site of this job
-  CHECK(core.offerSteal("a", 2).tasks.empty());     // not from itself
-  auto offer = core.offerSteal("b", 2);
+  releaseMaps(core, 0);  // a owns tasks 0..2, no containers yet; the stage has no mean yet (p = 0)
+  CHECK(core.offerSteal("mars", 2, 0).tasks.empty());  // not a site of this job
+  CHECK(core.offerSteal("a", 2, 0).tasks.empty());     // not from itself
+  auto offer = core.offerSteal("b", 2, 0);
   CHECK(offer.stage == 0);
-  CHECK(offer.tasks == std::vector<uint32_t>{1, 2});
+  CHECK(offer.tasks == std::vector<uint32_t>{0, 1});  // longest waiting first, ties by index
   // Reserved: neither launched nor offered again while the CAS runs.
   core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
   auto actions = core.step(1);
   REQUIRE(actions.launches.size() == 1);
-  CHECK(actions.launches[0].task == TaskId{0, 0});
-  CHECK(core.offerSteal("b", 2).tasks.empty());
+  CHECK(actions.launches[0].task == TaskId{0, 2});
+  CHECK(core.offerSteal("b", 2, 1).tasks.empty());
   // The CAS moved one of them (the other was taken meanwhile).
   pb::TaskMap map;
   for (const char* s : {"a", "b", "a", "b"}) map.add_owner_site(s);
   auto moved = JobCore::moveTasks(map, offer.tasks, "a", "b");
-  CHECK(moved == std::vector<uint32_t>{2});
+  CHECK(moved == std::vector<uint32_t>{0});
   map.set_owner_site(1, "b");
   core.settleSteal(offer, moved, map, 1);
-  CHECK(core.view().stages[0].taskmap->owner_site(2) == "b");
+  CHECK(core.view().stages[0].taskmap->owner_site(0) == "b");
   CHECK(core.step(2).launches.empty());  // the stolen tasks are the thief's now
+}
+
+TEST_CASE("steal as victim: a task goes only after waiting 2τ·p (τ·p with input at the thief)",
+          "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  pb::TaskMap map;
+  for (const char* s : {"a", "a", "a", "a"}) map.add_owner_site(s);
+  core.onTaskMap(0, map, 0);
+  // Task 0 finished in 10 s: p = 10, τ = 0.5, so a task may go after 10 s of waiting (5 s
+  // for one whose input is at the thief's site).
+  pb::PartitionLocation done = outputAt("a-w1");
+  done.set_elapsed_s(10);
+  core.onParts(0, {{0, done}});
+  core.step(100);  // tasks 1..3 start waiting at 100
+  CHECK(core.offerSteal("b", 3, 104).tasks.empty());
+  auto early = core.offerSteal("b", 3, 106);  // task 3's partition is at b (see wordcountInputs)
+  CHECK(early.tasks == std::vector<uint32_t>{3});
+  core.settleSteal(early, {}, std::nullopt, -1);
+  // Locality first: the task with input at the thief, then the longest waiting.
+  CHECK(core.offerSteal("b", 3, 110).tasks == std::vector<uint32_t>{3, 1, 2});
 }
 
 TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);
-  auto offer = core.offerSteal("b", 3);
+  auto offer = core.offerSteal("b", 3, 0);
   REQUIRE(offer.tasks.size() == 3);
   core.settleSteal(offer, {}, std::nullopt, -1);
   core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
@@ -326,7 +347,7 @@ TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit]
 TEST_CASE("residency: pinned raw partitions are never offered to a thief", "[unit][jobcore]") {
   JobCore core = loadedAt("a", /*pinned=*/true);
   releaseMaps(core, 0);
-  CHECK(core.offerSteal("b", 3).tasks.empty());
+  CHECK(core.offerSteal("b", 3, 0).tasks.empty());
 }
 
 TEST_CASE("steal as thief: idle containers with nothing to run ask the other JMs, one steal at a time", "[unit][jobcore]") {

@@ -7,6 +7,7 @@
 #include "sim/simulator.h"
 
 using namespace tellus::sim;
+namespace sched = tellus::sched;
 
 namespace {
 
@@ -72,7 +73,7 @@ TEST_CASE("a tiny scenario matches the response times derived by hand", "[unit][
   // fetches 50 B from site 1 at 100 B/s (0.5 s) and computes 1 s: done at 3.5.
   Collect out;
   const RunSummary summary =
-      run({site(1, 100), site(1, 100)}, "inplace+fcfs",
+      run({site(1, 100), site(1, 100)}, "in-place+fcfs",
           {job(1, 0, {root({0, 1}, {1, 2}, 200, 100), after({0}, {1}, 0)}), job(2, 0.5, {root({0}, {1}, 0, 0)})}, out);
   REQUIRE(out.records.size() == 2);
   CHECK(out.records[1].responseSeconds == Approx(3.5));
@@ -108,7 +109,7 @@ TEST_CASE("Tetrium moves work off a compute-starved site, in-place does not", "[
   std::vector<float> seconds(10, 10.0f);
   const std::vector<SiteSpec> sites = {site(1, 1e9), site(10, 1e9)};
   Collect inPlace;
-  run(sites, "inplace", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, inPlace);
+  run(sites, "in-place", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, inPlace);
   CHECK(inPlace.records[1].responseSeconds == Approx(100.0));
   Collect tetrium;
   run(sites, "tetrium", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, tetrium);
@@ -148,7 +149,7 @@ TEST_CASE("a spot-VM loss kills tasks, which are re-run", "[unit][sim]") {
   loss.killsTasks = true;
   Collect out;
   const RunSummary summary =
-      run({site(4, 1e9)}, "inplace", {job(1, 0, {root({0, 0, 0, 0}, {10, 10, 10, 10}, 0, 0)})}, out, {loss});
+      run({site(4, 1e9)}, "in-place", {job(1, 0, {root({0, 0, 0, 0}, {10, 10, 10, 10}, 0, 0)})}, out, {loss});
   CHECK(summary.tasksKilled == 2);
   CHECK(out.records[1].responseSeconds == Approx(20.0));
 }
@@ -189,7 +190,7 @@ TEST_CASE("same seed, same output, byte for byte", "[unit][sim]") {
     REQUIRE(summary.isOk());
     return csv.str();
   };
-  for (const char* policy : {"swag", "isrpt-reorder", "houtu"}) {
+  for (const char* policy : {"swag", "independent-srpt-reordering", "houtu"}) {
     const std::string first = runOnce(policy, 7);
     CHECK(first == runOnce(policy, 7));
     CHECK(first != runOnce(policy, 8));
@@ -222,20 +223,35 @@ TEST_CASE("a DAG workload under Tetrium's rounds is deterministic too", "[unit][
 TEST_CASE("policy names: presets, overrides, knobs and clear errors", "[unit][sim]") {
   auto tetrium = parsePolicy("tetrium+swag+af");
   REQUIRE(tetrium.isOk());
-  CHECK(tetrium->placement == PlacementPolicy::kTetrium);
-  CHECK(tetrium->order == JobOrderPolicy::kSwag);
-  CHECK(tetrium->resources == ResourcePolicy::kAf);
+  CHECK(tetrium->placement == sched::Placement::kTetrium);
+  CHECK(tetrium->order == sched::JobOrder::kSwag);
+  CHECK(tetrium->resources == sched::Resources::kAf);
   auto knobs = parsePolicy("tetrium+rho=0.25+k=5");
   REQUIRE(knobs.isOk());
   CHECK(knobs->wanBudgetRho == 0.25);
   CHECK(knobs->reassignK == 5);
-  CHECK(knobs->order == JobOrderPolicy::kTetrium);
+  CHECK(knobs->order == sched::JobOrder::kTetrium);
   CHECK(parsePolicy("tetrium+eps=0.5")->tetriumRounds);
+  // The registry's names, the same as job specs and `tellus plan` use.
+  auto named = parsePolicy("place=tetrium+order=global-srpt-reordering+static");
+  REQUIRE(named.isOk());
+  CHECK(named->placement == sched::Placement::kTetrium);
+  CHECK(named->order == sched::JobOrder::kGlobalSrptReordering);
+  CHECK(named->resources == sched::Resources::kStatic);
+  for (const auto& name : sched::placementNames()) {
+    if (name != "tetrium") CHECK(parsePolicy(name)->placement == sched::parsePlacement(name));
+  }
+  for (const auto& name : sched::jobOrderNames()) {
+    if (name != "tetrium") CHECK(parsePolicy(name)->order == sched::parseJobOrder(name));
+  }
+  auto badName = parsePolicy("order=gsrpt");
+  REQUIRE_FALSE(badName.isOk());
+  CHECK_THAT(badName.message(), Catch::Contains("unknown job order") && Catch::Contains("global-srpt"));
 
-  auto unknown = parsePolicy("inplace+teleport");
+  auto unknown = parsePolicy("in-place+teleport");
   REQUIRE_FALSE(unknown.isOk());
   CHECK_THAT(unknown.message(), Catch::Contains("unknown token 'teleport'"));
-  auto twice = parsePolicy("inplace+iridium");
+  auto twice = parsePolicy("in-place+iridium");
   REQUIRE_FALSE(twice.isOk());
   CHECK_THAT(twice.message(), Catch::Contains("two different placements"));
   auto range = parsePolicy("tetrium+rho=2");
@@ -251,7 +267,7 @@ TEST_CASE("policy names: presets, overrides, knobs and clear errors", "[unit][si
 
 TEST_CASE("bad configurations are rejected with a message", "[unit][sim]") {
   SimConfig config;
-  config.policy = parsePolicy("inplace").value();
+  config.policy = parsePolicy("in-place").value();
   VectorWorkload empty({});
   CHECK_FALSE(runSimulation(config, empty, nullptr).isOk());  // no sites
   config.sites = {SiteSpec{"a", 1, 1, 1}};
