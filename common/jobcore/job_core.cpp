@@ -31,6 +31,12 @@ bool Actions::empty() const {
          startJms.empty() && !request && !steal && !publish && !exit;
 }
 
+namespace {
+// A thief that found nothing to steal asks again at most this much later (doubling from the
+// steal interval), unless the work changes first.
+constexpr double kMaxStealBackoffS = 5.0;
+}  // namespace
+
 double JobCore::Slot::used() const {
   double u = 0;
   for (const auto& [id, share] : tasks) u += share;
@@ -52,6 +58,8 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
   view_.jobId = config_.jobId;
   view_.spec = spec;
   view_.stages.assign(stages, StageView{});
+  unfinishedHere_.assign(stages, {});
+  unfinishedElsewhere_.assign(stages, {});
   for (uint32_t s = 0; s < stages; ++s) {
     if (!isDatasetStage(spec, s)) continue;
     if (s >= inputs.size()) {
@@ -76,6 +84,8 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
   if (st.taskmap && version < st.taskmapVersion) return;
   st.taskmap = map;
   st.taskmapVersion = version;
+  indexOwners(stage);
+  stealBackoffS_ = 0;  // the work moved: worth asking again soon
   refreshRunningElsewhere();
 }
 
@@ -83,11 +93,19 @@ void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLoca
   if (stage >= view_.stages.size()) return;
   auto& known = view_.stages[stage].parts;
   auto& listed = listedParts_[stage];
-  std::erase_if(known, [&](const auto& kv) { return listed.count(kv.first) && !parts.count(kv.first); });
+  std::vector<uint32_t> removed;
+  for (const auto& [t, loc] : known) {
+    if (listed.count(t) && !parts.count(t)) removed.push_back(t);
+  }
+  for (uint32_t t : removed) {
+    known.erase(t);
+    notePart(stage, t, false);
+  }
   std::set<uint32_t> present;
   for (const auto& [t, loc] : parts) {
     present.insert(t);
     known[t] = loc;
+    notePart(stage, t, true);
   }
   listed = std::move(present);
   refreshRunningElsewhere();
@@ -122,6 +140,7 @@ void JobCore::onSiteCapacities(std::vector<SiteCapacity> sites) { siteCapacities
 void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location) {
   if (stage >= view_.stages.size()) return;
   view_.stages[stage].parts[task] = location;
+  notePart(stage, task, true);
   listedParts_[stage].insert(task);
   runningElsewhere_.erase({stage, task});
 }
@@ -194,7 +213,10 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
   const TaskId id = launch.task;
   switch (end) {
     case AttemptEnd::kSucceeded:
-      if (location != nullptr && id.first < view_.stages.size()) view_.stages[id.first].parts[id.second] = *location;
+      if (location != nullptr && id.first < view_.stages.size()) {
+        view_.stages[id.first].parts[id.second] = *location;
+        notePart(id.first, id.second, true);
+      }
       break;
     case AttemptEnd::kWorkerUnreachable: {
       // Not the task's fault: stop using the worker's idle containers until the master grants
@@ -236,11 +258,13 @@ void JobCore::onStageReleased(const ReleaseStage& release, bool ok) {
   if (st.taskmap) return;  // the watch was faster (or another primary released it)
   st.taskmap = release.taskmap;
   st.taskmapVersion = 0;
+  indexOwners(release.stage);
 }
 
 void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   if (!ok || removal.task.first >= view_.stages.size()) return;
   view_.stages[removal.task.first].parts.erase(removal.task.second);
+  notePart(removal.task.first, removal.task.second, false);
   refreshRunningElsewhere();
 }
 
@@ -285,7 +309,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     // Waiting tasks, oldest first; the first `freeHere` are ours to start on our own idle
     // containers (they wait for locality there).
     std::vector<uint32_t> candidates;
-    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
+    for (uint32_t t : unfinishedHere_[s]) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
       if (!inputsReady(s, t)) continue;
@@ -303,12 +327,13 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     // so Parades decides what goes: tasks with input at the thief's site after τ·p, any task
     // after 2τ·p, longest-waiting first.
     const double meanS = stageMeanS(s);
+    std::map<uint32_t, std::set<std::string>> shuffleSites;
     std::vector<sched::WaitingTask> waiting;
     for (size_t i = freeHere; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
       sched::WaitingTask w;
       w.id = std::to_string(t);
-      w.preferredRacks = inputSites(s, t);
+      w.preferredRacks = inputSites(s, t, shuffleSites);
       auto since = waitingSince_.find({s, t});
       w.waitS = since == waitingSince_.end() ? 0.0 : now - since->second;
       w.processingS = meanS;
@@ -325,7 +350,15 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
         std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
       }
     }
-    if (offer.tasks.empty()) continue;
+    if (offer.tasks.empty()) {
+      // When the first of them will qualify: the thief need not ask before.
+      for (const auto& w : waiting) {
+        const bool local = std::find(w.preferredRacks.begin(), w.preferredRacks.end(), thief) != w.preferredRacks.end();
+        const double due = (local ? 1 : 2) * config_.parades.tau * w.processingS - w.waitS;
+        if (!offer.retryAfterS || due < *offer.retryAfterS) offer.retryAfterS = std::max(0.0, due);
+      }
+      continue;
+    }
     offer.stage = s;
     for (uint32_t t : offer.tasks) beingStolen_.insert({s, t});
     return offer;
@@ -333,7 +366,8 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
   return offer;
 }
 
-std::vector<std::string> JobCore::inputSites(uint32_t s, uint32_t t) const {
+std::vector<std::string> JobCore::inputSites(uint32_t s, uint32_t t,
+                                            std::map<uint32_t, std::set<std::string>>& shuffleSites) const {
   std::set<std::string> sites;
   if (isDatasetStage(view_.spec, s)) {
     sites.insert(view_.stages[s].inputs.partitions(static_cast<int>(t)).site());
@@ -346,7 +380,12 @@ std::vector<std::string> JobCore::inputSites(uint32_t s, uint32_t t) const {
         auto it = parts.find(t);
         if (it != parts.end()) sites.insert(it->second.site());
       } else {
-        for (const auto& [ut, loc] : parts) sites.insert(loc.site());
+        // Every task of a shuffle reads every upstream output: the same sites for all.
+        auto [cached, fresh] = shuffleSites.try_emplace(static_cast<uint32_t>(u));
+        if (fresh) {
+          for (const auto& [ut, loc] : parts) cached->second.insert(loc.site());
+        }
+        sites.insert(cached->second.begin(), cached->second.end());
       }
     }
   }
@@ -368,12 +407,22 @@ void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& 
   auto& st = view_.stages[offer.stage];
   st.taskmap = *map;
   st.taskmapVersion = version;
+  indexOwners(offer.stage);
   for (uint32_t t : moved) waitingSince_.erase({offer.stage, t});
 }
 
-void JobCore::onStealEnded(bool gotWork) {
+void JobCore::onStealEnded(bool gotWork, std::optional<double> retryAfterS) {
   stealing_ = false;
-  if (gotWork) ++stealRound_;
+  if (gotWork) {
+    ++stealRound_;
+    stealBackoffS_ = 0;
+  } else if (retryAfterS) {
+    // A victim said when its next task becomes stealable.
+    stealBackoffS_ = std::max(0.0, *retryAfterS);
+  } else {
+    // Nothing anywhere qualifies yet: ask less often, until the work changes (onTaskMap).
+    stealBackoffS_ = std::clamp(2 * stealBackoffS_, config_.timings.stealIntervalS, kMaxStealBackoffS);
+  }
 }
 
 // ---- decisions ---------------------------------------------------------------------------
@@ -385,10 +434,29 @@ bool JobCore::ownedHereOrUnknown(const TaskId& id) const {
   return map->owner_site(static_cast<int>(id.second)) == config_.site;
 }
 
-bool JobCore::isStealable(const TaskId& id) const {
-  const auto& stage = view_.stages[id.first];
-  return stage.taskmap->owner_site(static_cast<int>(id.second)) != config_.site && !stage.parts.count(id.second) &&
-         !runningElsewhere_.count(id);
+void JobCore::indexOwners(uint32_t s) {
+  if (s >= view_.stages.size()) return;
+  auto& here = unfinishedHere_[s];
+  auto& elsewhere = unfinishedElsewhere_[s];
+  here.clear();
+  elsewhere.clear();
+  const auto& stage = view_.stages[s];
+  if (!stage.taskmap) return;
+  for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
+    if (stage.parts.count(static_cast<uint32_t>(t))) continue;
+    (stage.taskmap->owner_site(t) == config_.site ? here : elsewhere).insert(static_cast<uint32_t>(t));
+  }
+}
+
+void JobCore::notePart(uint32_t s, uint32_t t, bool recorded) {
+  if (recorded) {
+    unfinishedHere_[s].erase(t);
+    unfinishedElsewhere_[s].erase(t);
+    return;
+  }
+  const auto& map = view_.stages[s].taskmap;
+  if (!map || static_cast<int>(t) >= map->owner_site_size()) return;
+  (map->owner_site(static_cast<int>(t)) == config_.site ? unfinishedHere_[s] : unfinishedElsewhere_[s]).insert(t);
 }
 
 Actions JobCore::step(double now) {
@@ -509,19 +577,17 @@ void JobCore::decideContainers(double now, Actions& out) {
 
   // Work this sub-job still has: its unfinished tasks of released stages.
   size_t unfinished = 0;
-  for (uint32_t s = 0; s < view_.stages.size(); ++s) unfinished += unfinishedTasks(view_, s, config_.site).size();
   // Work this JM could steal: other sites' tasks that are neither done nor running. While there
   // is some, a JM keeps at least a container to steal with even when it owns no task.
   size_t stealable = 0;
-  if (!view_.spec.no_stealing()) {
-    for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-      const auto& stage = view_.stages[s];
-      if (!stage.taskmap) continue;
-      for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
-        if (isStealable({s, static_cast<uint32_t>(t)})) ++stealable;
-      }
-    }
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    unfinished += unfinishedHere_[s].size();
+    if (!view_.spec.no_stealing()) stealable += unfinishedElsewhere_[s].size();
   }
+  if (!view_.spec.no_stealing()) {
+    for (const auto& [id, marker] : runningElsewhere_) stealable -= unfinishedElsewhere_[id.first].count(id.second);
+  }
+  stealable_ = stealable;
   if (af_.period == 0 || now - lastAf_ >= config_.timings.afPeriodS) {
     sched::AfObservation obs;
     obs.allocation = static_cast<double>(slots_.size());
@@ -621,7 +687,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
     std::optional<double> meanS;
     size_t inWindow = 0;
-    for (uint32_t t : unfinishedTasks(view_, s, config_.site)) {
+    for (uint32_t t : unfinishedHere_[s]) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
       auto backoff = notBefore_.find(id);
@@ -703,13 +769,14 @@ void JobCore::decideLaunches(double now, Actions& out) {
       wakeAt(since + 2 * config_.parades.tau * w.processingS, now, out);
     }
   }
-  if (idle > 0 && waiting.empty() && !view_.spec.no_stealing() && !stealing_) {
+  if (idle > 0 && waiting.empty() && stealable_ > 0 && !view_.spec.no_stealing() && !stealing_) {
     std::vector<std::string> victims;
     for (const auto& site : jms_) {
       if (site != config_.site) victims.push_back(site);
     }
-    if (!victims.empty() && now - lastSteal_ < config_.timings.stealIntervalS) {
-      wakeAt(lastSteal_ + config_.timings.stealIntervalS, now, out);
+    const double next = lastSteal_ + std::max(config_.timings.stealIntervalS, stealBackoffS_);
+    if (!victims.empty() && now < next) {
+      wakeAt(next, now, out);
     } else if (!victims.empty()) {
       std::rotate(victims.begin(), victims.begin() + static_cast<std::ptrdiff_t>(stealRound_ % victims.size()),
                   victims.end());

@@ -126,6 +126,8 @@ struct StealOffer {
   uint32_t stage = 0;
   std::vector<uint32_t> tasks;
   std::string thief;
+  // Nothing qualified yet: the time (from now) when the first waiting task will.
+  std::optional<double> retryAfterS;
 };
 
 // ---- the core ----------------------------------------------------------------------------
@@ -188,8 +190,9 @@ class JobCore {
   // the taskMap as written (nullopt on failure).
   void settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved, const std::optional<pb::TaskMap>& map,
                    int32_t version);
-  // As thief: the StealWork action ended; `gotWork` when a victim gave tasks.
-  void onStealEnded(bool gotWork);
+  // As thief: the StealWork action ended; `gotWork` when a victim gave tasks, else the
+  // victims' earliest retryAfterS (nullopt: none had anything waiting; ask less often).
+  void onStealEnded(bool gotWork, std::optional<double> retryAfterS = std::nullopt);
 
   // Fails the job (a fault the driver found, e.g. a container with a bad address).
   void failJob(std::string reason);
@@ -227,13 +230,18 @@ class JobCore {
 
   void refreshRunningElsewhere();
   double taskShare(uint32_t stage) const;
-  bool isStealable(const TaskId& id) const;
+  // The unfinished tasks of released stage s owned here / elsewhere: rebuilt when its taskMap
+  // changes, kept up to date as outputs are recorded or removed (so a step does not scan
+  // every task of the job).
+  void indexOwners(uint32_t s);
+  void notePart(uint32_t s, uint32_t t, bool recorded);
   void decideLaunches(double now, Actions& out);
   void wakeAt(double when, double now, Actions& out) const;
   // Every upstream output task t of stage s reads is recorded (cheaper than taskInputs).
   bool inputsReady(uint32_t s, uint32_t t) const;
   // Sites holding input of task t of stage s (Parades' rack level for a thief).
-  std::vector<std::string> inputSites(uint32_t s, uint32_t t) const;
+  std::vector<std::string> inputSites(uint32_t s, uint32_t t,
+                                      std::map<uint32_t, std::set<std::string>>& shuffleSites) const;
   // Mean elapsed time of the stage's finished tasks (Parades' p), 0 before the first.
   double stageMeanS(uint32_t s) const;
   // Workers at this site holding input of task t (Parades' node-local level); shuffle
@@ -266,6 +274,7 @@ class JobCore {
   std::map<TaskId, double> waitingSince_;
   std::set<TaskId> beingStolen_;
   std::map<uint32_t, double> stageShare_;
+  std::vector<std::set<uint32_t>> unfinishedHere_, unfinishedElsewhere_;  // by stage
   std::optional<std::string> failure_;
   bool failReported_ = false;
 
@@ -290,6 +299,8 @@ class JobCore {
   bool stealing_ = false;
   double lastSteal_ = -1e18;
   size_t stealRound_ = 0;
+  size_t stealable_ = 0;        // other sites' tasks neither done nor running (last step)
+  double stealBackoffS_ = 0;    // wait before the next attempt beyond the steal interval
 };
 
 }  // namespace tellus::jobcore

@@ -1262,12 +1262,14 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
   // thief with a compare-and-set of the stage's task map, which every job manager then sees.
   const std::string& thiefName = sites_[static_cast<size_t>(thief)].name;
   bool gotWork = false;
+  std::optional<double> retryAfter;
   for (const auto& victimName : work.victims) {
     const auto index = siteIndex_.find(victimName);
     if (index == siteIndex_.end() || !job.jm[static_cast<size_t>(index->second)]) continue;
     const int victim = index->second;
     JmRt& jm = *job.jm[static_cast<size_t>(victim)];
     const jobcore::StealOffer offer = jm.core.offerSteal(thiefName, work.maxTasks, now_);
+    if (offer.retryAfterS && (!retryAfter || *offer.retryAfterS < *retryAfter)) retryAfter = offer.retryAfterS;
     if (offer.tasks.empty()) continue;
     pb::TaskMap& map = *job.taskmaps[offer.stage];
     const std::vector<uint32_t> moved = jobcore::JobCore::moveTasks(map, offer.tasks, victimName, thiefName);
@@ -1290,7 +1292,7 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
       break;
     }
   }
-  job.jm[static_cast<size_t>(thief)]->core.onStealEnded(gotWork);
+  job.jm[static_cast<size_t>(thief)]->core.onStealEnded(gotWork, retryAfter);
   markJm(job.spec.id, thief);
 }
 
