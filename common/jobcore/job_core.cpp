@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "job/spec.h"
 
@@ -200,6 +201,7 @@ double JobCore::taskShare(uint32_t s) const {
 
 void JobCore::finishAttempt(const LaunchTask& launch) {
   running_.erase(launch.task);
+  launchedAt_.erase(launch.task);
   auto it = slots_.find(launch.slotKey);
   if (it != slots_.end()) {
     it->second.tasks.erase(launch.task);
@@ -297,7 +299,8 @@ std::vector<uint32_t> JobCore::moveTasks(pb::TaskMap& map, const std::vector<uin
   return moved;
 }
 
-StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, double now) {
+StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, double now,
+                               const std::map<std::string, double>& inboundToThief) {
   StealOffer offer;
   offer.thief = thief;
   if (!loaded_ || thief == config_.site || maxTasks == 0) return offer;
@@ -340,14 +343,18 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       w.resource = taskShare(s);
       waiting.push_back(std::move(w));
     }
+    // Where each waiting task stands in our queue, for the finish-time comparison below.
+    std::map<uint32_t, size_t> position;
+    for (size_t i = freeHere; i < candidates.size(); ++i) position[candidates[i]] = i - freeHere;
     freeHere = 0;
     const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
     for (uint32_t c = 0; c < maxTasks && !waiting.empty(); ++c) {
       const auto decision = sched::paradesOnUpdate(waiting, update, config_.parades);
       if (decision.launches.empty()) break;
       for (const auto& launch : decision.launches) {
-        offer.tasks.push_back(static_cast<uint32_t>(std::stoul(launch.taskId)));
+        const auto t = static_cast<uint32_t>(std::stoul(launch.taskId));
         std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
+        if (thiefFinishesFirst(s, t, position[t], thief, inboundToThief, now)) offer.tasks.push_back(t);
       }
     }
     if (offer.tasks.empty()) {
@@ -364,6 +371,61 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     return offer;
   }
   return offer;
+}
+
+bool JobCore::thiefFinishesFirst(uint32_t s, uint32_t t, size_t queuePosition, const std::string& thief,
+                                 const std::map<std::string, double>& inboundToThief, double now) const {
+  if (inboundToThief.empty()) return true;  // nothing measured: Parades alone decides
+  // Bytes the task would fetch into the thief's site, by source site.
+  std::map<std::string, double> bytes;
+  if (isDatasetStage(view_.spec, s)) {
+    const auto& part = view_.stages[s].inputs.partitions(static_cast<int>(t));
+    bytes[part.site()] += static_cast<double>(part.bytes());
+  } else {
+    for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+      const int u = job::stageIndex(view_.spec, in.stage());
+      if (u < 0) continue;
+      const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
+      if (in.edge() == pb::EDGE_FORWARD) {
+        auto it = parts.find(t);
+        if (it == parts.end()) continue;
+        for (auto b : it->second.bucket_bytes()) bytes[it->second.site()] += static_cast<double>(b);
+        continue;
+      }
+      // A shuffle task reads its bucket of every upstream output: about 1/n of each.
+      const double share = 1.0 / std::max<uint32_t>(1, taskCount(view_, s));
+      for (const auto& [ut, loc] : parts) {
+        double total = 0;
+        for (auto b : loc.bucket_bytes()) total += static_cast<double>(b);
+        bytes[loc.site()] += total * share;
+      }
+    }
+  }
+  double transferS = 0;
+  for (const auto& [site, amount] : bytes) {
+    if (site == thief || amount <= 0) continue;
+    auto rate = inboundToThief.find(site);
+    if (rate == inboundToThief.end() || rate->second <= 0) return false;  // no path measured: keep it
+    transferS += amount / rate->second;
+  }
+  if (transferS == 0) return true;
+  if (slots_.empty()) return true;  // we cannot run it at all
+  // Here it starts when a container frees up for it: each container frees when its running
+  // tasks reach their stage's mean time, then takes one task per mean time.
+  const double p = stageMeanS(s);
+  std::vector<double> freeAt;
+  for (const auto& [key, slot] : slots_) {
+    double at = now;
+    for (const auto& [id, share] : slot.tasks) {
+      auto launched = launchedAt_.find(id);
+      at = std::max(at, (launched == launchedAt_.end() ? now : launched->second) + stageMeanS(id.first));
+    }
+    freeAt.push_back(at);
+  }
+  std::sort(freeAt.begin(), freeAt.end());
+  const size_t c = freeAt.size();
+  const double victimFinish = freeAt[queuePosition % c] + static_cast<double>(queuePosition / c) * p + p;
+  return now + transferS + p < victimFinish;
 }
 
 std::vector<std::string> JobCore::inputSites(uint32_t s, uint32_t t,
@@ -735,6 +797,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       if (!inputs) continue;  // cannot happen after inputsReady, but never launch without inputs
       slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
+      launchedAt_[id] = now;
       waitingSince_.erase(id);
       notBefore_.erase(id);
       std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });

@@ -183,9 +183,13 @@ class JobCore {
   // As victim (HOUTU Alg. 2 ONRECEIVESTEAL): the thief's request is an update of its idle
   // containers here, and Parades picks what it may take — tasks with input at the thief's
   // site once they waited τ·p, any after 2τ·p — out of the waiting tasks our own idle
-  // containers will not start. Reserved until settleSteal. Empty when the thief is not a
-  // site of this job, or nothing qualifies yet.
-  StealOffer offerSteal(const std::string& thief, uint32_t maxTasks, double now);
+  // containers will not start. A task is offered only when the thief would finish it first:
+  // its input's transfer to the thief (at `inboundToThief`, bytes/s from each site, as the
+  // thief's site measured them) plus the stage's mean task time beats its wait in our queue
+  // plus that time. Reserved until settleSteal. Empty when the thief is not a site of this
+  // job, or nothing qualifies yet.
+  StealOffer offerSteal(const std::string& thief, uint32_t maxTasks, double now,
+                        const std::map<std::string, double>& inboundToThief = {});
   // The offer's taskMap compare-and-set ended: `moved` are the tasks now the thief's, `map`
   // the taskMap as written (nullopt on failure).
   void settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved, const std::optional<pb::TaskMap>& map,
@@ -239,6 +243,8 @@ class JobCore {
   void wakeAt(double when, double now, Actions& out) const;
   // Every upstream output task t of stage s reads is recorded (cheaper than taskInputs).
   bool inputsReady(uint32_t s, uint32_t t) const;
+  bool thiefFinishesFirst(uint32_t s, uint32_t t, size_t queuePosition, const std::string& thief,
+                          const std::map<std::string, double>& inboundToThief, double now) const;
   // Sites holding input of task t of stage s (Parades' rack level for a thief).
   std::vector<std::string> inputSites(uint32_t s, uint32_t t,
                                       std::map<uint32_t, std::set<std::string>>& shuffleSites) const;
@@ -269,6 +275,7 @@ class JobCore {
 
   std::map<std::string, Slot> slots_;  // granted containers by slot key
   std::set<TaskId> running_;           // launched by us, not ended
+  std::map<TaskId, double> launchedAt_;
   std::map<TaskId, uint32_t> attempts_;
   std::map<TaskId, double> notBefore_;
   std::map<TaskId, double> waitingSince_;

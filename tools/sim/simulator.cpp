@@ -1261,6 +1261,14 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
   // The thief asks the victims in turn; a victim offers waiting tasks and moves them to the
   // thief with a compare-and-set of the stage's task map, which every job manager then sees.
   const std::string& thiefName = sites_[static_cast<size_t>(thief)].name;
+  // What the thief's site measures: the rate one more flow from each site would get.
+  std::map<std::string, double> inbound;
+  const SiteRt& to = sites_[static_cast<size_t>(thief)];
+  for (int32_t x : job.jmSites) {
+    if (x == thief) continue;
+    const SiteRt& from = sites_[static_cast<size_t>(x)];
+    inbound[from.name] = std::min(from.up / (1 + network_.flowsOut(x)), to.down / (1 + network_.flowsIn(thief)));
+  }
   bool gotWork = false;
   std::optional<double> retryAfter;
   for (const auto& victimName : work.victims) {
@@ -1268,7 +1276,7 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
     if (index == siteIndex_.end() || !job.jm[static_cast<size_t>(index->second)]) continue;
     const int victim = index->second;
     JmRt& jm = *job.jm[static_cast<size_t>(victim)];
-    const jobcore::StealOffer offer = jm.core.offerSteal(thiefName, work.maxTasks, now_);
+    const jobcore::StealOffer offer = jm.core.offerSteal(thiefName, work.maxTasks, now_, inbound);
     if (offer.retryAfterS && (!retryAfter || *offer.retryAfterS < *retryAfter)) retryAfter = offer.retryAfterS;
     if (offer.tasks.empty()) continue;
     pb::TaskMap& map = *job.taskmaps[offer.stage];
