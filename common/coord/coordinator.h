@@ -141,6 +141,9 @@ class Coordinator {
   // The current session's id, 0 while there is none.
   virtual int64_t sessionId() const = 0;
   virtual Subscription onSessionEvent(SessionCallback callback) = 0;
+  // Ends the session (its ephemeral nodes vanish at once), cancels watches and listeners, and
+  // fails in-flight requests with kUnavailable. Idempotent. A daemon's last act on it.
+  virtual void close() = 0;
   // Waits until a session is established (and the chroot exists). kDeadlineExceeded on timeout.
   virtual boost::asio::awaitable<Status> waitConnected(std::chrono::milliseconds timeout) = 0;
 

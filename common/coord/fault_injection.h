@@ -4,7 +4,7 @@
 // after it was applied (the reply is lost). Code above the coordinator — elections, taskMap
 // compare-and-set, job state writers — must survive both; tests prove it with this wrapper.
 //
-// Faults apply to requests (create, get, set, ...), not to watches or session events.
+// Faults apply to requests (create, get, set, ...), not to watches, session events or close().
 
 #include <deque>
 #include <random>
@@ -35,6 +35,8 @@ class FaultInjectingCoordinator final : public Coordinator {
   SessionState state() const override { return inner_->state(); }
   int64_t sessionId() const override { return inner_->sessionId(); }
   Subscription onSessionEvent(SessionCallback callback) override;
+  // Not a request: never fails.
+  void close() override { inner_->close(); }
   boost::asio::awaitable<Status> waitConnected(std::chrono::milliseconds timeout) override;
 
   boost::asio::awaitable<Result<std::string>> create(std::string path, std::string data, CreateMode mode) override;

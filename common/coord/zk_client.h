@@ -93,7 +93,7 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
 
   // Closes the session (its ephemeral nodes vanish at once), cancels watches and listeners,
   // and fails in-flight requests with kUnavailable. Idempotent.
-  void close();
+  void close() override;
 
  private:
   struct Private {  // makes the constructor usable (by make_shared) only from create()

@@ -2,13 +2,15 @@
 
 namespace tellus::daemon {
 
-Result<std::shared_ptr<coord::ZkClient>> connectZooKeeper(boost::asio::any_io_executor executor,
-                                                          const config::ZooKeeperConfig& config) {
+Result<std::shared_ptr<coord::Coordinator>> connectZooKeeper(boost::asio::any_io_executor executor,
+                                                             const config::ZooKeeperConfig& config) {
   coord::SessionOptions options;
   options.connectString = config.connect;
   options.chroot = config.chroot;
   options.sessionTimeout = std::chrono::milliseconds(config.session_timeout_ms);
-  return coord::ZkClient::create(std::move(executor), std::move(options));
+  auto client = coord::ZkClient::create(std::move(executor), std::move(options));
+  if (!client) return client.error();
+  return std::shared_ptr<coord::Coordinator>(std::move(client).value());
 }
 
 }  // namespace tellus::daemon

@@ -8,8 +8,10 @@
 
 namespace tellus::daemon {
 
-// Starts connecting (does not wait: use waitConnected()).
-Result<std::shared_ptr<coord::ZkClient>> connectZooKeeper(boost::asio::any_io_executor executor,
-                                                          const config::ZooKeeperConfig& config);
+// Starts connecting (does not wait: use waitConnected()). Daemons hold the result as a
+// coord::Coordinator, so that what they do with it works over any implementation (the
+// fault-injecting wrapper included).
+Result<std::shared_ptr<coord::Coordinator>> connectZooKeeper(boost::asio::any_io_executor executor,
+                                                             const config::ZooKeeperConfig& config);
 
 }  // namespace tellus::daemon

@@ -1,8 +1,28 @@
 #pragma once
-// Writes of a job's state that more than one daemon makes, in one place over a
-// coord::Coordinator (the start of the typed job store: the layout is jobstate/paths.h).
+// jobstate::JobStore: every read and write of a job's ZooKeeper state, typed, over a
+// coord::Coordinator. It is the only code that knows the job layout (jobstate/paths.h) or
+// parses node names; the daemons, the CLI's master and the tests speak JobSpec, JobStatus,
+// TaskMap, PartitionLocation... and (stage, task) ids. Keeping the layout behind one owner
+// is what lets it change (e.g. be compacted) without touching its users.
+//
+// Errors are values, never exceptions: a node that does not decode (or is larger than a
+// ZooKeeper node may be) is kInternal naming its path; a child name that is not one of ours
+// (put there by someone else) is skipped with a warning. Reads and watches do not retry (the
+// callers' loops and watches do); the writes a worker makes without a loop above it
+// (recordOutput, startAttempt, removeRunningMarker) ride out a connection loss themselves.
+//
+// Threading: as the coordinator's (one executor); the store holds no state of its own beyond
+// the coordinator reference and its retry policy.
 
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coord/coordinator.h"
 #include "tellus.pb.h"
@@ -10,12 +30,186 @@
 
 namespace tellus::jobstate {
 
-// Ends a job that is still running: a compare-and-set of its status to `state` (KILLED,
-// FAILED) with `reason` as its error. A malformed status is replaced, so a job whose state is
-// corrupt can still be ended and its JMs see it end. Errors: kInvalidArgument for a bad id or
-// a job that is already over ("job X has already succeeded"), kNotFound without the job,
-// kConflict when concurrent writers won every try, else the coordinator's error.
-boost::asio::awaitable<Status> endJob(coord::Coordinator& zk, std::string jobId, pb::JobState state,
-                                      std::string reason);
+// (stage, task).
+using TaskId = std::pair<uint32_t, uint32_t>;
+
+// A node's decoded value with its stat (stat.version is the compare-and-set token).
+template <class T>
+struct Versioned {
+  T value;
+  coord::NodeStat stat;
+};
+
+// What a JM needs before it can watch a job: the spec and the inputs of its dataset stages.
+struct LoadedJob {
+  pb::JobSpec spec;
+  std::vector<pb::StageInputs> inputs;  // one per stage; empty for stages that read a stage
+};
+
+// One executor started for a task (the audit node), and the worker that started it.
+struct Attempt {
+  TaskId task;
+  std::string workerId;
+};
+
+// How the self-retrying writes ride out a connection loss: up to `retries` more tries, each
+// after waiting (at most `reconnectWait`) for the session to come back.
+struct RetryPolicy {
+  int retries = 20;
+  std::chrono::milliseconds reconnectWait{10000};
+};
+
+// A ZooKeeper node holds at most about 1 MiB (the server's default jute.maxbuffer): anything
+// larger did not come from ZooKeeper as we configure it and is refused before decoding.
+inline constexpr size_t kMaxNodeBytes = size_t{1} << 20;
+
+class JobStore {
+ public:
+  template <class T>
+  using Awaitable = boost::asio::awaitable<T>;
+  // A watched node: an error when it does not decode, nullopt while it does not exist.
+  template <class T>
+  using ValueCallback = std::function<void(const Result<std::optional<Versioned<T>>>&)>;
+
+  explicit JobStore(coord::Coordinator& zk, RetryPolicy retry = {}) : zk_(zk), retry_(retry) {}
+
+  // ---- creating and listing jobs ----
+  // The parent of all jobs exists (a master makes sure at start).
+  Awaitable<Status> ensureJobsRoot();
+  // Allocates a job id (job-NNNNNNNNNN) and writes the job's whole state in one transaction,
+  // its status (whose job_id is set here) last: a job is visible to JMs only once complete.
+  // `inputs` are the dataset stages' inputs, by stage.
+  Awaitable<Result<std::string>> createJob(pb::JobSpec spec, pb::JobStatus status,
+                                           std::map<uint32_t, pb::StageInputs> inputs);
+  // The ids of all jobs (names that are not job ids are skipped).
+  Awaitable<Result<std::vector<std::string>>> listJobs();
+
+  // ---- reads (kInvalidArgument for a bad job id, kNotFound for a missing node) ----
+  Awaitable<Result<Versioned<pb::JobStatus>>> status(std::string jobId);
+  Awaitable<Result<pb::JobSpec>> spec(std::string jobId);
+  Awaitable<Result<pb::StageInputs>> stageInputs(std::string jobId, uint32_t stage);
+  // The spec and the inputs of every dataset stage.
+  Awaitable<Result<LoadedJob>> load(std::string jobId);
+  Awaitable<Result<Versioned<pb::TaskMap>>> taskMap(std::string jobId, uint32_t stage);
+  // Tasks of the stage with a recorded output.
+  Awaitable<Result<std::set<uint32_t>>> outputTasks(std::string jobId, uint32_t stage);
+  Awaitable<Result<pb::PartitionLocation>> output(std::string jobId, uint32_t stage, uint32_t task);
+  // Tasks with a running marker.
+  Awaitable<Result<std::vector<TaskId>>> runningTasks(std::string jobId);
+  Awaitable<Result<pb::RunningTask>> runningMarker(std::string jobId, TaskId task);
+  // Executors started per task (from the audit nodes' names alone).
+  Awaitable<Result<std::map<TaskId, uint32_t>>> attemptCounts(std::string jobId);
+  // Every execution with the worker that started it (one read per attempt).
+  Awaitable<Result<std::vector<Attempt>>> attempts(std::string jobId);
+  // Sites with a registered JM.
+  Awaitable<Result<std::vector<std::string>>> jmSites(std::string jobId);
+  Awaitable<Result<Versioned<pb::JmInfo>>> jm(std::string jobId, std::string site);
+  // The primary epoch (0 until a primary acted); its version is the fencing token.
+  Awaitable<Result<Versioned<uint64_t>>> epoch(std::string jobId);
+  // The election's candidates' data (their sites), leader first.
+  Awaitable<Result<std::vector<std::string>>> electionCandidates(std::string jobId);
+  // Where coord::LeaderElection runs the job's election.
+  static std::string electionPath(const std::string& jobId);
+
+  // ---- status transitions ----
+  // Ends a job that is still running: a compare-and-set of its status to `state` (KILLED,
+  // FAILED) with `reason` as its error. A malformed status is replaced, so a job whose state
+  // is corrupt can still be ended and its JMs see it end. Errors: kInvalidArgument for a bad
+  // id or a job that is already over ("job X has already succeeded"), kNotFound without the
+  // job, kConflict when concurrent writers won every try, else the coordinator's error.
+  Awaitable<Status> endJob(std::string jobId, pb::JobState state, std::string reason);
+  // Writes `status` whatever is there (the submitting master, before any JM runs).
+  Awaitable<Status> overwriteStatus(std::string jobId, pb::JobStatus status);
+
+  // ---- the primary's fenced writes: each applies only while the epoch node still has
+  // `epochVersion` (checked in the same transaction); kConflict means a newer primary. ----
+  // Bumps the epoch (previous + 1) if the status is still at `statusVersion`: what makes an
+  // elected JM primary and fences the previous one. Returns the new epoch and its version.
+  Awaitable<Result<Versioned<uint64_t>>> bumpEpoch(std::string jobId, int32_t statusVersion);
+  // Releases a stage: creates its taskMap (kAlreadyExists if released already).
+  Awaitable<Status> createTaskMapFenced(std::string jobId, uint32_t stage, pb::TaskMap map, int32_t epochVersion);
+  // Removes a lost output so that the task runs again (kNotFound if it is gone already).
+  Awaitable<Status> removeOutputFenced(std::string jobId, TaskId task, int32_t epochVersion);
+  Awaitable<Status> writeStatusFenced(std::string jobId, pb::JobStatus status, int32_t epochVersion);
+
+  // ---- unfenced compare-and-set ----
+  // Reads the stage's taskMap, lets `edit` change it and writes it back if nobody wrote it
+  // meanwhile; a lost race or a lost reply is tried again on the fresh map (so `edit` must
+  // derive its change from the map it is given), up to `tries` times in all, then the last
+  // error. `edit` returning an error stops without writing. Returns what was written.
+  Awaitable<Result<Versioned<pb::TaskMap>>> casTaskMap(std::string jobId, uint32_t stage,
+                                                       std::function<Status(pb::TaskMap&)> edit, int tries);
+
+  // ---- a worker's writes (retried through connection loss, see RetryPolicy) ----
+  // Records a finished task's output. The first copy recorded wins: kAlreadyExists is success.
+  Awaitable<Status> recordOutput(std::string jobId, TaskId task, pb::PartitionLocation location);
+  // The running marker (ephemeral, ours) and the execution's audit node (naming `workerId`) in
+  // one transaction. kAlreadyExists when the task is running under another session.
+  Awaitable<Status> startAttempt(std::string jobId, TaskId task, pb::RunningTask marker, std::string workerId);
+  // A missing marker is fine.
+  Awaitable<Status> removeRunningMarker(std::string jobId, TaskId task);
+
+  // ---- a JM's registration (ephemeral JmInfo per site) ----
+  // The registration's stat, nullopt when the site has none.
+  Awaitable<Result<std::optional<coord::NodeStat>>> jmRegistration(std::string jobId, std::string site);
+  Awaitable<Status> createJmRegistration(std::string jobId, pb::JmInfo info);
+  Awaitable<Status> updateJmRegistration(std::string jobId, pb::JmInfo info);
+  Awaitable<Status> removeJmRegistration(std::string jobId, std::string site);
+
+  // ---- watches (persistent: current value at once, then every change; see Coordinator) ----
+  Result<coord::Subscription> watchStatus(const std::string& jobId, ValueCallback<pb::JobStatus> callback);
+  // nullopt until the stage is released.
+  Result<coord::Subscription> watchTaskMap(const std::string& jobId, uint32_t stage, ValueCallback<pb::TaskMap> callback);
+  // The epoch; a malformed value is reported as 0 (with a warning), like a job no primary acted on.
+  Result<coord::Subscription> watchEpoch(const std::string& jobId,
+                                         std::function<void(const std::optional<Versioned<uint64_t>>&)> callback);
+  // Tasks with an output, on every change of the stage's outputs (a removal and a re-record
+  // in between two reports yield the same set: callers compare to tell).
+  Result<coord::Subscription> watchOutputTasks(const std::string& jobId, uint32_t stage,
+                                               std::function<void(const std::set<uint32_t>&)> callback);
+  // Tasks with a running marker, on every change of the markers.
+  Result<coord::Subscription> watchRunningTasks(const std::string& jobId,
+                                                std::function<void(const std::vector<TaskId>&)> callback);
+  Result<coord::Subscription> watchJmSites(const std::string& jobId,
+                                           std::function<void(const std::vector<std::string>&)> callback);
+  // One site's registration: its stat (ephemeralOwner says whose), nullopt when absent.
+  Result<coord::Subscription> watchJmRegistration(const std::string& jobId, const std::string& site,
+                                                  std::function<void(const std::optional<coord::NodeStat>&)> callback);
+
+  // ---- node names (pure; exposed for tests) ----
+  // Outputs' names "<t>" -> task ids; other names skipped with a warning naming `where`.
+  static std::set<uint32_t> outputTaskIds(const std::vector<std::string>& names, const std::string& where);
+  // Running markers' "<s>-<t>" or attempts' "<s>-<t>-<n>" -> (stage, task); others skipped.
+  static std::vector<TaskId> taskIds(const std::vector<std::string>& names, const std::string& where);
+
+ private:
+  // The node at `path` decoded as M (bounded in size).
+  template <class M>
+  Awaitable<Result<Versioned<M>>> read(std::string path);
+  // ops after a check of the epoch's version, in one transaction.
+  Awaitable<Status> fencedMulti(const std::string& jobId, int32_t epochVersion, std::vector<coord::ZkOp> ops);
+  // Waits for the session to come back before another try of a write (RetryPolicy).
+  Awaitable<void> awaitReconnect();
+
+  coord::Coordinator& zk_;
+  RetryPolicy retry_;
+};
+
+// A node's bytes decoded as M; kInternal naming `path` when too large or malformed.
+template <class M>
+Result<M> decodeNode(const std::string& bytes, const std::string& path) {
+  M message;
+  if (bytes.size() > kMaxNodeBytes) {
+    return makeError(ErrorCode::kInternal, path + " holds " + std::to_string(bytes.size()) + " bytes, more than any " +
+                                               message.GetTypeName() + " may");
+  }
+  if (!message.ParseFromString(bytes)) {
+    return makeError(ErrorCode::kInternal, "malformed " + message.GetTypeName() + " in " + path);
+  }
+  return message;
+}
+
+// The epoch node's text ("0", "1", ...); nullopt when it is not a decimal number.
+std::optional<uint64_t> parseEpoch(std::string_view text);
 
 }  // namespace tellus::jobstate

@@ -1,5 +1,8 @@
 #pragma once
 // The ZooKeeper layout, in one place (relative to the chroot). See docs/design.md.
+// The /jobs part is for jobstate::JobStore alone: everything else reads and writes job state
+// through it, so that the layout can change here without touching them. The /sites records
+// (not job state) are still written by their owners, the master and the worker.
 //
 //   /sites/<site>                      persistent, empty: parent of the site's nodes
 //   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master

@@ -3,11 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "daemon/zookeeper.h"
 #include "jobstate/job_store.h"
-#include "jobstate/paths.h"
+#include "jobstate/paths.h"  // site records (not job state): sites/<site>/live, workers
 #include "util/log.h"
 
 namespace tellus::jm {
@@ -75,6 +74,7 @@ Status JobManager::start() {
   auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
   if (!zk) return zk.status().prepend("zookeeper");
   zk_ = std::move(zk).value();
+  store_.emplace(*zk_);
   subscriptions_.push_back(zk_->onSessionEvent([this](coord::SessionEvent e) {
     spdlog::info("zookeeper session: {}", coord::toString(e));
     // Without a session we cannot know whether someone else is primary now: stop acting as
@@ -119,20 +119,9 @@ void JobManager::exitWith(bool failed, const std::string& why) {
 // ---- the job's state, from watches ---------------------------------------------------------
 
 awaitable<Status> JobManager::loadJob() {
-  auto spec = co_await zk_->get(specPath(config_.job_id));
-  if (!spec) co_return spec.status().prepend("job " + config_.job_id);
-  auto parsed = daemon::parseProto<pb::JobSpec>(spec->data, specPath(config_.job_id));
-  if (!parsed) co_return parsed.status();
-  std::vector<pb::StageInputs> inputs(static_cast<size_t>(parsed->stages_size()));
-  for (uint32_t s = 0; s < inputs.size(); ++s) {
-    if (!isDatasetStage(*parsed, s)) continue;
-    auto node = co_await zk_->get(inputsPath(config_.job_id, s));
-    if (!node) co_return node.status().prepend("inputs of stage " + std::to_string(s));
-    auto p = daemon::parseProto<pb::StageInputs>(node->data, inputsPath(config_.job_id, s));
-    if (!p) co_return p.status();
-    inputs[s] = *p;
-  }
-  co_return core_.onJobLoaded(*parsed, inputs);
+  auto job = co_await store_->load(config_.job_id);
+  if (!job) co_return job.status();
+  co_return core_.onJobLoaded(job->spec, job->inputs);
 }
 
 Status JobManager::watchJob() {
@@ -143,57 +132,51 @@ Status JobManager::watchJob() {
     return Status::ok();
   };
   // The status: its state ends the job for every JM; its sites say whose workers to watch.
-  auto st = add(zk_->watchData(statusPath(job),
-                               [this](const std::optional<coord::NodeData>& node) {
-                                 if (!node) {
-                                   exit_ = "job " + config_.job_id + " was deleted";
-                                   wake();
-                                   return;
-                                 }
-                                 auto status = daemon::parseProto<pb::JobStatus>(node->data, statusPath(config_.job_id));
-                                 if (!status) {
-                                   core_.failJob(status.message());
-                                   wake();
-                                   return;
-                                 }
-                                 core_.onStatus(*status, node->stat.version);
-                                 watchSiteWorkers(*status);
-                                 wake();
-                               }),
+  auto st = add(store_->watchStatus(job,
+                                    [this](const Result<std::optional<Versioned<pb::JobStatus>>>& status) {
+                                      if (!status) {
+                                        core_.failJob(status.message());
+                                      } else if (!*status) {
+                                        exit_ = "job " + config_.job_id + " was deleted";
+                                      } else {
+                                        core_.onStatus((*status)->value, (*status)->stat.version);
+                                        watchSiteWorkers((*status)->value);
+                                      }
+                                      wake();
+                                    }),
                 "status");
   if (!st) return st;
   for (uint32_t s = 0; s < core_.view().stages.size(); ++s) {
-    st = add(zk_->watchData(taskmapPath(job, s),
-                            [this, s](const std::optional<coord::NodeData>& node) {
-                              if (!node) return;  // not released yet
-                              auto map = daemon::parseProto<pb::TaskMap>(node->data, taskmapPath(config_.job_id, s));
-                              if (!map) {
-                                core_.failJob(map.message());
-                              } else {
-                                core_.onTaskMap(s, *map, node->stat.version);
-                              }
-                              wake();
-                            }),
+    st = add(store_->watchTaskMap(job, s,
+                                  [this, s](const Result<std::optional<Versioned<pb::TaskMap>>>& map) {
+                                    if (map && !*map) return;  // not released yet
+                                    if (!map) {
+                                      core_.failJob(map.message());
+                                    } else {
+                                      core_.onTaskMap(s, (*map)->value, (*map)->stat.version);
+                                    }
+                                    wake();
+                                  }),
              "taskmap of stage " + std::to_string(s));
     if (!st) return st;
-    st = add(zk_->watchChildren(partsPath(job, s),
-                                [this, s](const std::vector<std::string>& names) {
-                                  partNames_[s] = names;
-                                  wake();
-                                }),
+    st = add(store_->watchOutputTasks(job, s,
+                                      [this, s](const std::set<uint32_t>& tasks) {
+                                        partNames_[s] = tasks;
+                                        wake();
+                                      }),
              "outputs of stage " + std::to_string(s));
     if (!st) return st;
   }
   // Running markers are written once per attempt and removed at its end, so every change
   // moves the directory's pzxid and fires this watch.
-  st = add(zk_->watchChildren(runningPath(job),
-                              [this](const std::vector<std::string>& names) {
-                                markerNames_ = names;
-                                wake();
-                              }),
+  st = add(store_->watchRunningTasks(job,
+                                     [this](const std::vector<TaskId>& tasks) {
+                                       markerNames_ = tasks;
+                                       wake();
+                                     }),
            "running markers");
   if (!st) return st;
-  st = add(zk_->watchChildren(jmsPath(job),
+  st = add(store_->watchJmSites(job,
                               [this](const std::vector<std::string>& names) {
                                 jmNames_ = names;
                                 jmSites_ = {names.begin(), names.end()};
@@ -203,23 +186,23 @@ Status JobManager::watchJob() {
            "JMs");
   if (!st) return st;
   // Our own registration: gone with an expired session, or taken by a replacement.
-  st = add(zk_->watchData(jmPath(job, config_.site),
-                          [this](const std::optional<coord::NodeData>& node) {
-                            if (!node || node->stat.ephemeralOwner != zk_->sessionId()) registered_ = false;
-                            wake();
-                          }),
+  st = add(store_->watchJmRegistration(job, config_.site,
+                                       [this](const std::optional<coord::NodeStat>& stat) {
+                                         if (!stat || stat->ephemeralOwner != zk_->sessionId()) registered_ = false;
+                                         wake();
+                                       }),
            "own registration");
   if (!st) return st;
   // The epoch: a secondary joins the election once a primary has acted; a primary whose
   // epoch node moved under it is fenced.
-  return add(zk_->watchData(epochPath(job),
-                            [this](const std::optional<coord::NodeData>& node) {
-                              epochNode_ = node;
-                              uint64_t epoch = 0;
-                              if (node) std::from_chars(node->data.data(), node->data.data() + node->data.size(), epoch);
-                              if (core_.primary() && epoch > core_.epoch()) stepDown("the epoch moved to " + node->data);
-                              wake();
-                            }),
+  return add(store_->watchEpoch(job,
+                                [this](const std::optional<Versioned<uint64_t>>& epoch) {
+                                  epochNode_ = epoch;
+                                  if (epoch && core_.primary() && epoch->value > core_.epoch()) {
+                                    stepDown("the epoch moved to " + std::to_string(epoch->value));
+                                  }
+                                  wake();
+                                }),
              "epoch");
 }
 
@@ -248,29 +231,19 @@ awaitable<void> JobManager::readChangedState() {
 }
 
 awaitable<void> JobManager::readParts(uint32_t s) {
-  auto names = std::move(*partNames_[s]);
+  auto listing = std::move(*partNames_[s]);
   partNames_[s].reset();
   auto& cache = parts_[s];
-  std::set<uint32_t> listing;
-  for (const auto& name : names) {
-    auto t = parsePartName(name);
-    if (!t) {
-      spdlog::warn("ignoring a malformed output node {}/{}", partsPath(config_.job_id, s), name);
-      continue;
-    }
-    listing.insert(*t);
-  }
   // The watch fired but the names are the same: a part was removed and recorded again
   // (lineage) between two listings. Read them all again.
   if (listing == partListing_[s]) cache.clear();
   std::erase_if(cache, [&](const auto& kv) { return !listing.count(kv.first); });
   for (uint32_t t : listing) {
     if (cache.count(t)) continue;
-    auto node = co_await zk_->get(partPath(config_.job_id, s, t));
-    if (!node) continue;  // removed meanwhile (lineage recovery)
-    auto loc = daemon::parseProto<pb::PartitionLocation>(node->data, partPath(config_.job_id, s, t));
+    auto loc = co_await store_->output(config_.job_id, s, t);
     if (!loc) {
-      spdlog::warn("{}", loc.message());
+      // Removed meanwhile (lineage recovery) is expected; anything else is worth a line.
+      if (loc.error().code != ErrorCode::kNotFound) spdlog::warn("{}", loc.message());
       continue;
     }
     cache[t] = *loc;
@@ -280,42 +253,39 @@ awaitable<void> JobManager::readParts(uint32_t s) {
 }
 
 awaitable<void> JobManager::readMarkers() {
-  std::vector<std::string> names;
+  std::vector<TaskId> names;
   const bool fromWatch = markerNames_.has_value();
   if (fromWatch) {
     names = std::move(*markerNames_);
     markerNames_.reset();
   } else {
     // The safety net under the watch: one listing, not a read of every marker.
-    auto listed = co_await zk_->children(runningPath(config_.job_id));
+    auto listed = co_await store_->runningTasks(config_.job_id);
     if (!listed) co_return;
     names = *listed;
   }
   markersReadAt_ = Clock::now();
   // The watch fires on every change of the directory: the same names mean a marker was
   // removed and written again (a retry) in between, so their contents are read again.
-  const bool rewritten = fromWatch && std::set<std::string>(names.begin(), names.end()) == markerListing_;
+  const bool rewritten = fromWatch && std::set<TaskId>(names.begin(), names.end()) == markerListing_;
   std::map<TaskId, pb::RunningTask> markers;
-  for (const auto& name : names) {
-    auto id = parseTaskName(name);
-    if (!id) {
-      spdlog::warn("ignoring a malformed running marker {}", name);
-      continue;
-    }
-    if (auto known = markers_.find(*id); !rewritten && known != markers_.end()) {
+  for (const auto& id : names) {
+    if (auto known = markers_.find(id); !rewritten && known != markers_.end()) {
       markers.insert(*known);
       continue;
     }
     // Only a marker of a task this site owns can hold one of our containers; of the others the
     // name is all the core needs (the task runs elsewhere).
-    if (!core_.ownedHereOrUnknown(*id)) {
-      markers[*id] = pb::RunningTask();
+    if (!core_.ownedHereOrUnknown(id)) {
+      markers[id] = pb::RunningTask();
       continue;
     }
-    auto node = co_await zk_->get(runningTaskPath(config_.job_id, id->first, id->second));
-    if (!node) continue;
-    auto marker = daemon::parseProto<pb::RunningTask>(node->data, name);
-    if (marker) markers[*id] = *marker;
+    auto marker = co_await store_->runningMarker(config_.job_id, id);
+    if (marker) {
+      markers[id] = *marker;
+    } else if (marker.error().code != ErrorCode::kNotFound) {  // gone meanwhile: the attempt ended
+      spdlog::warn("{}", marker.message());
+    }
   }
   markerListing_ = {names.begin(), names.end()};
   markers_ = std::move(markers);
@@ -328,10 +298,8 @@ awaitable<void> JobManager::readJms() {
   std::erase_if(jms_, [&](const auto& kv) { return std::find(names.begin(), names.end(), kv.first) == names.end(); });
   for (const auto& site : names) {
     if (site == config_.site || jms_.count(site)) continue;
-    auto node = co_await zk_->get(jmPath(config_.job_id, site));
-    if (!node) continue;
-    auto info = daemon::parseProto<pb::JmInfo>(node->data, jmPath(config_.job_id, site));
-    if (info) jms_[site] = *info;
+    auto info = co_await store_->jm(config_.job_id, site);
+    if (info) jms_[site] = info->value;
   }
 }
 
@@ -350,17 +318,16 @@ awaitable<Status> JobManager::registerSelf() {
     info.set_granted(static_cast<uint32_t>(core_.granted()));
     return info;
   };
-  auto path = jmPath(config_.job_id, config_.site);
-  auto stat = co_await zk_->exists(path);
+  auto stat = co_await store_->jmRegistration(config_.job_id, config_.site);
   if (!stat) co_return stat.status();
   if (*stat && (*stat)->ephemeralOwner == zk_->sessionId()) {
     const pb::JmInfo current = info();
-    auto set = co_await zk_->set(path, current.SerializeAsString(), -1);
+    Status set = co_await store_->updateJmRegistration(config_.job_id, current);
     if (set) {
       registered_ = true;
       core_.onPublished(current.desire(), current.granted());
     }
-    co_return set.status();
+    co_return set;
   }
   if (*stat) {
     if (everRegistered_) {
@@ -369,11 +336,11 @@ awaitable<Status> JobManager::registerSelf() {
       co_return makeError(ErrorCode::kConflict, "replaced");
     }
     // The node of this site's previous JM, whose session has not expired yet: we replace it.
-    (void)co_await zk_->remove(path);
+    (void)co_await store_->removeJmRegistration(config_.job_id, config_.site);
   }
   const pb::JmInfo current = info();
-  auto created = co_await zk_->create(path, current.SerializeAsString(), coord::CreateMode::kEphemeral);
-  if (!created) co_return created.status();
+  Status created = co_await store_->createJmRegistration(config_.job_id, current);
+  if (!created) co_return created;
   registered_ = true;
   everRegistered_ = true;
   core_.onPublished(current.desire(), current.granted());
@@ -389,7 +356,7 @@ void JobManager::joinElection() {
     if (!takingOver_) runtime_.spawn(takeOver(), "taking over as primary");
   };
   callbacks.onLost = [this] { stepDown("lost the election"); };
-  auto election = coord::LeaderElection::start(zk_, electionPath(config_.job_id), config_.site, std::move(callbacks));
+  auto election = coord::LeaderElection::start(zk_, JobStore::electionPath(config_.job_id), config_.site, std::move(callbacks));
   if (!election) {
     spdlog::warn("joining the election: {}", election.message());
     return;
@@ -414,21 +381,14 @@ awaitable<void> JobManager::takeOver() {
 }
 
 awaitable<bool> JobManager::takeOverEpoch() {
-  auto node = co_await zk_->get(epochPath(config_.job_id));
-  if (!node) co_return false;
-  uint64_t previous = 0;
-  std::from_chars(node->data.data(), node->data.data() + node->data.size(), previous);
   // Only while the job's status is the one this JM last read: a primary that finished the job
   // and exited since leaves the election to us, but there is nothing left to take over.
-  std::vector<coord::ZkOp> ops{
-      coord::ZkOp::check(statusPath(config_.job_id), core_.statusVersion()),
-      coord::ZkOp::set(epochPath(config_.job_id), std::to_string(previous + 1), node->stat.version)};
-  auto done = co_await zk_->multi(std::move(ops));
-  if (!done || done->size() != 2 || !(*done)[1].stat) co_return false;
+  auto bumped = co_await store_->bumpEpoch(config_.job_id, core_.statusVersion());
+  if (!bumped) co_return false;
   // The election may have been lost while the bump was in flight: the bump then fences us too.
   if (!election_ || !election_->isLeader()) co_return false;
-  epochVersion_ = (*done)[1].stat->version;
-  core_.onBecamePrimary(previous + 1);
+  epochVersion_ = bumped->stat.version;
+  core_.onBecamePrimary(bumped->value);
   co_return true;
 }
 
@@ -445,12 +405,9 @@ void JobManager::stepDown(const std::string& why) {
   wake();
 }
 
-awaitable<Status> JobManager::fencedWrite(std::vector<coord::ZkOp> ops) {
-  if (!core_.primary()) co_return makeError(ErrorCode::kConflict, "not primary");
-  ops.insert(ops.begin(), coord::ZkOp::check(epochPath(config_.job_id), epochVersion_));
-  auto r = co_await zk_->multi(std::move(ops));
-  if (!r && r.error().code == ErrorCode::kConflict) stepDown("fenced by a newer epoch: " + r.message());
-  co_return r.status();
+Status JobManager::noteFence(Status written) {
+  if (!written && written.code() == ErrorCode::kConflict) stepDown("fenced by a newer epoch: " + written.message());
+  return written;
 }
 
 // ---- the loop --------------------------------------------------------------------------------
@@ -481,7 +438,7 @@ awaitable<void> JobManager::mainLoop() {
     }
     // The JM the submitting master started is the first primary (HOUTU); the others join once
     // a primary has acted (epoch > 0).
-    if (!election_ && (config_.primary || (epochNode_ && epochNode_->data != "0"))) joinElection();
+    if (!election_ && (config_.primary || (epochNode_ && epochNode_->value != 0))) joinElection();
     if (stopping_) break;
     co_await execute(core_.step(nowS()));
     if (stopping_) break;
@@ -506,8 +463,11 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
   }
   for (const auto& lost : actions.lostOutputs) {
     spdlog::warn("output of task {} was only on dead worker {}: recomputing it", taskLabel(lost.task), lost.deadWorker);
-    std::vector<coord::ZkOp> ops{coord::ZkOp::remove(partPath(config_.job_id, lost.task.first, lost.task.second))};
-    auto st = co_await fencedWrite(std::move(ops));
+    Status st = makeError(ErrorCode::kConflict, "not primary");
+    if (core_.primary()) {
+      Status removed = co_await store_->removeOutputFenced(config_.job_id, lost.task, epochVersion_);
+      st = noteFence(removed);
+    }
     bool gone = st || st.code() == ErrorCode::kNotFound;
     if (gone) parts_[lost.task.first].erase(lost.task.second);  // a later listing re-reads it
     core_.onLostOutputRemoved(lost, gone);
@@ -518,10 +478,11 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     wake();  // the releases are decided on the next step
   }
   for (const auto& release : actions.releases) {
-    // (A named vector: GCC 12 miscompiles an initializer list inside co_await.)
-    std::vector<coord::ZkOp> ops{
-        coord::ZkOp::create(taskmapPath(config_.job_id, release.stage), release.taskmap.SerializeAsString())};
-    auto st = co_await fencedWrite(std::move(ops));
+    Status st = makeError(ErrorCode::kConflict, "not primary");
+    if (core_.primary()) {
+      Status created = co_await store_->createTaskMapFenced(config_.job_id, release.stage, release.taskmap, epochVersion_);
+      st = noteFence(created);
+    }
     bool ok = st || st.code() == ErrorCode::kAlreadyExists;
     core_.onStageReleased(release, ok);
     if (!ok) {
@@ -539,8 +500,11 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     pb::JobStatus done = core_.status();
     done.set_state(pb::JOB_SUCCEEDED);
     done.set_finish_unix_ms(daemon::nowUnixMs());
-    std::vector<coord::ZkOp> ops{coord::ZkOp::set(statusPath(config_.job_id), done.SerializeAsString(), -1)};
-    Status written = co_await fencedWrite(std::move(ops));
+    Status written = makeError(ErrorCode::kConflict, "not primary");
+    if (core_.primary()) {
+      Status set = co_await store_->writeStatusFenced(config_.job_id, done, epochVersion_);
+      written = noteFence(set);
+    }
     if (written) {
       spdlog::info("job {} succeeded in {} ms", config_.job_id, done.finish_unix_ms() - done.submit_unix_ms());
     }
@@ -608,7 +572,7 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
 
 awaitable<bool> JobManager::failJob(std::string reason) {
   spdlog::error("job {} failed: {}", config_.job_id, reason);
-  Status ended = co_await jobstate::endJob(*zk_, config_.job_id, pb::JOB_FAILED, reason);
+  Status ended = co_await store_->endJob(config_.job_id, pb::JOB_FAILED, reason);
   // Already over, or deleted: nothing left to fail.
   co_return ended || ended.code() == ErrorCode::kInvalidArgument || ended.code() == ErrorCode::kNotFound;
 }
@@ -678,35 +642,23 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
   auto offer = core_.offerSteal(req.thief_site(), req.max_tasks(), nowS());
   if (offer.tasks.empty()) co_return resp;
-  const std::string path = taskmapPath(config_.job_id, offer.stage);
   // One compare-and-set of the taskMap moves them: a concurrent steal or release loses the
   // race and retries on the fresh version, so a task never has two owners.
-  std::vector<uint32_t> moved;
+  constexpr int kStealTries = 3;
+  std::vector<uint32_t> moved;  // of the try that landed
+  std::function<Status(pb::TaskMap&)> moveToThief = [&](pb::TaskMap& map) {
+    moved = jobcore::JobCore::moveTasks(map, offer.tasks, config_.site, req.thief_site());
+    return Status::ok();
+  };
+  auto cas = co_await store_->casTaskMap(config_.job_id, offer.stage, moveToThief, kStealTries);
+  if (!cas) moved.clear();
   std::optional<pb::TaskMap> written;
   int32_t version = -1;
-  Status outcome = makeError(ErrorCode::kConflict, "not tried");
-  for (int attempt = 0; attempt < 3 && !outcome; ++attempt) {
-    auto node = co_await zk_->get(path);
-    if (!node) {
-      outcome = node.status();
-      break;
-    }
-    auto map = daemon::parseProto<pb::TaskMap>(node->data, path);
-    if (!map) {
-      outcome = map.status();
-      break;
-    }
-    auto stillMine = jobcore::JobCore::moveTasks(*map, offer.tasks, config_.site, req.thief_site());
-    auto set = co_await zk_->set(path, map->SerializeAsString(), node->stat.version);
-    if (set) {
-      moved = std::move(stillMine);
-      written = *map;
-      version = set->version;
-      outcome = Status::ok();
-    } else {
-      outcome = set.status();
-    }
+  if (cas) {
+    written = cas->value;
+    version = cas->stat.version;
   }
+  Status outcome = cas.status();
   core_.settleSteal(offer, moved, written, version);
   if (!outcome) {
     spdlog::warn("steal by {} failed: {}", req.thief_site(), outcome.message());

@@ -17,9 +17,10 @@
 #include "config/config.h"
 #include "coord/election.h"
 #include "coord/event_flag.h"
-#include "coord/zk_client.h"
+#include "coord/coordinator.h"
 #include "daemon/daemon.h"
 #include "jobcore/job_core.h"
+#include "jobstate/job_store.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
 #include "tellus.pb.h"
@@ -57,7 +58,8 @@ class JobManager {
   boost::asio::awaitable<void> takeOver();
   boost::asio::awaitable<bool> takeOverEpoch();
   void stepDown(const std::string& why);
-  boost::asio::awaitable<Status> fencedWrite(std::vector<coord::ZkOp> ops);
+  // The outcome of a fenced write: a lost fence (kConflict) means a newer primary.
+  Status noteFence(Status written);
 
   boost::asio::awaitable<void> execute(jobcore::Actions actions);
   boost::asio::awaitable<void> readSiteRecords();
@@ -76,18 +78,19 @@ class JobManager {
   std::string address_;
   net::RpcServer server_;
   net::ClientPool clients_;
-  std::shared_ptr<coord::ZkClient> zk_;
+  std::shared_ptr<coord::Coordinator> zk_;
+  std::optional<jobstate::JobStore> store_;  // over zk_: every read and write of the job's state
   std::vector<coord::Subscription> subscriptions_;
   std::map<std::string, coord::Subscription> workerWatches_;  // by site
   coord::EventFlag wake_;
 
   // What the watches reported, read by the main loop (names are read there, values are not).
-  std::map<uint32_t, std::optional<std::vector<std::string>>> partNames_;  // new listing per stage
-  std::map<uint32_t, std::map<uint32_t, pb::PartitionLocation>> parts_;   // outputs read so far
-  std::map<uint32_t, std::set<uint32_t>> partListing_;                    // names of the last listing
-  std::optional<std::vector<std::string>> markerNames_;
+  std::map<uint32_t, std::optional<std::set<uint32_t>>> partNames_;     // new listing per stage
+  std::map<uint32_t, std::map<uint32_t, pb::PartitionLocation>> parts_;  // outputs read so far
+  std::map<uint32_t, std::set<uint32_t>> partListing_;                   // tasks of the last listing
+  std::optional<std::vector<jobcore::TaskId>> markerNames_;
   std::map<jobcore::TaskId, pb::RunningTask> markers_;
-  std::set<std::string> markerListing_;
+  std::set<jobcore::TaskId> markerListing_;
   Clock::time_point markersReadAt_{};
   std::optional<std::vector<std::string>> jmNames_;
   std::set<std::string> jmSites_;          // sites with a registered JM, as last listed
@@ -99,7 +102,7 @@ class JobManager {
   std::unique_ptr<coord::LeaderElection> election_;
   bool takingOver_ = false;
   int32_t epochVersion_ = -1;  // version of the epoch node we wrote: the fencing token
-  std::optional<coord::NodeData> epochNode_;
+  std::optional<jobstate::Versioned<uint64_t>> epochNode_;  // as last watched
 
   std::optional<std::string> exit_;  // set by a watch callback, acted on by the loop
   bool requestInFlight_ = false;

@@ -112,6 +112,7 @@ Status Master::start() {
   auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
   if (!zk) return zk.status().prepend("zookeeper");
   zk_ = std::move(zk).value();
+  store_.emplace(*zk_);
   spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, address_, httpAddress_,
                config_.zookeeper.connect, config_.zookeeper.chroot);
   runtime_.spawn(publishLoop(), "site publisher");
@@ -239,7 +240,7 @@ awaitable<void> Master::publishLoop() {
         spdlog::warn("waiting for ZooKeeper: {}", st.message());
         continue;
       }
-      auto jobs = co_await zk_->ensurePath(jobsPath());
+      auto jobs = co_await store_->ensureJobsRoot();
       auto datasets = co_await zk_->ensurePath(siteDatasetsPath(config_.site));
       if (!jobs || !datasets) {
         co_await daemon::sleepFor(kPublishPeriod);
@@ -332,15 +333,11 @@ awaitable<void> Master::scheduleLoop() {
       auto watched = watchedJobs_.find(jobId);
       if (watched == watchedJobs_.end()) {
         watchedJobs_[jobId];  // before subscribing: the watch reports the current value at once
-        auto sub = zk_->watchData(statusPath(jobId), [this, jobId](const std::optional<coord::NodeData>& node) {
+        auto sub = store_->watchStatus(jobId, [this, jobId](const Result<std::optional<Versioned<pb::JobStatus>>>& status) {
           auto it = watchedJobs_.find(jobId);
           if (it == watchedJobs_.end()) return;
-          if (!node) {
-            it->second.ended = true;
-            return;
-          }
-          auto st = daemon::parseProto<pb::JobStatus>(node->data, statusPath(jobId));
-          it->second.ended = st && isTerminal(st->state());
+          // A deleted job has ended; a malformed status is not taken as an end.
+          it->second.ended = status && (!*status || isTerminal((*status)->value.state()));
         });
         if (!sub) {
           spdlog::warn("watching the status of {}: {}", jobId, sub.message());
@@ -465,13 +462,9 @@ awaitable<Result<std::vector<pb::SiteInfo>>> Master::liveSites() {
 }
 
 awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
-  if (!isJobId(jobId)) co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + jobId + "'");
-  auto node = co_await zk_->get(statusPath(jobId));
-  if (!node) {
-    if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
-    co_return node.error();
-  }
-  co_return daemon::parseProto<pb::JobStatus>(node->data, statusPath(jobId));
+  auto status = co_await store_->status(jobId);
+  if (!status) co_return status.error();
+  co_return std::move(status->value);
 }
 
 awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net::CallContext) {
@@ -483,7 +476,7 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
   // Resolve every dataset stage's partitions across the live sites (by site name, then index).
   std::sort(sites->begin(), sites->end(), [](const auto& a, const auto& b) { return a.site() < b.site(); });
   std::set<std::string> involved{config_.site};
-  std::vector<std::pair<uint32_t, pb::StageInputs>> stageInputs;
+  std::map<uint32_t, pb::StageInputs> stageInputs;
   for (int s = 0; s < spec.stages_size(); ++s) {
     const auto& stage = spec.stages(s);
     if (stage.inputs_size() == 0 || !stage.inputs(0).has_dataset()) continue;
@@ -531,39 +524,19 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
     if (inputs.partitions_size() == 0) {
       co_return makeError(ErrorCode::kInvalidArgument, "stage '" + stage.name() + "': its datasets have no partitions");
     }
-    stageInputs.emplace_back(static_cast<uint32_t>(s), std::move(inputs));
+    stageInputs.emplace(static_cast<uint32_t>(s), std::move(inputs));
   }
 
-  auto jobNode = co_await zk_->create(jobPrefix(), "", coord::CreateMode::kPersistentSequential);
-  if (!jobNode) co_return jobNode.error().prepend("allocating a job id");
-  std::string jobId = jobNode->substr(jobNode->rfind('/') + 1);
-
   pb::JobStatus status;
-  status.set_job_id(jobId);
   status.set_name(spec.name());
   status.set_state(pb::JOB_RUNNING);
   status.set_submit_site(config_.site);
   for (const auto& s : involved) status.add_sites(s);
   status.set_submit_unix_ms(daemon::nowUnixMs());
-
-  std::vector<coord::ZkOp> ops;
-  ops.push_back(coord::ZkOp::create(specPath(jobId), spec.SerializeAsString()));
-  ops.push_back(coord::ZkOp::create(epochPath(jobId), "0"));
-  ops.push_back(coord::ZkOp::create(jmsPath(jobId), ""));
-  ops.push_back(coord::ZkOp::create(electionPath(jobId), ""));
-  ops.push_back(coord::ZkOp::create(attemptsPath(jobId), ""));
-  ops.push_back(coord::ZkOp::create(runningPath(jobId), ""));
-  ops.push_back(coord::ZkOp::create(stagesPath(jobId), ""));
-  for (uint32_t s = 0; s < static_cast<uint32_t>(spec.stages_size()); ++s) {
-    ops.push_back(coord::ZkOp::create(stagePath(jobId, s), ""));
-    ops.push_back(coord::ZkOp::create(partsPath(jobId, s), ""));
-  }
-  for (const auto& [s, inputs] : stageInputs) {
-    ops.push_back(coord::ZkOp::create(inputsPath(jobId, s), inputs.SerializeAsString()));
-  }
-  // The status goes last: a job is visible to JMs only once its whole state exists.
-  ops.push_back(coord::ZkOp::create(statusPath(jobId), status.SerializeAsString()));
-  if (auto r = co_await zk_->multi(std::move(ops)); !r) co_return r.error().prepend("writing job " + jobId);
+  auto created = co_await store_->createJob(spec, status, std::move(stageInputs));
+  if (!created) co_return created.error();
+  const std::string jobId = *created;
+  status.set_job_id(jobId);
 
   pb::StartJmRequest primary;
   primary.set_job_id(jobId);
@@ -575,7 +548,7 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
     status.set_state(pb::JOB_FAILED);
     status.set_error("cannot start the primary JM: " + started.message());
     status.set_finish_unix_ms(daemon::nowUnixMs());
-    (void)co_await zk_->set(statusPath(jobId), status.SerializeAsString(), -1);
+    (void)co_await store_->overwriteStatus(jobId, status);
     co_return started.error().prepend("job " + jobId);
   }
   // sJMs at the other sites holding input. One that cannot be started now is requested again
@@ -628,28 +601,20 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   if (!st) co_return st.error();
   pb::JobStatusResponse resp;
   *resp.mutable_status() = *st;
-  auto specNode = co_await zk_->get(specPath(req.job_id()));
-  if (!specNode) co_return specNode.error();
-  auto spec = daemon::parseProto<pb::JobSpec>(specNode->data, specPath(req.job_id()));
+  auto spec = co_await store_->spec(req.job_id());
   if (!spec) co_return spec.error();
   std::vector<std::optional<pb::TaskMap>> taskmaps(static_cast<size_t>(spec->stages_size()));
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
     auto* sp = resp.add_stages();
     sp->set_name(spec->stages(static_cast<int>(s)).name());
     sp->set_tasks(spec->stages(static_cast<int>(s)).tasks());
-    auto done = co_await zk_->children(partsPath(req.job_id(), s));
+    auto done = co_await store_->outputTasks(req.job_id(), s);
     std::set<uint32_t> doneTasks;
-    if (done) {
-      for (const auto& n : *done) {
-        // A node that is not a task index (put there by someone else) is not an output.
-        if (auto t = parsePartName(n)) doneTasks.insert(*t);
-      }
-    }
+    if (done) doneTasks = std::move(done).value();
     sp->set_done(static_cast<uint32_t>(doneTasks.size()));
-    auto tm = co_await zk_->get(taskmapPath(req.job_id(), s));
-    if (!tm) continue;
-    auto taskmap = daemon::parseProto<pb::TaskMap>(tm->data, taskmapPath(req.job_id(), s));
-    if (!taskmap) continue;
+    auto read = co_await store_->taskMap(req.job_id(), s);
+    if (!read) continue;
+    const pb::TaskMap* taskmap = &read->value;
     taskmaps[s] = *taskmap;
     sp->set_released(true);
     sp->set_tasks(static_cast<uint32_t>(taskmap->owner_site_size()));
@@ -667,13 +632,9 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
     }
   }
   // Where each task ran: output locations and executions started (from the audit nodes).
-  auto attempts = co_await zk_->children(attemptsPath(req.job_id()));
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> executions;
-  if (attempts) {
-    for (const auto& name : *attempts) {
-      if (auto id = parseTaskName(name)) ++executions[*id];
-    }
-  }
+  auto attempts = co_await store_->attemptCounts(req.job_id());
+  std::map<TaskId, uint32_t> executions;
+  if (attempts) executions = std::move(attempts).value();
   for (uint32_t s = 0; s < static_cast<uint32_t>(resp.stages_size()); ++s) {
     auto* sp = resp.mutable_stages(static_cast<int>(s));
     const auto& taskmap = taskmaps[s];
@@ -683,26 +644,22 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
       tp->set_task(t);
       tp->set_owner_site(taskmap->owner_site(static_cast<int>(t)));
       tp->set_executions(executions[{s, t}]);
-      auto part = co_await zk_->get(partPath(req.job_id(), s, t));
-      if (!part) continue;
-      auto loc = daemon::parseProto<pb::PartitionLocation>(part->data, partPath(req.job_id(), s, t));
+      auto loc = co_await store_->output(req.job_id(), s, t);
       if (loc) tp->set_worker_id(loc->worker_id());
     }
   }
-  auto jms = co_await zk_->children(jmsPath(req.job_id()));
+  auto jms = co_await store_->jmSites(req.job_id());
   if (jms) {
     for (const auto& site : *jms) {
-      auto node = co_await zk_->get(jmPath(req.job_id(), site));
-      if (!node) continue;
-      auto info = daemon::parseProto<pb::JmInfo>(node->data, jmPath(req.job_id(), site));
-      if (info) *resp.add_jms() = *info;
+      auto info = co_await store_->jm(req.job_id(), site);
+      if (info) *resp.add_jms() = info->value;
     }
   }
   co_return resp;
 }
 
 awaitable<Result<pb::ListJobsResponse>> Master::list(pb::ListJobsRequest, net::CallContext) {
-  auto ids = co_await zk_->children(jobsPath());
+  auto ids = co_await store_->listJobs();
   if (!ids) co_return ids.error();
   pb::ListJobsResponse resp;
   for (const auto& id : *ids) {
@@ -721,7 +678,7 @@ awaitable<Result<pb::ListSitesResponse>> Master::sites(pb::ListSitesRequest, net
 }
 
 awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext) {
-  auto ended = co_await jobstate::endJob(*zk_, req.job_id(), pb::JOB_KILLED, "killed by a user through site " + config_.site);
+  auto ended = co_await store_->endJob(req.job_id(), pb::JOB_KILLED, "killed by a user through site " + config_.site);
   if (!ended) co_return ended.error();
   spdlog::info("job {} killed", req.job_id());
   co_return pb::KillResponse();
@@ -740,14 +697,12 @@ awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& job
                                                          jobStateName(st->state()) +
                                                          (st->error().empty() ? "" : " (" + st->error() + ")"));
   }
-  auto specNode = co_await zk_->get(specPath(jobId));
-  if (!specNode) co_return specNode.error();
-  auto spec = daemon::parseProto<pb::JobSpec>(specNode->data, specPath(jobId));
+  auto spec = co_await store_->spec(jobId);
   if (!spec) co_return spec.error();
   if (spec->stages_size() == 0) co_return makeError(ErrorCode::kInternal, "job " + jobId + " has no stages");
   ResultMeta meta;
   meta.stage = static_cast<uint32_t>(spec->stages_size() - 1);
-  auto done = co_await zk_->children(partsPath(jobId, meta.stage));
+  auto done = co_await store_->outputTasks(jobId, meta.stage);
   if (!done) co_return done.error();
   meta.tasks = static_cast<uint32_t>(done->size());
   meta.lastUse = ++resultUses_;
@@ -772,9 +727,7 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
   if (auto known = (*meta)->parts.find(req.task()); known != (*meta)->parts.end()) {
     loc = known->second;
   } else {
-    auto locNode = co_await zk_->get(partPath(jobId, last, req.task()));
-    if (!locNode) co_return locNode.error();
-    auto parsed = daemon::parseProto<pb::PartitionLocation>(locNode->data, partPath(jobId, last, req.task()));
+    auto parsed = co_await store_->output(jobId, last, req.task());
     if (!parsed) co_return parsed.error();
     loc = *parsed;
     // The entry may have been evicted while we read: look it up again before caching.
@@ -902,7 +855,7 @@ awaitable<void> Master::replaceJm(std::string jobId, bool crashed) {
     // A JM that keeps failing (it logs why before it exits) would be restarted forever.
     std::string reason = "the JM of site " + config_.site + " exited with an error " +
                          std::to_string(jmCrashes_[jobId]) + " times (see its log: jm.log under the job's directory on the worker)";
-    auto ended = co_await jobstate::endJob(*zk_, jobId, pb::JOB_FAILED, reason);
+    auto ended = co_await store_->endJob(jobId, pb::JOB_FAILED, reason);
     if (ended) {
       spdlog::error("job {} failed: {}", jobId, reason);
     } else if (ended.code() != ErrorCode::kInvalidArgument) {

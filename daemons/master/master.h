@@ -8,13 +8,15 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
-#include "coord/zk_client.h"
+#include "coord/coordinator.h"
 #include "daemon/daemon.h"
+#include "jobstate/job_store.h"
 #include "net/http_server.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
@@ -96,7 +98,8 @@ class Master {
   net::RpcServer server_;
   net::HttpServer http_;
   net::ClientPool clients_;
-  std::shared_ptr<coord::ZkClient> zk_;
+  std::shared_ptr<coord::Coordinator> zk_;
+  std::optional<jobstate::JobStore> store_;  // over zk_: every read and write of job state
   std::vector<coord::Subscription> subscriptions_;
 
   std::map<std::string, WorkerRecord> workers_;

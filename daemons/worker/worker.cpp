@@ -106,6 +106,8 @@ Status Worker::start() {
   auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
   if (!zk) return zk.status().prepend("zookeeper");
   zk_ = std::move(zk).value();
+  // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
+  jobStore_.emplace(*zk_, jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
 
   spdlog::info("worker {} of site {} serving on {} with {} containers", config_.id, config_.site, address_,
                config_.containers);
@@ -429,8 +431,10 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   marker.set_site(config_.site);
   marker.set_attempt(req.attempt());
   marker.set_start_unix_ms(daemon::nowUnixMs());
-  auto markerPath = jobstate::runningTaskPath(req.job_id(), req.stage(), req.task());
-  auto marked = co_await markRunning(req, markerPath, marker.SerializeAsString());
+  const jobstate::TaskId taskId{req.stage(), req.task()};
+  // The marker and the execution's audit node in one transaction, so neither exists without
+  // the other however a connection loss falls.
+  Status marked = co_await jobStore_->startAttempt(req.job_id(), taskId, marker, config_.id);
   if (!marked) co_return marked.error();
   auto& busy = busySlots_[req.container().slot()];
   busy.jobId = req.job_id();
@@ -442,7 +446,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   auto child = proc::Subprocess::spawn(opts);
   if (!child) {
     if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
-    (void)co_await unmarkRunning(markerPath);
+    (void)co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
     co_return child.error().prepend("starting executor");
   }
   std::string monitorKey = std::to_string(req.container().slot()) + "/" + req.job_id() + "/" +
@@ -463,7 +467,8 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   auto result = co_await recordOutput(req, *exit, dir);
   // The marker goes only once the output is recorded (or the task failed), so a JM never
   // sees the task as neither running nor done.
-  if (auto st = co_await unmarkRunning(markerPath); !st) spdlog::warn("removing {}: {}", markerPath, st.message());
+  Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
+  if (!unmarked) spdlog::warn("{}", unmarked.message());
   co_return result;
 }
 
@@ -487,51 +492,14 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   // replaced is not lost. The first copy recorded wins; a duplicate finish is harmless.
   // Retried through a ZooKeeper connection loss (an ensemble electing a leader): "already
   // exists" means an earlier try, or another copy of the task, recorded it.
-  auto partPath = jobstate::partPath(req.job_id(), req.stage(), req.task());
-  for (int attempt = 0;; ++attempt) {
-    auto created = co_await zk_->create(partPath, loc.SerializeAsString(), coord::CreateMode::kPersistent);
-    if (created || created.error().code == ErrorCode::kAlreadyExists) break;
-    if (created.error().code != ErrorCode::kUnavailable || attempt >= kZkWriteRetries) {
-      co_return created.error().prepend("recording output of task " + std::to_string(req.task()));
-    }
-    (void)co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms));
-  }
+  const jobstate::TaskId taskId{req.stage(), req.task()};
+  Status recorded = co_await jobStore_->recordOutput(req.job_id(), taskId, loc);
+  if (!recorded) co_return recorded.error().prepend("recording output of task " + std::to_string(req.task()));
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed
   pb::RunTaskResponse resp;
   *resp.mutable_location() = loc;
   co_return resp;
-}
-
-awaitable<Status> Worker::markRunning(const pb::RunTaskRequest& req, const std::string& markerPath,
-                                      std::string marker) {
-  // The marker and the execution's audit node in one transaction, so neither exists without
-  // the other however a connection loss falls.
-  auto audit = jobstate::attemptsPath(req.job_id()) + "/" + jobstate::runningTaskName(req.stage(), req.task()) + "-";
-  for (int attempt = 0;; ++attempt) {
-    std::vector<coord::ZkOp> ops{coord::ZkOp::create(markerPath, marker, coord::CreateMode::kEphemeral),
-                                 coord::ZkOp::create(audit, config_.id, coord::CreateMode::kPersistentSequential)};
-    auto r = co_await zk_->multi(std::move(ops));
-    if (r) co_return Status::ok();
-    if (r.error().code == ErrorCode::kAlreadyExists) {
-      // Ours, from a try whose reply was lost? Otherwise the task really is running elsewhere.
-      auto stat = co_await zk_->exists(markerPath);
-      if (stat && *stat && (*stat)->ephemeralOwner == zk_->sessionId()) co_return Status::ok();
-      co_return makeError(ErrorCode::kAlreadyExists, "task " + std::to_string(req.stage()) + "/" +
-                                                         std::to_string(req.task()) + " is already running");
-    }
-    if (r.error().code != ErrorCode::kUnavailable || attempt >= kZkWriteRetries) co_return r.status();
-    (void)co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms));
-  }
-}
-
-awaitable<Status> Worker::unmarkRunning(const std::string& markerPath) {
-  for (int attempt = 0;; ++attempt) {
-    auto removed = co_await zk_->remove(markerPath);
-    if (removed || removed.code() == ErrorCode::kNotFound) co_return Status::ok();
-    if (removed.code() != ErrorCode::kUnavailable || attempt >= kZkWriteRetries) co_return removed;
-    (void)co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms));
-  }
 }
 
 bool Worker::servable(const std::filesystem::path& file) const {

@@ -7,13 +7,15 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "config/config.h"
-#include "coord/zk_client.h"
+#include "coord/coordinator.h"
 #include "daemon/daemon.h"
 #include "data/partition_store.h"
+#include "jobstate/job_store.h"
 #include "monitor/container_monitor.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
@@ -56,11 +58,6 @@ class Worker {
   boost::asio::awaitable<Status> fetchTo(const std::string& site, const std::string& workerId,
                                          const std::string& address, pb::FetchRequest req,
                                          std::filesystem::path path, bool verify);
-  // The ephemeral running marker plus the execution's audit node, retried through connection
-  // loss; kAlreadyExists when the task is running elsewhere.
-  boost::asio::awaitable<Status> markRunning(const pb::RunTaskRequest& req, const std::string& markerPath,
-                                             std::string marker);
-  boost::asio::awaitable<Status> unmarkRunning(const std::string& markerPath);
   bool servable(const std::filesystem::path& file) const;
   pb::RegisterWorkerRequest registration() const;
 
@@ -71,7 +68,8 @@ class Worker {
   std::string address_;  // host:port others reach us at
   net::RpcServer server_;
   net::ClientPool clients_;
-  std::shared_ptr<coord::ZkClient> zk_;
+  std::shared_ptr<coord::Coordinator> zk_;
+  std::optional<jobstate::JobStore> jobStore_;  // over zk_: running markers, attempts, outputs
   std::unique_ptr<data::PartitionStore> store_;
   WanShaper wan_;
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold

@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "harness/eventually.h"
-#include "jobstate/paths.h"
 #include "proc/ports.h"
 
 namespace tellus::harness {
@@ -225,11 +224,13 @@ Status MiniCluster::restartMaster(const std::string& site) {
 }
 
 Result<pb::JmInfo> MiniCluster::jmInfo(const std::string& jobId, const std::string& site) {
-  return reader_->getProto<pb::JmInfo>(jobstate::jmPath(jobId, site));
+  auto info = reader_->run(reader_->jobs().jm(jobId, site));
+  if (!info) return info.error();
+  return info->value;
 }
 
 Result<std::map<std::string, pb::JmInfo>> MiniCluster::jms(const std::string& jobId) {
-  auto sites = reader_->children(jobstate::jmsPath(jobId));
+  auto sites = reader_->run(reader_->jobs().jmSites(jobId));
   if (!sites) return sites.error();
   std::map<std::string, pb::JmInfo> out;
   for (const auto& site : *sites) {

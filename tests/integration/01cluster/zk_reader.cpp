@@ -13,6 +13,7 @@ Result<std::unique_ptr<ZkReader>> ZkReader::connect(const std::string& connectSt
   auto created = reader->io_.call([&] { return coord::ZkClient::create(reader->io_.executor(), options); });
   if (!created) return created.error().prepend("zookeeper client for " + connectString);
   reader->client_ = std::move(created).value();
+  reader->jobs_.emplace(*reader->client_);
   Status connected = reader->io_.run(reader->client_->waitConnected(timeout));
   if (!connected) return connected.error().prepend("connecting to " + connectString);
   return reader;
@@ -21,6 +22,7 @@ Result<std::unique_ptr<ZkReader>> ZkReader::connect(const std::string& connectSt
 ZkReader::~ZkReader() {
   if (!client_) return;
   io_.call([&] {
+    jobs_.reset();
     client_->close();
     client_.reset();
   });

@@ -196,12 +196,13 @@ struct LayoutObservations {
 bool observeJob(ZkReader& zk, const std::string& jobId, const std::set<std::string>& jobSites,
                 const std::vector<uint32_t>& stageTasks, const std::vector<uint32_t>& stageBuckets,
                 LayoutObservations& seen) {
-  using namespace jobstate;
-  auto status = zk.getProto<pb::JobStatus>(statusPath(jobId));
-  if (!status) {
-    seen.problems.insert("status: " + status.message());
+  auto& jobs = zk.jobs();
+  auto read = zk.run(jobs.status(jobId));
+  if (!read) {
+    seen.problems.insert("status: " + read.message());
     return false;
   }
+  const pb::JobStatus* status = &read->value;
   if (status->state() == pb::JOB_RUNNING) {
     seen.sawRunning = true;
     if (seen.sawSucceeded) seen.sawRunningAfterSucceeded = true;
@@ -212,17 +213,16 @@ bool observeJob(ZkReader& zk, const std::string& jobId, const std::set<std::stri
   }
 
   if (status->state() == pb::JOB_RUNNING) {
-    auto jmSites = zk.children(jmsPath(jobId));
+    auto jmSites = zk.run(jobs.jmSites(jobId));
     if (jmSites && std::set<std::string>(jmSites->begin(), jmSites->end()) == jobSites) {
       std::map<std::string, pb::JmInfo> infos;
       int primaries = 0;
       for (const auto& site : *jmSites) {
-        auto info = zk.getProto<pb::JmInfo>(jmPath(jobId, site));
+        auto info = zk.run(jobs.jm(jobId, site));
         if (!info) break;  // the JM went away between the two reads
-        auto stat = zk.stat(jmPath(jobId, site));
-        if (stat && *stat && (*stat)->ephemeralOwner == 0) seen.problems.insert(jmPath(jobId, site) + " is not ephemeral");
-        primaries += info->role() == pb::JM_PRIMARY ? 1 : 0;
-        infos[site] = *info;
+        if (info->stat.ephemeralOwner == 0) seen.problems.insert("the JM registration of " + site + " is not ephemeral");
+        primaries += info->value.role() == pb::JM_PRIMARY ? 1 : 0;
+        infos[site] = info->value;
       }
       if (primaries > 1) seen.problems.insert(std::to_string(primaries) + " primary JMs at once");
       // Exactly one primary once every JM has registered (a fresh primary first registers,
@@ -236,17 +236,14 @@ bool observeJob(ZkReader& zk, const std::string& jobId, const std::set<std::stri
 
   bool allDone = true;
   for (uint32_t s = 0; s < stageTasks.size(); ++s) {
-    auto tm = zk.get(taskmapPath(jobId, s));
+    auto tm = zk.run(jobs.taskMap(jobId, s));
     if (!tm) {
+      // Not released yet, or (a problem) it does not decode.
       if (tm.error().code != ErrorCode::kNotFound) seen.problems.insert("taskmap " + std::to_string(s) + ": " + tm.message());
       allDone = false;
       continue;
     }
-    pb::TaskMap map;
-    if (!map.ParseFromString(tm->data)) {
-      seen.problems.insert(taskmapPath(jobId, s) + " does not parse as a TaskMap");
-      continue;
-    }
+    const pb::TaskMap& map = tm->value;
     if (map.owner_site_size() != static_cast<int>(stageTasks[s])) {
       seen.problems.insert("stage " + std::to_string(s) + " taskmap has " + std::to_string(map.owner_site_size()) +
                            " tasks, expected " + std::to_string(stageTasks[s]));
@@ -256,24 +253,24 @@ bool observeJob(ZkReader& zk, const std::string& jobId, const std::set<std::stri
     }
     seen.taskmaps[s] = map;
 
-    auto names = zk.children(partsPath(jobId, s));
+    auto names = zk.run(jobs.outputTasks(jobId, s));
     if (!names) {
       seen.problems.insert("parts of stage " + std::to_string(s) + ": " + names.message());
       continue;
     }
-    for (const auto& name : *names) {
-      auto t = static_cast<uint32_t>(std::stoul(name));
+    for (uint32_t t : *names) {
+      const std::string part = "output of task " + std::to_string(s) + "-" + std::to_string(t);
       if (seen.parts.count({s, t})) continue;
-      auto loc = zk.getProto<pb::PartitionLocation>(partPath(jobId, s, t));
+      auto loc = zk.run(jobs.output(jobId, s, t));
       if (!loc) {
         seen.problems.insert(loc.message());
         continue;
       }
-      if (t >= stageTasks[s]) seen.problems.insert("part of unknown task " + partPath(jobId, s, t));
+      if (t >= stageTasks[s]) seen.problems.insert(part + ": no such task");
       if (!jobSites.count(loc->site()) || !startsWith(loc->worker_id(), loc->site() + "-w") ||
           loc->worker_address().empty() || loc->bucket_bytes_size() != static_cast<int>(stageBuckets[s]) ||
           loc->attempt() < 1) {
-        seen.problems.insert(partPath(jobId, s, t) + " is incomplete: " + loc->ShortDebugString());
+        seen.problems.insert(part + " is incomplete: " + loc->ShortDebugString());
       }
       seen.parts[{s, t}] = *loc;
     }
@@ -335,17 +332,17 @@ stages:
   REQUIRE(jobId.isOk());
 
   // The whole job state exists as soon as the submission returns.
-  for (const auto& path : {specPath(*jobId), statusPath(*jobId), epochPath(*jobId), inputsPath(*jobId, 0)}) {
-    auto there = zk.exists(path);
-    INFO(path);
-    REQUIRE(there.isOk());
-    CHECK(*there);
-  }
-  auto spec0 = zk.getProto<pb::JobSpec>(specPath(*jobId));
+  auto& jobs = zk.jobs();
+  auto submitted = zk.run(jobs.status(*jobId));
+  INFO(whyNot(submitted));
+  REQUIRE(submitted.isOk());
+  auto epoch0 = zk.run(jobs.epoch(*jobId));
+  REQUIRE(epoch0.isOk());
+  auto spec0 = zk.run(jobs.spec(*jobId));
   REQUIRE(spec0.isOk());
   CHECK(spec0->name() == "layout-itest");
   CHECK(spec0->stages_size() == 2);
-  auto inputs = zk.getProto<pb::StageInputs>(inputsPath(*jobId, 0));
+  auto inputs = zk.run(jobs.stageInputs(*jobId, 0));
   REQUIRE(inputs.isOk());
   CHECK(inputs->partitions_size() == 6);
   std::map<std::string, int> inputsBySite;
@@ -379,10 +376,10 @@ stages:
     CHECK(std::stoi(jm.address().substr(colon + 1)) > 0);
     if (jm.role() == pb::JM_PRIMARY) primary = jm;
   }
-  auto epoch = zk.get(epochPath(*jobId));
+  auto epoch = zk.run(jobs.epoch(*jobId));
   REQUIRE(epoch.isOk());
   CHECK(primary.epoch() >= 1);
-  CHECK(epoch->data == std::to_string(primary.epoch()));
+  CHECK(epoch->value == primary.epoch());
 
   // Every task's output is recorded by a worker of the site that owns the task.
   for (uint32_t s = 0; s < stageTasks.size(); ++s) {
@@ -395,14 +392,14 @@ stages:
       CHECK(seen.parts[{s, t}].site() == map.owner_site(static_cast<int>(t)));
     }
   }
-  auto attempts = zk.children(attemptsPath(*jobId));
+  auto attempts = zk.run(jobs.attempts(*jobId));
   REQUIRE(attempts.isOk());
   CHECK(attempts->size() >= 9);
 
   // With the job over, every JM exits and its ephemeral node goes with it.
   bool jmsGone = harness::eventually(
       [&] {
-        auto left = zk.children(jmsPath(*jobId));
+        auto left = zk.run(zk.jobs().jmSites(*jobId));
         return left && left->empty();
       },
       20s, 50ms);
@@ -413,7 +410,6 @@ stages:
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("tellus kill ends a running job and its JMs", "[integration][cluster]") {
-  using namespace jobstate;
   auto& cluster = sharedCluster();
   auto& zk = sharedZk();
   const auto& sites = cluster.sites();
@@ -447,16 +443,16 @@ stages:
   std::vector<pb::JmInfo> jms;
   bool underWay = harness::eventually(
       [&] {
-        auto names = zk.children(jmsPath(*jobId));
-        auto attempts = zk.children(attemptsPath(*jobId));
+        auto names = zk.run(zk.jobs().jmSites(*jobId));
+        auto attempts = zk.run(zk.jobs().attemptCounts(*jobId));
         if (!names || names->size() != 3 || !attempts || attempts->empty()) return false;
         jms.clear();
         int primaries = 0;
         for (const auto& site : *names) {
-          auto info = zk.getProto<pb::JmInfo>(jmPath(*jobId, site));
+          auto info = zk.run(zk.jobs().jm(*jobId, site));
           if (!info) return false;
-          primaries += info->role() == pb::JM_PRIMARY ? 1 : 0;
-          jms.push_back(*info);
+          primaries += info->value.role() == pb::JM_PRIMARY ? 1 : 0;
+          jms.push_back(info->value);
         }
         return primaries == 1;
       },
@@ -484,7 +480,7 @@ stages:
   // Every JM exits: its ephemeral node goes away and its process ends.
   bool jmsGone = harness::eventually(
       [&] {
-        auto left = zk.children(jmsPath(*jobId));
+        auto left = zk.run(zk.jobs().jmSites(*jobId));
         if (!left || !left->empty()) return false;
         return std::none_of(jms.begin(), jms.end(), [](const pb::JmInfo& jm) { return processAlive(static_cast<pid_t>(jm.pid())); });
       },
@@ -498,9 +494,9 @@ stages:
   CHECK(executorsGone);
 
   // Still killed afterwards (no JM overwrote the state on its way out), and final.
-  auto after = zk.getProto<pb::JobStatus>(statusPath(*jobId));
+  auto after = zk.run(zk.jobs().status(*jobId));
   REQUIRE(after.isOk());
-  CHECK(after->state() == pb::JOB_KILLED);
+  CHECK(after->value.state() == pb::JOB_KILLED);
   auto again = cluster.tellus({"kill", *jobId}, sites[0]);
   CHECK(again.exitCode != 0);
   CHECK(again.err.find("already killed") != std::string::npos);

@@ -5,9 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "coord/election.h"
 #include "harness/eventually.h"
-#include "jobstate/paths.h"
+#include "jobstate/job_store.h"
 
 namespace tellus::failover {
 
@@ -112,49 +111,44 @@ Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId)
   JobSnapshot snap;
   snap.jobId = jobId;
   snap.takenAt = Clock::now();
-  auto status = zk.getProto<pb::JobStatus>(statusPath(jobId));
+  auto& jobs = zk.jobs();
+  auto status = zk.run(jobs.status(jobId));
   if (!status) return status.error();
-  snap.status = *status;
-  auto spec = zk.getProto<pb::JobSpec>(specPath(jobId));
+  snap.status = status->value;
+  auto spec = zk.run(jobs.spec(jobId));
   if (!spec) return spec.error();
-  auto epoch = zk.get(epochPath(jobId));
+  auto epoch = zk.run(jobs.epoch(jobId));
   if (!epoch) return epoch.error();
-  snap.epoch = std::strtoull(epoch->data.c_str(), nullptr, 10);
+  snap.epoch = epoch->value;
   snap.epochMzxid = epoch->stat.mzxid;
 
-  auto sites = zk.children(jmsPath(jobId));
+  auto sites = zk.run(jobs.jmSites(jobId));
   if (!sites) return sites.error();
   for (const auto& site : *sites) {
-    auto info = zk.getProto<pb::JmInfo>(jmPath(jobId, site));
+    auto info = zk.run(jobs.jm(jobId, site));
     if (info) {
-      snap.jms[site] = *info;
+      snap.jms[site] = info->value;
     } else if (info.error().code != ErrorCode::kNotFound) {
       return info.error();
     }
   }
-  auto contenders = zk.children(electionPath(jobId));
-  if (!contenders) return contenders.error();
-  for (const auto& name : coord::electionOrder(*contenders)) {
-    auto node = zk.get(electionPath(jobId) + "/" + name);
-    if (node) snap.election.push_back(node->data);
-  }
+  auto candidates = zk.run(jobs.electionCandidates(jobId));
+  if (!candidates) return candidates.error();
+  snap.election = *candidates;
 
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
-    auto tm = zk.get(taskmapPath(jobId, s));
-    if (!tm) {
-      if (tm.error().code == ErrorCode::kNotFound) continue;
-      return tm.error();
+    auto map = zk.run(jobs.taskMap(jobId, s));
+    if (!map) {
+      if (map.error().code == ErrorCode::kNotFound) continue;
+      return map.error();
     }
-    pb::TaskMap map;
-    if (!map.ParseFromString(tm->data)) return makeError(ErrorCode::kInternal, taskmapPath(jobId, s) + " is no TaskMap");
-    snap.taskmaps[s] = map;
-    snap.taskmapCzxid[s] = tm->stat.czxid;
-    snap.stageTasks[s] = static_cast<uint32_t>(map.owner_site_size());
-    auto names = zk.children(partsPath(jobId, s));
-    if (!names) return names.error();
-    for (const auto& name : *names) {
-      auto t = static_cast<uint32_t>(std::stoul(name));
-      auto loc = zk.getProto<pb::PartitionLocation>(partPath(jobId, s, t));
+    snap.taskmaps[s] = map->value;
+    snap.taskmapCzxid[s] = map->stat.czxid;
+    snap.stageTasks[s] = static_cast<uint32_t>(map->value.owner_site_size());
+    auto tasks = zk.run(jobs.outputTasks(jobId, s));
+    if (!tasks) return tasks.error();
+    for (uint32_t t : *tasks) {
+      auto loc = zk.run(jobs.output(jobId, s, t));
       if (loc) {
         snap.parts[{s, t}] = *loc;
       } else if (loc.error().code != ErrorCode::kNotFound) {  // removed meanwhile: lineage
@@ -162,24 +156,18 @@ Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId)
       }
     }
   }
-  auto markers = zk.children(runningPath(jobId));
-  if (!markers) return markers.error();
-  for (const auto& name : *markers) {
-    auto id = parseTaskName(name);
-    if (!id) return makeError(ErrorCode::kInternal, "bad marker " + name);
-    auto marker = zk.getProto<pb::RunningTask>(runningPath(jobId) + "/" + name);
-    if (marker) snap.running[*id] = *marker;
+  auto running = zk.run(jobs.runningTasks(jobId));
+  if (!running) return running.error();
+  for (const auto& id : *running) {
+    auto marker = zk.run(jobs.runningMarker(jobId, id));
+    if (marker) snap.running[id] = *marker;
   }
-  auto attempts = zk.children(attemptsPath(jobId));
-  if (!attempts) return attempts.error();
-  for (const auto& name : *attempts) {
-    auto id = parseTaskName(name);
-    if (!id) return makeError(ErrorCode::kInternal, "bad attempt node " + name);
-    ++snap.executions[*id];
-  }
-  auto epochAtEnd = zk.get(epochPath(jobId));
+  auto executions = zk.run(jobs.attemptCounts(jobId));
+  if (!executions) return executions.error();
+  for (const auto& [id, count] : *executions) snap.executions[id] += count;
+  auto epochAtEnd = zk.run(jobs.epoch(jobId));
   if (!epochAtEnd) return epochAtEnd.error();
-  snap.epochAtEnd = std::strtoull(epochAtEnd->data.c_str(), nullptr, 10);
+  snap.epochAtEnd = epochAtEnd->value;
   snap.epochAtEndMzxid = epochAtEnd->stat.mzxid;
   return snap;
 }

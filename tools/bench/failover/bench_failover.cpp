@@ -35,7 +35,6 @@
 
 #include "failover/scenario.h"
 #include "harness/eventually.h"
-#include "jobstate/paths.h"
 #include "util/log.h"
 
 namespace tellus::failover {
@@ -134,7 +133,7 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
   std::string lastState;
   bool ended = harness::eventually(
       [&] {
-        auto status = zk.getProto<pb::JobStatus>(jobstate::statusPath(*jobId));
+        auto status = zk.run(zk.jobs().status(*jobId));
         if (!status) return false;
         if (killedAt) {
           auto jms = cluster.jms(*jobId);
@@ -150,8 +149,8 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
             }
           }
         }
-        lastState = pb::JobState_Name(status->state());
-        return status->state() != pb::JOB_RUNNING && status->state() != pb::JOB_PENDING;
+        lastState = pb::JobState_Name(status->value.state());
+        return status->value.state() != pb::JOB_RUNNING && status->value.state() != pb::JOB_PENDING;
       },
       kJobDeadline, kPoll);
   if (!ended) return makeError(ErrorCode::kDeadlineExceeded, "job still " + lastState + (*sc)->diagnostics(*jobId));

@@ -1,7 +1,10 @@
 #pragma once
-// A test's own ZooKeeper session, for reading the cluster's state with plain blocking calls: each call runs one coroutine of a coord::ZkClient on a private io
-// thread and waits for it. Paths are relative to the chroot given at connect (the daemons'
-// root, "/tellus", for a MiniCluster).
+// A test's own ZooKeeper session, for reading the cluster's state with plain blocking calls:
+// each call runs one coroutine of a coord::ZkClient on a private io thread and waits for it.
+// Job state is read through the jobstate::JobStore over this session (jobs() + run()), so
+// tests do not know the job layout either; get()/children()/stat() are for the rest (site
+// records). Paths are relative to the chroot given at connect (the daemons' root, "/tellus",
+// for a MiniCluster).
 
 #include <google/protobuf/message.h>
 
@@ -13,6 +16,7 @@
 
 #include "coord/zk_client.h"
 #include "harness/io_thread.h"
+#include "jobstate/job_store.h"
 #include "util/result.h"
 
 namespace tellus::harness {
@@ -41,6 +45,15 @@ class ZkReader {
   // Whether the node exists.
   Result<bool> exists(const std::string& path);
 
+  // The job store over this session. Its operations are coroutines: run them with run(), e.g.
+  //   auto status = zk.run(zk.jobs().status(jobId));
+  jobstate::JobStore& jobs() { return *jobs_; }
+  // Runs a coroutine on the session's io thread and waits for its result.
+  template <class T>
+  T run(boost::asio::awaitable<T> task) {
+    return io_.run(std::move(task));
+  }
+
   // get() and parse; kInternal (naming the path) when the bytes are not a `Message`.
   template <class Message>
   Result<Message> getProto(const std::string& path) {
@@ -57,6 +70,7 @@ class ZkReader {
   ZkReader() = default;
   IoThread io_;  // declared first: outlives the client bound to it
   std::shared_ptr<coord::ZkClient> client_;
+  std::optional<jobstate::JobStore> jobs_;  // over client_
 };
 
 }  // namespace tellus::harness

@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "harness/eventually.h"
-#include "jobstate/paths.h"
 
 namespace tellus::adaptive {
 
@@ -49,17 +48,15 @@ std::vector<std::pair<std::string, std::filesystem::path>> jmLogFiles(const harn
 // Job state
 
 Result<std::vector<Execution>> readExecutions(ZkView& zk, const std::string& jobId) {
-  auto dir = jobstate::attemptsPath(jobId);
-  auto names = zk.children(dir);
-  if (!names) return names.error().prepend("listing " + dir);
+  auto attempts = zk.run(zk.jobs().attempts(jobId));
+  if (!attempts) return attempts.error().prepend("reading the attempts of " + jobId);
   std::vector<Execution> out;
-  for (const auto& name : *names) {
-    auto id = jobstate::parseTaskName(name);
-    if (!id) return makeError(ErrorCode::kInternal, dir + "/" + name + ": expected <stage>-<task>-<sequence>");
-    auto node = zk.get(dir + "/" + name);
-    if (!node) return node.error().prepend("reading " + dir + "/" + name);
-    if (node->data.empty()) return makeError(ErrorCode::kInternal, dir + "/" + name + " names no worker");
-    out.push_back(Execution{id->first, id->second, node->data});
+  for (const auto& attempt : *attempts) {
+    if (attempt.workerId.empty()) {
+      return makeError(ErrorCode::kInternal, "an attempt of task " + std::to_string(attempt.task.first) + "-" +
+                                                 std::to_string(attempt.task.second) + " names no worker");
+    }
+    out.push_back(Execution{attempt.task.first, attempt.task.second, attempt.workerId});
   }
   return out;
 }
@@ -71,25 +68,31 @@ std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> executionsByTa
 }
 
 Result<pb::JobStatus> readJobStatus(ZkView& zk, const std::string& jobId) {
-  return zk.getProto<pb::JobStatus>(jobstate::statusPath(jobId));
+  auto status = zk.run(zk.jobs().status(jobId));
+  if (!status) return status.error();
+  return status->value;
 }
 
 Result<pb::TaskMap> readTaskMap(ZkView& zk, const std::string& jobId, uint32_t stage) {
-  return zk.getProto<pb::TaskMap>(jobstate::taskmapPath(jobId, stage));
+  auto map = zk.run(zk.jobs().taskMap(jobId, stage));
+  if (!map) return map.error();
+  return map->value;
 }
 
 Result<pb::StageInputs> readStageInputs(ZkView& zk, const std::string& jobId, uint32_t stage) {
-  return zk.getProto<pb::StageInputs>(jobstate::inputsPath(jobId, stage));
+  return zk.run(zk.jobs().stageInputs(jobId, stage));
 }
 
 Result<size_t> finishedTasks(ZkView& zk, const std::string& jobId, uint32_t stage) {
-  auto parts = zk.children(jobstate::partsPath(jobId, stage));
-  if (!parts) return parts.error();
-  return parts->size();
+  auto tasks = zk.run(zk.jobs().outputTasks(jobId, stage));
+  if (!tasks) return tasks.error();
+  return tasks->size();
 }
 
 Result<pb::JmInfo> readJmInfo(ZkView& zk, const std::string& jobId, const std::string& site) {
-  return zk.getProto<pb::JmInfo>(jobstate::jmPath(jobId, site));
+  auto info = zk.run(zk.jobs().jm(jobId, site));
+  if (!info) return info.error();
+  return info->value;
 }
 
 std::map<std::string, std::string> workerSites(const harness::MiniCluster& cluster) {

@@ -1,0 +1,362 @@
+// jobstate::JobStore over a FaultInjectingCoordinator over a real ZooKeeper: each operation
+// either reports a clean error value or, where it retries, lands exactly once; a fenced write
+// under a stale epoch is refused; malformed nodes and names are errors or skipped, never
+// exceptions.
+#include "jobstate/job_store.h"
+
+#include <catch2/catch.hpp>
+
+#include "coord/fault_injection.h"
+#include "harness/zk_server.h"
+#include "jobstate/paths.h"  // to plant foreign nodes where the store looks
+#include "zk_test_util.h"
+
+using namespace tellus;
+using namespace tellus::coord;
+using namespace tellus::coord::testing;
+using jobstate::JobStore;
+using jobstate::TaskId;
+using jobstate::Versioned;
+using Fault = FaultInjectingCoordinator::Fault;
+using harness::IoThread;
+
+namespace {
+
+// A two-stage job: a dataset stage of two tasks, then a stage of one task reading it.
+pb::JobSpec twoStageSpec() {
+  pb::JobSpec spec;
+  spec.set_name("store-test");
+  auto* map = spec.add_stages();
+  map->set_name("map");
+  map->add_inputs()->set_dataset("corpus");
+  auto* reduce = spec.add_stages();
+  reduce->set_name("reduce");
+  reduce->set_tasks(1);
+  reduce->add_inputs()->set_stage("map");
+  return spec;
+}
+
+pb::StageInputs twoPartitions() {
+  pb::StageInputs inputs;
+  for (const char* site : {"s1", "s2"}) {
+    auto* ref = inputs.add_partitions();
+    ref->set_site(site);
+    ref->set_worker_id(std::string(site) + "-w1");
+  }
+  return inputs;
+}
+
+pb::JobStatus runningStatus() {
+  pb::JobStatus status;
+  status.set_name("store-test");
+  status.set_state(pb::JOB_RUNNING);
+  status.add_sites("s1");
+  status.add_sites("s2");
+  return status;
+}
+
+pb::TaskMap ownedBy(std::initializer_list<const char*> sites) {
+  pb::TaskMap map;
+  for (const char* site : sites) map.add_owner_site(site);
+  return map;
+}
+
+// A ZooKeeper server, a client on an io thread, the fault injector over it and the store over
+// the injector: what a daemon runs, with faults on demand.
+struct StoreFixture {
+  IoThread io;
+  std::unique_ptr<harness::ZkServer> server;
+  std::unique_ptr<TestClient> zk;
+  std::shared_ptr<FaultInjectingCoordinator> faulty;
+  std::unique_ptr<JobStore> store;
+
+  StoreFixture() {
+    auto started = harness::ZkServer::start();
+    REQUIRE(started.isOk());
+    server = std::move(started).value();
+    zk = std::make_unique<TestClient>(io, options(server->connectString()));
+    REQUIRE(zk->run((*zk)->waitConnected(10s)).isOk());
+    faulty = std::make_shared<FaultInjectingCoordinator>(zk->shared());
+    // Retries wait for the session, which never went away: a short wait keeps tests quick.
+    store = std::make_unique<JobStore>(*faulty, jobstate::RetryPolicy{3, 2000ms});
+    REQUIRE(run(store->ensureJobsRoot()).isOk());
+  }
+  ~StoreFixture() {
+    io.call([&] { store.reset(); });
+    zk->release();
+  }
+
+  template <class T>
+  T run(boost::asio::awaitable<T> task) {
+    return io.run(std::move(task));
+  }
+
+  std::string createJob() {
+    std::map<uint32_t, pb::StageInputs> inputs{{0, twoPartitions()}};
+    auto id = run(store->createJob(twoStageSpec(), runningStatus(), inputs));
+    REQUIRE(id.isOk());
+    return *id;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("JobStore: create, load and read a job, with a clean error under each fault",
+          "[integration][jobstate][faults]") {
+  StoreFixture f;
+  // A fault before the id is allocated: nothing is created, the error says what failed.
+  f.faulty->injectNext(Fault::kBefore, "create");
+  std::map<uint32_t, pb::StageInputs> inputs{{0, twoPartitions()}};
+  auto failed = f.run(f.store->createJob(twoStageSpec(), runningStatus(), inputs));
+  REQUIRE_FALSE(failed.isOk());
+  CHECK(failed.error().code == ErrorCode::kUnavailable);
+  CHECK_THAT(failed.message(), Catch::StartsWith("allocating a job id"));
+  CHECK(f.run(f.store->listJobs())->empty());
+
+  const std::string jobId = f.createJob();
+  CHECK_THAT(jobId, Catch::StartsWith("job-"));
+  auto listed = f.run(f.store->listJobs());
+  REQUIRE(listed.isOk());
+  CHECK(*listed == std::vector<std::string>{jobId});
+
+  auto status = f.run(f.store->status(jobId));
+  REQUIRE(status.isOk());
+  CHECK(status->value.job_id() == jobId);
+  CHECK(status->value.state() == pb::JOB_RUNNING);
+  auto loaded = f.run(f.store->load(jobId));
+  REQUIRE(loaded.isOk());
+  CHECK(loaded->spec.stages_size() == 2);
+  REQUIRE(loaded->inputs.size() == 2);
+  CHECK(loaded->inputs[0].partitions_size() == 2);
+  CHECK(loaded->inputs[1].partitions_size() == 0);  // reads a stage, not a dataset
+  auto epoch = f.run(f.store->epoch(jobId));
+  REQUIRE(epoch.isOk());
+  CHECK(epoch->value == 0);
+  CHECK(f.run(f.store->taskMap(jobId, 0)).error().code == ErrorCode::kNotFound);  // not released
+
+  // Every read reports an injected connection loss as an error value.
+  f.faulty->injectNext(Fault::kBefore, "get");
+  CHECK(f.run(f.store->status(jobId)).error().code == ErrorCode::kUnavailable);
+  f.faulty->injectNext(Fault::kBefore, "get");
+  CHECK(f.run(f.store->load(jobId)).error().code == ErrorCode::kUnavailable);
+  f.faulty->injectNext(Fault::kBefore, "children");
+  CHECK(f.run(f.store->outputTasks(jobId, 0)).error().code == ErrorCode::kUnavailable);
+  f.faulty->injectNext(Fault::kBefore, "children");
+  CHECK(f.run(f.store->runningTasks(jobId)).error().code == ErrorCode::kUnavailable);
+
+  // Bad ids and missing jobs are refused before (or by) ZooKeeper.
+  CHECK(f.run(f.store->status("../etc")).error().code == ErrorCode::kInvalidArgument);
+  auto missing = f.run(f.store->status("job-9999999999"));
+  CHECK(missing.error().code == ErrorCode::kNotFound);
+  CHECK(missing.message() == "no job job-9999999999");
+}
+
+TEST_CASE("JobStore: fenced writes apply only under the current epoch", "[integration][jobstate][faults]") {
+  StoreFixture f;
+  const std::string jobId = f.createJob();
+  auto status = f.run(f.store->status(jobId));
+  REQUIRE(status.isOk());
+
+  // A bump against a status that changed since it was read is refused.
+  CHECK(f.run(f.store->bumpEpoch(jobId, status->stat.version + 1)).error().code == ErrorCode::kConflict);
+  auto first = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+  REQUIRE(first.isOk());
+  CHECK(first->value == 1);
+  const int32_t staleFence = first->stat.version;
+  // (Named arguments: GCC 12 may destroy a temporary coroutine argument twice.)
+  const pb::TaskMap mapTasks = ownedBy({"s1", "s2"});
+  const pb::TaskMap reduceTasks = ownedBy({"s1"});
+  const pb::PartitionLocation somewhere;
+  const TaskId mapTask1{0, 1};
+  REQUIRE(f.run(f.store->createTaskMapFenced(jobId, 0, mapTasks, staleFence)).isOk());
+  // Releasing twice: the stage is released already.
+  CHECK(f.run(f.store->createTaskMapFenced(jobId, 0, reduceTasks, staleFence)).code() == ErrorCode::kAlreadyExists);
+
+  // A second JM takes over: the first one's token no longer opens any write.
+  auto second = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+  REQUIRE(second.isOk());
+  CHECK(second->value == 2);
+  pb::JobStatus done = status->value;
+  done.set_state(pb::JOB_SUCCEEDED);
+  CHECK(f.run(f.store->createTaskMapFenced(jobId, 1, reduceTasks, staleFence)).code() == ErrorCode::kConflict);
+  CHECK(f.run(f.store->writeStatusFenced(jobId, done, staleFence)).code() == ErrorCode::kConflict);
+  REQUIRE(f.run(f.store->recordOutput(jobId, mapTask1, somewhere)).isOk());
+  CHECK(f.run(f.store->removeOutputFenced(jobId, mapTask1, staleFence)).code() == ErrorCode::kConflict);
+  CHECK(f.run(f.store->taskMap(jobId, 1)).error().code == ErrorCode::kNotFound);
+  CHECK(f.run(f.store->status(jobId))->value.state() == pb::JOB_RUNNING);
+  CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{1});
+
+  // The current token does.
+  const int32_t fence = second->stat.version;
+  REQUIRE(f.run(f.store->removeOutputFenced(jobId, mapTask1, fence)).isOk());
+  CHECK(f.run(f.store->removeOutputFenced(jobId, mapTask1, fence)).code() == ErrorCode::kNotFound);
+  // A lost reply: the write happened; the caller learns it may have.
+  f.faulty->injectNext(Fault::kAfter, "multi");
+  auto lost = f.run(f.store->writeStatusFenced(jobId, done, fence));
+  CHECK(lost.code() == ErrorCode::kUnavailable);
+  CHECK(f.run(f.store->status(jobId))->value.state() == pb::JOB_SUCCEEDED);
+}
+
+TEST_CASE("JobStore: taskMap compare-and-set retries on the fresh map", "[integration][jobstate][faults]") {
+  StoreFixture f;
+  const std::string jobId = f.createJob();
+  auto status = f.run(f.store->status(jobId));
+  auto epoch = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+  REQUIRE(epoch.isOk());
+  const pb::TaskMap allAtS1 = ownedBy({"s1", "s1"});
+  REQUIRE(f.run(f.store->createTaskMapFenced(jobId, 0, allAtS1, epoch->stat.version)).isOk());
+
+  // Gives every task of s1 to s2; counts what it moved in its last call.
+  int calls = 0;
+  int moved = 0;
+  std::function<Status(pb::TaskMap&)> stealAll = [&](pb::TaskMap& map) {
+    ++calls;
+    moved = 0;
+    for (auto& owner : *map.mutable_owner_site()) {
+      if (owner == "s1") {
+        owner = "s2";
+        ++moved;
+      }
+    }
+    return Status::ok();
+  };
+
+  // The write lands but its reply is lost: the retry sees the map it wrote and moves nothing.
+  f.faulty->injectNext(Fault::kAfter, "set");
+  auto cas = f.run(f.store->casTaskMap(jobId, 0, stealAll, 3));
+  REQUIRE(cas.isOk());
+  CHECK(calls == 2);
+  CHECK(moved == 0);
+  CHECK(cas->value.owner_site(0) == "s2");
+  auto now = f.run(f.store->taskMap(jobId, 0));
+  REQUIRE(now.isOk());
+  CHECK(now->stat.version == cas->stat.version);
+  CHECK(now->value.SerializeAsString() == cas->value.SerializeAsString());
+
+  // A read that fails ends the attempt with nothing written.
+  calls = 0;
+  f.faulty->injectNext(Fault::kBefore, "get");
+  auto unread = f.run(f.store->casTaskMap(jobId, 0, stealAll, 3));
+  CHECK(unread.error().code == ErrorCode::kUnavailable);
+  CHECK(calls == 0);
+  // An edit that refuses writes nothing.
+  std::function<Status(pb::TaskMap&)> refuse = [](pb::TaskMap&) {
+    return Status(makeError(ErrorCode::kInvalidArgument, "nothing to steal"));
+  };
+  CHECK(f.run(f.store->casTaskMap(jobId, 0, refuse, 3)).error().code == ErrorCode::kInvalidArgument);
+  CHECK(f.run(f.store->taskMap(jobId, 0))->stat.version == cas->stat.version);
+}
+
+TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integration][jobstate][faults]") {
+  StoreFixture f;
+  const std::string jobId = f.createJob();
+  const TaskId task{0, 1};
+  pb::RunningTask marker;
+  marker.set_site("s1");
+  marker.set_attempt(1);
+
+  // The marker and the audit node are made, the reply lost: the retry finds our own marker.
+  f.faulty->injectNext(Fault::kAfter, "multi");
+  REQUIRE(f.run(f.store->startAttempt(jobId, task, marker, "s1-w1")).isOk());
+  CHECK(*f.run(f.store->runningTasks(jobId)) == std::vector<TaskId>{task});
+  auto attempts = f.run(f.store->attempts(jobId));
+  REQUIRE(attempts.isOk());
+  REQUIRE(attempts->size() == 1);
+  CHECK(attempts->front().task == task);
+  CHECK(attempts->front().workerId == "s1-w1");
+  CHECK(f.run(f.store->runningMarker(jobId, task))->attempt() == 1);
+
+  // Another session cannot start the same task while the marker stands.
+  TestClient other(f.io, options(f.server->connectString()));
+  REQUIRE(other.run(other->waitConnected(10s)).isOk());
+  JobStore otherStore(*other);
+  auto twice = f.run(otherStore.startAttempt(jobId, task, marker, "s2-w1"));
+  CHECK(twice.code() == ErrorCode::kAlreadyExists);
+  CHECK_THAT(twice.message(), Catch::Contains("already running"));
+  CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 1);
+  other.release();
+
+  // The output: recorded despite a lost reply, once.
+  pb::PartitionLocation location;
+  location.set_site("s1");
+  location.set_worker_id("s1-w1");
+  f.faulty->injectNext(Fault::kAfter, "create");
+  REQUIRE(f.run(f.store->recordOutput(jobId, task, location)).isOk());
+  CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{1});
+  CHECK(f.run(f.store->output(jobId, 0, 1))->worker_id() == "s1-w1");
+  // A second copy of the task finishing later is harmless; the first record stays.
+  pb::PartitionLocation late = location;
+  late.set_worker_id("s2-w1");
+  REQUIRE(f.run(f.store->recordOutput(jobId, task, late)).isOk());
+  CHECK(f.run(f.store->output(jobId, 0, 1))->worker_id() == "s1-w1");
+
+  // The marker goes through a connection loss before sending.
+  f.faulty->injectNext(Fault::kBefore, "remove");
+  REQUIRE(f.run(f.store->removeRunningMarker(jobId, task)).isOk());
+  CHECK(f.run(f.store->runningTasks(jobId))->empty());
+  CHECK(f.faulty->injectedFaults() == 3);
+
+  // Out of retries: the error comes back as a value.
+  JobStore impatient(*f.faulty, jobstate::RetryPolicy{0, 100ms});
+  f.faulty->injectNext(Fault::kBefore, "create");
+  const TaskId mapTask0{0, 0};
+  auto gaveUp = f.run(impatient.recordOutput(jobId, mapTask0, location));
+  CHECK(gaveUp.code() == ErrorCode::kUnavailable);
+  CHECK(f.run(f.store->outputTasks(jobId, 0))->count(0) == 0);
+}
+
+TEST_CASE("JobStore: malformed nodes are error values, foreign names are skipped", "[integration][jobstate]") {
+  StoreFixture f;
+  const std::string jobId = f.createJob();
+  ZkClient& raw = **f.zk;
+  // Someone else's nodes among ours, and (below) a corrupt status.
+  const auto plant = [&](const std::string& path) {
+    REQUIRE(f.run(raw.create(path, "w", CreateMode::kPersistent)).isOk());
+  };
+  plant(jobstate::runningPath(jobId) + "/not-a-task");
+  plant(jobstate::partsPath(jobId, 0) + "/x");
+  plant(jobstate::attemptsPath(jobId) + "/0-0-zz");
+  plant(jobstate::jobsPath() + "/not a job");
+  CHECK(f.run(f.store->runningTasks(jobId))->empty());
+  CHECK(f.run(f.store->outputTasks(jobId, 0))->empty());
+  CHECK(f.run(f.store->attemptCounts(jobId))->empty());
+  CHECK(*f.run(f.store->listJobs()) == std::vector<std::string>{jobId});
+
+  // A watch reports the corrupt status as an error value (the JM fails the job on it).
+  std::mutex mutex;
+  std::vector<std::string> seen;  // "missing", "error: ...", or the state's name
+  auto watch = f.io.call([&] {
+    return f.store->watchStatus(jobId, [&](const Result<std::optional<Versioned<pb::JobStatus>>>& status) {
+      std::lock_guard lock(mutex);
+      if (!status) {
+        seen.push_back("error: " + status.message());
+      } else if (!*status) {
+        seen.push_back("missing");
+      } else {
+        seen.push_back(pb::JobState_Name((*status)->value.state()));
+      }
+    });
+  });
+  REQUIRE(watch.isOk());
+  auto last = [&] {
+    std::lock_guard lock(mutex);
+    return seen.empty() ? std::string() : seen.back();
+  };
+  REQUIRE(harness::eventually([&] { return last() == "JOB_RUNNING"; }, 10s));
+
+  REQUIRE(f.run(raw.set(jobstate::statusPath(jobId), std::string("\xff\xff\xff", 3), -1)).isOk());
+  auto corrupt = f.run(f.store->status(jobId));
+  REQUIRE_FALSE(corrupt.isOk());
+  CHECK(corrupt.error().code == ErrorCode::kInternal);
+  CHECK_THAT(corrupt.message(), Catch::StartsWith("malformed tellus.pb.JobStatus in"));
+  REQUIRE(harness::eventually([&] { return last().rfind("error: malformed", 0) == 0; }, 10s));
+
+  // A corrupt status can still be ended (and the watch sees the end).
+  REQUIRE(f.run(f.store->endJob(jobId, pb::JOB_KILLED, "test")).isOk());
+  REQUIRE(harness::eventually([&] { return last() == "JOB_KILLED"; }, 10s));
+  CHECK_THAT(f.run(f.store->endJob(jobId, pb::JOB_FAILED, "again")).message(), Catch::Contains("already killed"));
+  // A status write lost to a fault is reported, not retried blindly (endJob's CAS is).
+  f.faulty->injectNext(Fault::kBefore, "get");
+  CHECK(f.run(f.store->endJob(jobId, pb::JOB_FAILED, "x")).code() == ErrorCode::kUnavailable);
+  f.io.call([&] { watch->cancel(); });
+}
