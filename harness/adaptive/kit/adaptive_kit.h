@@ -5,7 +5,7 @@
 // and completion through the real `tellus` CLI, steal records parsed from the JMs' logs, and a
 // deterministic corpus with an independent word counter to check results against.
 //
-// Everything here is built on the public API of harness::MiniCluster (tests/integration/01cluster).
+// Everything here is built on the public API of harness::MiniCluster (harness/cluster).
 
 #include <chrono>
 #include <cstdint>
