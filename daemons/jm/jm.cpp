@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "daemon/zookeeper.h"
 #include "jobstate/job_store.h"
@@ -22,6 +23,12 @@ namespace {
 
 constexpr milliseconds kMasterCallTimeout{2000};
 constexpr milliseconds kStealCallTimeout{2000};
+// A victim's retry hint is capped: the work may change before then anyway.
+constexpr uint32_t kMaxRetryAfterMs = 60'000;
+// Link rates beyond this (1 Tbit/s) are not measurements.
+constexpr double kMaxLinkMbps = 1e6;
+// Our site's measured inbound rates are re-read at most this often for steal requests.
+constexpr auto kInboundMaxAge = std::chrono::seconds(10);
 constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
 constexpr milliseconds kTakeOverRetry{200};
 
@@ -606,6 +613,17 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
 
 awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
   bool gotWork = false;
+  std::optional<double> retryAfterS;
+  // What our site's workers measured fetching from the others (its record, read at most every
+  // kInboundMaxAgeS): victims weigh moving a task against it.
+  if (!inboundReadAt_ || Clock::now() - *inboundReadAt_ > kInboundMaxAge) {
+    auto live = co_await zk_->get(siteLivePath(config_.site));
+    if (live) {
+      auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
+      if (info) inbound_.assign(info->inbound().begin(), info->inbound().end());
+    }
+    inboundReadAt_ = Clock::now();
+  }
   for (const auto& site : steal.victims) {
     auto victim = jms_.find(site);
     if (victim == jms_.end()) continue;
@@ -615,6 +633,7 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
     req.set_job_id(config_.job_id);
     req.set_thief_site(config_.site);
     req.set_max_tasks(steal.maxTasks);
+    for (const auto& rate : inbound_) *req.add_inbound() = rate;
     auto started = Clock::now();
     auto client = clients_.get(*ep);
     auto r = co_await client->call<pb::StealResponse>("jm.Steal", req, kStealCallTimeout);
@@ -627,21 +646,40 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
       }
       continue;
     }
-    if (r->stolen_size() == 0) continue;
+    if (r->stolen_size() == 0) {
+      if (r->retry_after_ms() > 0) {
+        const double after = std::min<uint32_t>(r->retry_after_ms(), kMaxRetryAfterMs) / 1000.0;
+        if (!retryAfterS || after < *retryAfterS) retryAfterS = after;
+      }
+      continue;
+    }
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     spdlog::info("stole {} tasks from {} in {:.1f} ms", r->stolen_size(), site, ms);
     gotWork = true;
     break;
   }
-  core_.onStealEnded(gotWork);
+  core_.onStealEnded(gotWork, retryAfterS);
   if (gotWork) wake();
 }
 
 awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, net::CallContext) {
   pb::StealResponse resp;
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
-  auto offer = core_.offerSteal(req.thief_site(), req.max_tasks(), nowS());
-  if (offer.tasks.empty()) co_return resp;
+  // The thief's measured rates, from the network: only the job's sites, finite and positive.
+  std::map<std::string, double> inbound;
+  const auto& sites = core_.status().sites();
+  for (const auto& rate : req.inbound()) {
+    if (std::find(sites.begin(), sites.end(), rate.from_site()) == sites.end()) continue;
+    if (!std::isfinite(rate.mbps()) || rate.mbps() <= 0 || rate.mbps() > kMaxLinkMbps) continue;
+    inbound[rate.from_site()] = rate.mbps() * 1e6 / 8;  // bytes/s
+  }
+  auto offer = core_.offerSteal(req.thief_site(), req.max_tasks(), nowS(), inbound);
+  if (offer.tasks.empty()) {
+    if (offer.retryAfterS) {
+      resp.set_retry_after_ms(static_cast<uint32_t>(std::min(*offer.retryAfterS * 1000.0, double{kMaxRetryAfterMs})));
+    }
+    co_return resp;
+  }
   // One compare-and-set of the taskMap moves them: a concurrent steal or release loses the
   // race and retries on the fresh version, so a task never has two owners.
   constexpr int kStealTries = 3;

@@ -92,6 +92,9 @@ class JobManager {
   std::map<jobcore::TaskId, pb::RunningTask> markers_;
   std::set<jobcore::TaskId> markerListing_;
   Clock::time_point markersReadAt_{};
+  // Our site's measured inbound link rates, sent with steal requests.
+  std::vector<pb::LinkRate> inbound_;
+  std::optional<Clock::time_point> inboundReadAt_;
   std::optional<std::vector<std::string>> jmNames_;
   std::set<std::string> jmSites_;          // sites with a registered JM, as last listed
   std::map<std::string, pb::JmInfo> jms_;  // the job's JMs, by site (addresses for stealing)

@@ -334,6 +334,36 @@ TEST_CASE("steal as victim: a task goes only after waiting 2τ·p (τ·p with in
   CHECK(core.offerSteal("b", 3, 110).tasks == std::vector<uint32_t>{3, 1, 2});
 }
 
+TEST_CASE("steal as victim: a task goes only when the thief would finish it first", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  pb::TaskMap map;
+  for (const char* s : {"a", "a", "a", "a"}) map.add_owner_site(s);
+  core.onTaskMap(0, map, 0);
+  pb::PartitionLocation done = outputAt("a-w1");
+  done.set_elapsed_s(10);  // p = 10 s
+  core.onParts(0, {{0, done}});
+  core.onGrants({container("a-w1", 0)});
+  auto first = core.step(100);  // one container: task 1 runs until about 110; 2 and 3 wait
+  REQUIRE(first.launches.size() == 1);
+  CHECK(first.launches[0].task == TaskId{0, 1});
+  // At 111 both waited 2*tau*p. Task 3 reads at b (the thief's own site): it goes. Task 2's 100
+  // bytes would take 100 s to reach b at 1 byte/s, while here it finishes by 121: it stays.
+  auto slow = core.offerSteal("b", 2, 111, {{"a", 1.0}});
+  CHECK(slow.tasks == std::vector<uint32_t>{3});
+  core.settleSteal(slow, {}, std::nullopt, -1);
+  // Without measured rates Parades alone decides.
+  auto unmeasured = core.offerSteal("b", 2, 111);
+  CHECK(unmeasured.tasks == std::vector<uint32_t>{3, 2});
+  core.settleSteal(unmeasured, {}, std::nullopt, -1);
+
+  // A victim with no container at all gives it even over the slow link.
+  JobCore idle = loadedAt("a");
+  idle.onTaskMap(0, map, 0);
+  idle.onParts(0, {{0, done}});
+  CHECK(idle.step(100).launches.empty());
+  CHECK(idle.offerSteal("b", 3, 111, {{"a", 1.0}}).tasks == std::vector<uint32_t>{3, 1, 2});
+}
+
 TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);
