@@ -258,7 +258,10 @@ Result<PlanProblem> parsePlanProblem(const std::string& yamlText, const std::str
   }
   if (root["options"]) {
     const YAML::Node options = root["options"];
-    TELLUS_RETURN_IF_ERROR(p.expectMap(options, "options", {"wan_budget_rho", "fairness_epsilon"}));
+    TELLUS_RETURN_IF_ERROR(p.expectMap(options, "options", {"wan_budget_rho", "fairness_epsilon", "max_min_budget_s"}));
+    if (options["max_min_budget_s"]) {
+      PLAN_ASSIGN(problem.maxMinTimeBudgetS, p.number(options["max_min_budget_s"], "options.max_min_budget_s", 0, true));
+    }
     if (options["wan_budget_rho"]) {
       PLAN_ASSIGN(problem.wanBudgetRho, p.number(options["wan_budget_rho"], "options.wan_budget_rho", 0));
       if (problem.wanBudgetRho > 1) return p.error(options["wan_budget_rho"], "options.wan_budget_rho", "expected a number in [0,1]");
@@ -305,6 +308,21 @@ std::vector<double> shuffleAfterMap(const PlanMapStage& map, const std::vector<s
   return shuffle;
 }
 
+std::string fixed(double v, int precision = 2) {
+  if (std::isinf(v)) return "inf";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+// Share of all map tasks running at each site in a fractional map placement (column sums).
+std::vector<double> mapColumnShares(const std::vector<std::vector<double>>& fraction) {
+  std::vector<double> share(fraction.size(), 0.0);
+  for (const auto& row : fraction)
+    for (std::size_t y = 0; y < row.size() && y < share.size(); ++y) share[y] += row[y];
+  return share;
+}
+
 std::vector<double> toFractions(const std::vector<int>& tasks) {
   const int total = std::accumulate(tasks.begin(), tasks.end(), 0);
   std::vector<double> f(tasks.size(), 0.0);
@@ -321,8 +339,10 @@ Status addReduceAfterMap(const PlanProblem& problem, sched::Placement policy, co
   auto placed = sched::placeReduce(policy, problem.sites, stage, sched::TetriumOptions{problem.wanBudgetRho});
   if (!placed) return Status(placed.error().prepend("job '" + job.id + "' reduce stage"));
   result.reduceTasksAtSite = placed->tasks;
-  result.reduceFractionAtSite = placed->fraction;
+  result.reduceFractionAtSite = toFractions(placed->tasks);
   result.reduceTimes = placed->times;
+  result.reduceLpTimes = placed->lpTimes;
+  result.reduceLpFractionAtSite = placed->fraction;
   result.wanGB += placed->wanGB;
   return Status::ok();
 }
@@ -358,12 +378,16 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
         r.mapTasksAtSite = a.map.tasksAtSite;
         r.mapFractionAtSite = toFractions(a.map.tasksAtSite);
         r.mapTimes = a.times;
+        r.mapLpTimes = a.map.lpTimes;
+        r.mapLpFractionAtSite = mapColumnShares(a.map.fraction);
         r.wanGB = a.map.wanGB;
         TELLUS_RETURN_IF_ERROR(addReduceAfterMap(problem, policy, job, a.map.tasks, r));
       } else {
         r.reduceTasksAtSite = a.reduce.tasks;
-        r.reduceFractionAtSite = a.reduce.fraction;
+        r.reduceFractionAtSite = toFractions(a.reduce.tasks);
         r.reduceTimes = a.times;
+        r.reduceLpTimes = a.reduce.lpTimes;
+        r.reduceLpFractionAtSite = a.reduce.fraction;
         r.wanGB = a.reduce.wanGB;
       }
     }
@@ -387,6 +411,8 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
         r.mapTasksAtSite = placed->tasksAtSite;
         r.mapFractionAtSite = toFractions(placed->tasksAtSite);
         r.mapTimes = placed->times;
+        r.mapLpTimes = placed->lpTimes;
+        r.mapLpFractionAtSite = mapColumnShares(placed->fraction);
         r.wanGB = placed->wanGB;
         TELLUS_RETURN_IF_ERROR(addReduceAfterMap(problem, policy, job, placed->tasks, r));
       } else {
@@ -394,8 +420,10 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
         auto placed = sched::placeReduce(policy, problem.sites, stage, options);
         if (!placed) return Status(placed.error().prepend("job '" + job.id + "' reduce stage"));
         r.reduceTasksAtSite = placed->tasks;
-        r.reduceFractionAtSite = placed->fraction;
+        r.reduceFractionAtSite = toFractions(placed->tasks);
         r.reduceTimes = placed->times;
+        r.reduceLpTimes = placed->lpTimes;
+        r.reduceLpFractionAtSite = placed->fraction;
         r.wanGB = placed->wanGB;
       }
     }
@@ -420,7 +448,7 @@ Status orderingPolicy(const PlanProblem& problem, sched::OrderPolicy policy, Pla
     std::vector<int> tasks;
     if (job.map) {
       // Sub-jobs where the data is (the setting of paper 001).
-      tasks = sched::proportionalToData(job.map->inputGB, job.map->tasks);
+      tasks = sched::mapTasksPerSource(job.map->inputGB, job.map->tasks);
       result.jobs[j].mapTasksAtSite = tasks;
       result.jobs[j].mapFractionAtSite = toFractions(tasks);
       taskS += job.map->taskS;
@@ -449,6 +477,7 @@ Status orderingPolicy(const PlanProblem& problem, sched::OrderPolicy policy, Pla
   for (std::size_t j = 0; j < problem.jobs.size(); ++j) {
     result.jobs[j].id = problem.jobs[j].id;
     result.jobs[j].completionS = finish[j] * taskS;
+    result.jobs[j].stageTimesModeled = false;
   }
   std::ostringstream note;
   note << "ordering policies serve the sites' queues in the computed order; only the current stage is "
@@ -466,12 +495,16 @@ Status maxMinPolicy(const PlanProblem& problem, PlanResult& result) {
   const std::size_t n = problem.sites.size();
   sched::MaxMinProblem mm;
   mm.jobs = problem.jobs.size();
-  for (const auto& s : problem.sites) mm.slots.push_back(s.slots);
+  for (const auto& s : problem.sites) {
+    mm.slots.push_back(s.slots);
+    mm.datacenterNames.push_back("site '" + s.name + "'");
+  }
   std::vector<std::size_t> taskSource;
+  std::vector<double> taskGB;
   for (std::size_t j = 0; j < problem.jobs.size(); ++j) {
     const PlanJob& job = problem.jobs[j];
     if (!job.map) return makeError(ErrorCode::kInvalidArgument, "max-min: job '" + job.id + "' has no map stage");
-    const std::vector<int> perSource = sched::proportionalToData(job.map->inputGB, job.map->tasks);
+    const std::vector<int> perSource = sched::mapTasksPerSource(job.map->inputGB, job.map->tasks);
     for (std::size_t x = 0; x < n; ++x) {
       for (int t = 0; t < perSource[x]; ++t) {
         sched::MaxMinTask task;
@@ -483,19 +516,25 @@ Status maxMinPolicy(const PlanProblem& problem, PlanResult& result) {
           task.costS.push_back(transfer + job.map->taskS);
         }
         mm.tasks.push_back(std::move(task));
+        taskSource.push_back(x);
+        taskGB.push_back(gb);
       }
     }
   }
-  auto solved = sched::maxMinFairAssign(mm);
+  auto solved = sched::maxMinFairAssign(mm, sched::MaxMinOptions{problem.maxMinTimeBudgetS});
   if (!solved) return Status(solved.error().prepend("max-min"));
   result.jobs.resize(problem.jobs.size());
   for (std::size_t j = 0; j < problem.jobs.size(); ++j) {
     result.jobs[j].id = problem.jobs[j].id;
     result.jobs[j].mapTasksAtSite.assign(n, 0);
     result.jobs[j].completionS = solved->jobCompletionS[j];
+    result.jobs[j].stageTimesModeled = false;
   }
   for (std::size_t i = 0; i < mm.tasks.size(); ++i) {
-    ++result.jobs[mm.tasks[i].job].mapTasksAtSite[static_cast<std::size_t>(solved->datacenterOfTask[i])];
+    const auto site = static_cast<std::size_t>(solved->datacenterOfTask[i]);
+    PlanJobResult& r = result.jobs[mm.tasks[i].job];
+    ++r.mapTasksAtSite[site];
+    if (site != taskSource[i]) r.wanGB += taskGB[i];
   }
   for (auto& r : result.jobs) r.mapFractionAtSite = toFractions(r.mapTasksAtSite);
   std::vector<std::size_t> order(problem.jobs.size());
@@ -503,16 +542,20 @@ Status maxMinPolicy(const PlanProblem& problem, PlanResult& result) {
   std::stable_sort(order.begin(), order.end(),
                    [&](auto a, auto b) { return result.jobs[a].completionS < result.jobs[b].completionS; });
   for (std::size_t j : order) result.order.push_back(problem.jobs[j].id);
-  result.note += "max-min: one task per slot, completion = slowest task (transfer + task_s); jobs listed by completion";
-  result.note += solved->provenLexOptimal ? "\n" : " (tie search budget exhausted: optimality not proven)\n";
+  result.maxMinProven = solved->provenLexOptimal;
+  result.maxMinLowerBoundS = solved->lowerBoundS;
+  result.maxMinGapS = solved->maxGapS;
+  std::ostringstream note;
+  note << "max-min: one task per slot, completion = slowest task (transfer + task_s); jobs listed by completion; ";
+  if (solved->provenLexOptimal) {
+    note << "lexicographically optimal (proven)\n";
+  } else {
+    note << "tie search stopped after " << problem.maxMinTimeBudgetS
+         << " s: not proven optimal; the k-th slowest job of the optimum is at most " << fixed(solved->maxGapS)
+         << " s faster than here (proven bound)\n";
+  }
+  result.note += note.str();
   return Status::ok();
-}
-
-std::string fixed(double v, int precision = 2) {
-  if (std::isinf(v)) return "inf";
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(precision) << v;
-  return s.str();
 }
 
 }  // namespace
@@ -523,6 +566,13 @@ Result<PlanResult> solvePlan(const PlanProblem& problem, const std::string& poli
   if (!knownPolicy(result.policy)) {
     return makeError(ErrorCode::kInvalidArgument, "--policy: unknown policy '" + result.policy + "' (expected one of: " +
                                                       policyList() + ")");
+  }
+  // Every policy sees the same stages, so a stage no policy can run honestly (a site's input
+  // that no task would read) is rejected once, here, naming the job and the site.
+  for (const PlanJob& job : problem.jobs) {
+    if (!job.map) continue;
+    const Status valid = sched::validateMap(problem.sites, mapStageOf(*job.map));
+    if (!valid) return Status(valid.error().prepend(problem.sourceName + ": job '" + job.id + "'"));
   }
   Status status;
   if (result.policy == "max-min") {
@@ -564,11 +614,22 @@ void printPlanTable(const PlanProblem& problem, const PlanResult& result, std::o
       }
       out << "\n";
     }
-    if (hasMap && (job.mapTimes.totalS() > 0 || !hasReduce)) {
-      out << "  T_aggr " << fixed(job.mapTimes.transferS) << " s  T_map " << fixed(job.mapTimes.computeS) << " s\n";
+    // Ordering and max-min policies do not model stage times: nothing to print.
+    if (job.stageTimesModeled && hasMap) {
+      out << "  T_aggr " << fixed(job.mapTimes.transferS) << " s  T_map " << fixed(job.mapTimes.computeS) << " s";
+      if (job.mapLpTimes) {
+        out << "   (fractional model: T_aggr " << fixed(job.mapLpTimes->transferS) << " s  T_map "
+            << fixed(job.mapLpTimes->computeS) << " s  = " << fixed(job.mapLpTimes->totalS()) << " s)";
+      }
+      out << "\n";
     }
-    if (hasReduce && (job.reduceTimes.totalS() > 0 || !hasMap)) {
-      out << "  T_shuf " << fixed(job.reduceTimes.transferS) << " s  T_red " << fixed(job.reduceTimes.computeS) << " s\n";
+    if (job.stageTimesModeled && hasReduce) {
+      out << "  T_shuf " << fixed(job.reduceTimes.transferS) << " s  T_red " << fixed(job.reduceTimes.computeS) << " s";
+      if (job.reduceLpTimes) {
+        out << "   (fractional model: T_shuf " << fixed(job.reduceLpTimes->transferS) << " s  T_red "
+            << fixed(job.reduceLpTimes->computeS) << " s  = " << fixed(job.reduceLpTimes->totalS()) << " s)";
+      }
+      out << "\n";
     }
     out << "\n";
   }
@@ -591,22 +652,40 @@ void printPlanJson(const PlanProblem& problem, const PlanResult& result, std::os
     j["id"] = job.id;
     j["completion_s"] = finite(job.completionS);
     j["wan_gb"] = job.wanGB;
+    // Stage times only where the policy models them; "lp" is the fractional model.
+    auto stage = [&](const std::vector<int>& tasks, const std::vector<double>& fractions, const sched::StageTimes& times,
+                     const std::optional<sched::StageTimes>& lpTimes, const std::vector<double>& lpFractions,
+                     const char* transferKey, const char* computeKey) {
+      json s = {{"tasks", tasks}, {"fractions", fractions}};
+      if (job.stageTimesModeled) {
+        s[transferKey] = finite(times.transferS);
+        s[computeKey] = finite(times.computeS);
+      }
+      if (lpTimes) {
+        s["lp"] = {{"fractions", lpFractions},
+                   {transferKey, finite(lpTimes->transferS)},
+                   {computeKey, finite(lpTimes->computeS)},
+                   {"total_s", finite(lpTimes->totalS())}};
+      }
+      return s;
+    };
     if (!job.mapTasksAtSite.empty()) {
-      j["map"] = {{"tasks", job.mapTasksAtSite},
-                  {"fractions", job.mapFractionAtSite},
-                  {"t_aggr_s", finite(job.mapTimes.transferS)},
-                  {"t_map_s", finite(job.mapTimes.computeS)}};
+      j["map"] = stage(job.mapTasksAtSite, job.mapFractionAtSite, job.mapTimes, job.mapLpTimes, job.mapLpFractionAtSite,
+                       "t_aggr_s", "t_map_s");
     }
     if (!job.reduceTasksAtSite.empty()) {
-      j["reduce"] = {{"tasks", job.reduceTasksAtSite},
-                     {"fractions", job.reduceFractionAtSite},
-                     {"t_shuf_s", finite(job.reduceTimes.transferS)},
-                     {"t_red_s", finite(job.reduceTimes.computeS)}};
+      j["reduce"] = stage(job.reduceTasksAtSite, job.reduceFractionAtSite, job.reduceTimes, job.reduceLpTimes,
+                          job.reduceLpFractionAtSite, "t_shuf_s", "t_red_s");
     }
     jobs.push_back(j);
   }
   doc["jobs"] = jobs;
   doc["average_completion_s"] = finite(result.averageCompletionS);
+  if (result.policy == "max-min") {
+    doc["max_min"] = {{"proven_optimal", result.maxMinProven},
+                      {"lower_bound_s", result.maxMinLowerBoundS},
+                      {"max_gap_s", result.maxMinGapS}};
+  }
   doc["note"] = result.note;
   out << doc.dump(2) << "\n";
 }

@@ -44,6 +44,7 @@ struct PlanProblem {
   std::string policy;  // from the file; empty = default ("tetrium")
   double wanBudgetRho = 1.0;
   double fairnessEpsilon = 1.0;
+  double maxMinTimeBudgetS = 0.5;  // wall-clock seconds for max-min's exact tie search
 };
 
 // Policy names accepted by --policy / `policy:`.
@@ -59,8 +60,16 @@ Result<PlanProblem> loadPlanProblem(const std::string& path);
 struct PlanJobResult {
   std::string id;
   std::vector<int> mapTasksAtSite, reduceTasksAtSite;      // empty if the job has no such stage
+  // Share of the stage's tasks at each site: tasks at site / tasks (the integer placement),
+  // for maps and reduces alike.
   std::vector<double> mapFractionAtSite, reduceFractionAtSite;
-  sched::StageTimes mapTimes, reduceTimes;                 // integer placement, ceil waves
+  // Stage times of the integer placement (ceil waves); only placement policies model them.
+  bool stageTimesModeled = true;
+  sched::StageTimes mapTimes, reduceTimes;
+  // The placement's fractional model (placement policies): the LP optimum for tetrium
+  // (fractional waves, before rounding) and the share of tasks it puts at each site.
+  std::optional<sched::StageTimes> mapLpTimes, reduceLpTimes;
+  std::vector<double> mapLpFractionAtSite, reduceLpFractionAtSite;
   double startS = 0;       // when the job's stage starts (0 unless ordering policies queue it)
   double completionS = 0;  // estimated completion from the plan's start
   double wanGB = 0;
@@ -72,6 +81,11 @@ struct PlanResult {
   std::vector<PlanJobResult> jobs;  // in input order
   double averageCompletionS = 0;
   std::string note;  // model caveats printed under the table
+  // max-min only: whether the result is proven lexicographically optimal, else a proven lower
+  // bound on the optimum's sorted completions and the largest rank-by-rank gap to it.
+  bool maxMinProven = true;
+  std::vector<double> maxMinLowerBoundS;
+  double maxMinGapS = 0;
 };
 
 // Runs `policy` (empty = the file's, else "tetrium").

@@ -131,9 +131,12 @@ std::vector<std::size_t> swagOrder(const OrderingInput& input) {
   const std::size_t jobs = input.jobs.size();
   std::vector<double> queue(n);
   for (std::size_t d = 0; d < n; ++d) queue[d] = existing(input, d);
-  std::vector<double> size(jobs);
-  for (std::size_t j = 0; j < jobs; ++j) size[j] = totalSize(input, input.jobs[j]);
-  // Sites where each job has tasks: the makespan only looks there (sparse jobs stay cheap).
+  // Tie-break of Alg. 3: the smallest total remaining size, in tasks (not normalized: §5
+  // normalizes only the queue lengths of Step 5).
+  std::vector<double> tasks(jobs, 0.0);
+  for (std::size_t j = 0; j < jobs; ++j)
+    for (double v : input.jobs[j].remainingTasks) tasks[j] += v;
+  // Sites where each job has tasks; elsewhere its makespan term is the queue alone.
   std::vector<std::vector<std::size_t>> sitesOf(jobs);
   for (std::size_t j = 0; j < jobs; ++j)
     for (std::size_t d = 0; d < input.jobs[j].remainingTasks.size(); ++d)
@@ -142,7 +145,15 @@ std::vector<std::size_t> swagOrder(const OrderingInput& input) {
   std::vector<bool> taken(jobs, false);
   std::vector<std::size_t> order;
   order.reserve(jobs);
+  std::vector<std::size_t> byQueue(n);
   for (std::size_t round = 0; round < jobs; ++round) {
+    // m_j = max over ALL sites d of (q_d + |v_jd|) / c_d (Step 5, v_jd = 0 where j has no
+    // tasks). The sites without j's tasks contribute their queue alone: the longest such
+    // queue is the first one in descending order that j does not touch.
+    std::iota(byQueue.begin(), byQueue.end(), 0);
+    std::vector<double> length(n);
+    for (std::size_t d = 0; d < n; ++d) length[d] = normalized(input, d, queue[d]);
+    std::stable_sort(byQueue.begin(), byQueue.end(), [&](std::size_t a, std::size_t b) { return length[a] > length[b]; });
     std::size_t best = jobs;
     double bestMakespan = 0;
     for (std::size_t j = 0; j < jobs; ++j) {
@@ -151,9 +162,15 @@ std::vector<std::size_t> swagOrder(const OrderingInput& input) {
       for (std::size_t d : sitesOf[j]) {
         makespan = std::max(makespan, normalized(input, d, queue[d] + input.jobs[j].remainingTasks[d]));
       }
+      for (std::size_t d : byQueue) {
+        if (std::find(sitesOf[j].begin(), sitesOf[j].end(), d) == sitesOf[j].end()) {
+          makespan = std::max(makespan, length[d]);
+          break;
+        }
+      }
       if (best == jobs || makespan < bestMakespan ||
           (makespan == bestMakespan &&
-           (size[j] < size[best] || (size[j] == size[best] && earlier(input, j, best))))) {
+           (tasks[j] < tasks[best] || (tasks[j] == tasks[best] && earlier(input, j, best))))) {
         best = j;
         bestMakespan = makespan;
       }

@@ -57,8 +57,10 @@ SiteOrders independentSrptOrders(const OrderingInput& input);
 // (normalized) queue, move its last job to the back of the final order, remove that job's
 // sub-jobs from every queue. Returns the resulting single order.
 std::vector<std::size_t> reorder(const OrderingInput& input, const SiteOrders& base);
-// SWAG (Alg. 3/4): repeatedly pick the job with the smallest estimated makespan
-// max_d (q_d + v_jd) [/ c_d] given the queues so far (ties: smaller total size).
+// SWAG (Alg. 3/4): repeatedly pick the job with the smallest makespan m_j = max over all
+// sites d of (q_d + v_jd) [/ c_d] (v_jd = 0 where j has no tasks) given the queues so far;
+// ties go to the smallest total remaining size in tasks (sum_d v_jd, never normalized), then
+// the earlier arrival.
 std::vector<std::size_t> swagOrder(const OrderingInput& input);
 
 SiteOrders sameOrderEverywhere(const std::vector<std::size_t>& order, std::size_t siteCount);

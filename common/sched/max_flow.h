@@ -16,6 +16,9 @@ class MaxFlow {
   std::size_t addEdge(std::size_t from, std::size_t to, std::int64_t capacity);
   std::int64_t run(std::size_t source, std::size_t sink);
   std::int64_t flowOn(std::size_t edge) const { return edges_[edge ^ 1].capacity; }
+  // After run(): whether `node` is on the source side of a minimum cut (reachable from the
+  // source in the residual graph), e.g. to name the saturated part of an infeasible network.
+  bool onSourceSide(std::size_t node) const { return node < level_.size() && level_[node] >= 0; }
   // Raises an edge's capacity; a later run() continues from the current flow.
   void addCapacity(std::size_t edge, std::int64_t delta) { edges_[edge].capacity += delta; }
 

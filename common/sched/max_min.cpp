@@ -1,6 +1,7 @@
 #include "sched/max_min.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -25,7 +26,11 @@ struct TaskClass {
 
 class Solver {
  public:
-  Solver(const MaxMinProblem& problem, const MaxMinOptions& options) : problem_(problem), options_(options) {
+  Solver(const MaxMinProblem& problem, const MaxMinOptions& options)
+      : problem_(problem),
+        deadline_(std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(std::max(0.0, options.timeBudgetS)))) {
     std::map<std::pair<std::size_t, std::vector<double>>, std::size_t> index;
     for (std::size_t i = 0; i < problem.tasks.size(); ++i) {
       auto key = std::make_pair(problem.tasks[i].job, problem.tasks[i].costS);
@@ -121,26 +126,19 @@ class Solver {
       if (feasible(lowered)) continue;
 
       // Ties: no single job is forced, yet not all can go below. Find the smallest sets of
-      // jobs that must stay at `top`, and continue lexicographically from each.
-      std::vector<std::vector<std::size_t>> minimal = smallestKeepSets(theta, fixed, free, top, below);
-      if (minimal.empty()) {
-        // Cannot happen (keeping all of `free` at top is feasible); be safe.
-        for (std::size_t k : free) {
-          theta[k] = top;
-          fixed[k] = true;
-        }
-        continue;
-      }
+      // jobs that must stay at `top` and continue lexicographically from each (exact), or,
+      // once the budget is spent, from one greedy inclusion-minimal set.
+      const std::vector<std::vector<std::size_t>> keepSets = keepSetsAtTie(theta, fixed, free, top, below);
       std::vector<double> best;
       std::vector<double> bestSorted;
-      for (const std::vector<std::size_t>& keep : minimal) {
+      for (const std::vector<std::size_t>& keep : keepSets) {
         std::vector<double> t = theta;
         std::vector<bool> f = fixed;
         for (std::size_t k : keep) {
           t[k] = top;
           f[k] = true;
         }
-        std::vector<double> result = budgetLeft() ? solve(t, f) : solveGreedy(t, f);
+        std::vector<double> result = solve(t, f);
         std::vector<double> sorted = completionsOf(result);
         if (best.empty() || lexSmaller(sorted, bestSorted)) {
           best = result;
@@ -155,7 +153,37 @@ class Solver {
     }
   }
 
+  // Job k's completion when it alone is minimized and every other job may use any datacenter:
+  // no feasible assignment gives k less, so the sorted vector of these is a lower bound on
+  // every feasible sorted completion vector, rank by rank.
+  double individualOptimum(std::size_t k) {
+    std::vector<double> levels;
+    for (const TaskClass& c : classes_) {
+      if (c.job != k) continue;
+      for (double v : c.cost)
+        if (std::isfinite(v)) levels.push_back(v);
+    }
+    std::sort(levels.begin(), levels.end());
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    std::vector<double> t(problem_.jobs, std::numeric_limits<double>::infinity());
+    std::size_t lo = 0, hi = levels.size() - 1;  // the top level is feasible (checked first)
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi) / 2;
+      t[k] = levels[mid];
+      if (feasible(t)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return levels[lo];
+  }
+
   std::size_t flowChecks() const { return flowChecks_; }
+  // Of the last infeasible check: the saturated datacenters on the source side of a minimum
+  // cut, and how many tasks could be placed.
+  const std::vector<std::size_t>& shortDatacenters() const { return shortDatacenters_; }
+  std::int64_t routedTasks() const { return routedTasks_; }
   bool proven() const { return proven_; }
   bool jobHasTasks(std::size_t k) const { return jobHasTasks_[k]; }
 
@@ -167,43 +195,57 @@ class Solver {
   }
 
  private:
-  bool budgetLeft() const { return flowChecks_ < options_.tieSearchBudget; }
+  bool budgetLeft() const { return std::chrono::steady_clock::now() < deadline_; }
 
-  // Like solve() but takes the first smallest set at ties (used once the budget is spent).
-  std::vector<double> solveGreedy(std::vector<double> theta, std::vector<bool> fixed) {
-    proven_ = false;
-    return solve(std::move(theta), std::move(fixed));
+  // Keeping all of `candidates` at `top` (others below) is feasible; drop them one by one
+  // while it stays feasible: an inclusion-minimal keep set in |candidates| checks.
+  std::vector<std::size_t> greedyKeepSet(const std::vector<double>& theta, const std::vector<bool>& fixed,
+                                         const std::vector<std::size_t>& candidates, double top, double below) {
+    std::vector<double> t = theta;
+    for (std::size_t k = 0; k < problem_.jobs; ++k)
+      if (!fixed[k]) t[k] = below;
+    for (std::size_t k : candidates) t[k] = top;
+    std::vector<std::size_t> keep;
+    for (std::size_t k : candidates) {
+      t[k] = below;
+      if (!feasible(t)) {
+        t[k] = top;
+        keep.push_back(k);
+      }
+    }
+    return keep;
   }
 
-  std::vector<std::vector<std::size_t>> smallestKeepSets(const std::vector<double>& theta,
-                                                         const std::vector<bool>& fixed,
-                                                         const std::vector<std::size_t>& candidates, double top,
-                                                         double below) {
+  // All smallest keep sets (subsets by size, each checked by max-flow), or — when the budget
+  // runs out first — the greedy set alone. Sizes at or above the greedy set's need no search
+  // beyond it being smallest, so the search stops there.
+  std::vector<std::vector<std::size_t>> keepSetsAtTie(const std::vector<double>& theta, const std::vector<bool>& fixed,
+                                                      const std::vector<std::size_t>& candidates, double top,
+                                                      double below) {
+    const std::vector<std::size_t> greedy = greedyKeepSet(theta, fixed, candidates, top, below);
+    if (!budgetLeft()) {
+      proven_ = false;
+      return {greedy};
+    }
     std::vector<std::vector<std::size_t>> found;
     const std::size_t m = candidates.size();
-    for (std::size_t size = 1; size <= m && found.empty(); ++size) {
+    std::vector<double> t = theta;
+    for (std::size_t k = 0; k < problem_.jobs; ++k)
+      if (!fixed[k]) t[k] = below;
+    for (std::size_t size = 1; size <= greedy.size() && found.empty(); ++size) {
       std::vector<bool> mask(m, false);
       std::fill(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(size), true);
       do {
-        std::vector<double> t = theta;
+        if (!budgetLeft()) {
+          proven_ = false;
+          return found.empty() ? std::vector<std::vector<std::size_t>>{greedy} : found;
+        }
         std::vector<std::size_t> keep;
-        for (std::size_t k = 0; k < problem_.jobs; ++k)
-          if (!fixed[k]) t[k] = below;
         for (std::size_t i = 0; i < m; ++i) {
-          if (mask[i]) {
-            t[candidates[i]] = top;
-            keep.push_back(candidates[i]);
-          }
+          if (mask[i]) keep.push_back(candidates[i]);
+          t[candidates[i]] = mask[i] ? top : below;
         }
-        if (feasible(t)) {
-          found.push_back(keep);
-          // Out of budget: one smallest set is enough to finish (optimality not proven).
-          if (!budgetLeft()) {
-            proven_ = false;
-            return found;
-          }
-        }
-        if (!budgetLeft() && !found.empty()) return found;
+        if (feasible(t)) found.push_back(keep);
       } while (std::prev_permutation(mask.begin(), mask.end()));
     }
     return found;
@@ -227,7 +269,14 @@ class Solver {
       }
     }
     for (std::size_t j = 0; j < dcs; ++j) flow.addEdge(classes_.size() + j, sink, problem_.slots[j]);
-    const bool ok = flow.run(source, sink) == demand;
+    const std::int64_t routed = flow.run(source, sink);
+    const bool ok = routed == demand;
+    if (!ok) {
+      shortDatacenters_.clear();
+      for (std::size_t j = 0; j < dcs; ++j)
+        if (flow.onSourceSide(classes_.size() + j)) shortDatacenters_.push_back(j);
+      routedTasks_ = routed;
+    }
     if (ok && dcOfTask != nullptr) {
       for (std::size_t c = 0; c < classes_.size(); ++c) {
         std::size_t next = 0;
@@ -240,11 +289,13 @@ class Solver {
   }
 
   const MaxMinProblem& problem_;
-  MaxMinOptions options_;
+  std::chrono::steady_clock::time_point deadline_;
   std::vector<TaskClass> classes_;
   std::vector<bool> jobHasTasks_;
   std::size_t flowChecks_ = 0;
   bool proven_ = true;
+  std::vector<std::size_t> shortDatacenters_;
+  std::int64_t routedTasks_ = 0;
 };
 
 }  // namespace
@@ -299,9 +350,19 @@ Result<MaxMinResult> maxMinFairAssign(const MaxMinProblem& problem, const MaxMin
     }
   }
   if (!solver.feasible(theta)) {
+    std::string names;
+    int slots = 0;
+    for (std::size_t j : solver.shortDatacenters()) {
+      names += (names.empty() ? "" : ", ") +
+               (j < problem.datacenterNames.size() ? problem.datacenterNames[j] : "datacenter " + std::to_string(j));
+      slots += problem.slots[j];
+    }
     return makeError(ErrorCode::kInvalidArgument,
-                     "no assignment fits: " + std::to_string(problem.tasks.size()) +
-                         " tasks do not fit the usable slots of their allowed datacenters");
+                     "no assignment fits: only " + std::to_string(solver.routedTasks()) + " of " +
+                         std::to_string(problem.tasks.size()) + " tasks get a slot (one task per slot); " +
+                         (names.empty() ? std::string("no datacenter has a usable slot")
+                                        : "the tasks that can run at " + names + " need more than their " +
+                                              std::to_string(slots) + " slots"));
   }
   const std::vector<double> finalTheta = solver.solve(theta, fixed);
   MaxMinResult result;
@@ -313,6 +374,22 @@ Result<MaxMinResult> maxMinFairAssign(const MaxMinProblem& problem, const MaxMin
     c = std::max(c, problem.tasks[i].costS[j]);
   }
   result.provenLexOptimal = solver.proven();
+  std::vector<double> sorted = result.jobCompletionS;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  if (result.provenLexOptimal) {
+    result.lowerBoundS = sorted;
+  } else {
+    // Rank by rank: the jobs' individual optima, and the worst completion (exact: the first
+    // level is found by search over all levels, never by a tie).
+    for (std::size_t k = 0; k < problem.jobs; ++k) {
+      result.lowerBoundS.push_back(solver.jobHasTasks(k) ? solver.individualOptimum(k) : 0.0);
+    }
+    std::sort(result.lowerBoundS.begin(), result.lowerBoundS.end(), std::greater<>());
+    if (!sorted.empty()) result.lowerBoundS[0] = sorted[0];
+    for (std::size_t k = 0; k < sorted.size(); ++k) {
+      result.maxGapS = std::max(result.maxGapS, sorted[k] - result.lowerBoundS[k]);
+    }
+  }
   result.flowChecks = solver.flowChecks();
   return result;
 }

@@ -5,17 +5,23 @@
 // c_ij + e_ij (transfer + execution).
 //
 // The paper's LP objective sum M^(c+e) overflows doubles for realistic times. We solve the
-// same problem exactly with thresholds: the worst completion time is the smallest distinct
-// task cost T for which "every task uses a datacenter with cost <= its job's threshold" is
-// feasible — a bipartite b-matching (the paper's totally unimodular constraints (5)-(6)),
-// checked by max-flow, so the assignment is integral. Jobs that cannot go below the level
-// are fixed there (paper Alg. 1 fixes one job per round the same way) and the next level is
-// minimized. When several jobs compete for the same bottleneck and none is individually
-// forced, the smallest set of jobs to keep at the level is searched exactly (subsets by size,
-// each checked by max-flow), within a search budget.
-
+// same problem with thresholds: the worst completion time is the smallest distinct task cost
+// T for which "every task uses a datacenter with cost <= its job's threshold" is feasible — a
+// bipartite b-matching (the paper's totally unimodular constraints (5)-(6)), checked by
+// max-flow, so the assignment is integral. Jobs that cannot go below the level are fixed
+// there (paper Alg. 1 fixes one job per round the same way) and the next level is minimized.
+//
+// Ties — several jobs compete for one bottleneck and none is individually forced — are the
+// hard part (choosing the fewest jobs to keep at a level is a covering problem). They are
+// searched exactly (smallest keep sets by size, every smallest set followed down) within a
+// wall-clock budget; once it is spent, each remaining tie keeps a greedy inclusion-minimal
+// set. Every result carries a proven lower bound on the lexicographic optimum: its k-th
+// largest completion is at least the k-th largest of the jobs' individual optima (each job
+// alone minimized, the others unconstrained), and its largest is exactly ours. When the
+// search finished, the result is the optimum and the bound is not needed.
 #include <cstddef>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "util/result.h"
@@ -33,22 +39,29 @@ struct MaxMinProblem {
   std::vector<int> slots;  // a_j, available slots per datacenter
   std::size_t jobs = 0;    // job ids are 0..jobs-1
   std::vector<MaxMinTask> tasks;
+  std::vector<std::string> datacenterNames;  // optional, for error messages
 };
 
 struct MaxMinOptions {
-  // Max-flow checks spent on the tie search before giving up on proving optimality.
-  std::size_t tieSearchBudget = 100000;
+  // Wall-clock seconds for the exact tie search; after it, ties are broken greedily and the
+  // result reports the proven gap instead of optimality.
+  double timeBudgetS = 0.5;
 };
 
 struct MaxMinResult {
   std::vector<int> datacenterOfTask;    // integral assignment, one per task
   std::vector<double> jobCompletionS;   // τ_k (0 for a job without tasks)
-  bool provenLexOptimal = true;         // false only if the tie search budget ran out
+  bool provenLexOptimal = true;         // the tie search finished within the budget
+  // Non-increasing; lowerBoundS[k] <= the k-th largest completion of the lexicographic optimum
+  // (so also of this result). Equals the sorted completions when provenLexOptimal.
+  std::vector<double> lowerBoundS;
+  double maxGapS = 0;                   // max over k of (k-th largest completion - lowerBoundS[k])
   std::size_t flowChecks = 0;           // max-flow feasibility checks performed
 };
 
 // Errors (kInvalidArgument): cost vector size != datacenters, negative/NaN cost or slots, job
-// index out of range, or no feasible assignment at all (more tasks than usable slots).
+// index out of range, or no feasible assignment at all (the message names the datacenters
+// whose slots are too few for the tasks that can only run there).
 Result<MaxMinResult> maxMinFairAssign(const MaxMinProblem& problem, const MaxMinOptions& options = {});
 
 // Transfer time of a task (paper 002 eq. 1): 0 if all its input is at `destination`,

@@ -89,7 +89,7 @@ MapPlacement finishMap(const std::vector<SiteResources>& sites, const MapStage& 
   const std::size_t n = sites.size();
   MapPlacement placement;
   const std::vector<double> share = mapSourceShares(stage);
-  const std::vector<int> rowTasks = proportionalToData(stage.inputGB, stage.tasks);
+  const std::vector<int> rowTasks = mapTasksPerSource(stage.inputGB, stage.tasks);
   // Scale row x to its integer task count (n·share_x rounded), then round controlled.
   std::vector<std::vector<double>> cells(n, std::vector<double>(n, 0.0));
   for (std::size_t x = 0; x < n; ++x) {
@@ -163,6 +163,28 @@ std::vector<std::vector<double>> inPlaceFractions(const MapStage& stage, std::si
 }
 
 }  // namespace
+
+std::vector<int> mapTasksPerSource(const std::vector<double>& inputGB, int tasks) {
+  std::vector<int> counts = proportionalToData(inputGB, tasks);
+  std::vector<double> quota(inputGB.size(), 0.0);
+  const double total = sum(inputGB);
+  if (total <= 0) return counts;
+  for (std::size_t x = 0; x < quota.size(); ++x) quota[x] = std::max(0.0, inputGB[x]) / total * tasks;
+  for (std::size_t x = 0; x < counts.size(); ++x) {
+    if (inputGB[x] <= 0 || counts[x] > 0) continue;
+    // A site holding input must be read by some task: take one from the site furthest above
+    // its quota that can spare one (there is one whenever tasks >= sites holding input).
+    std::size_t donor = counts.size();
+    for (std::size_t y = 0; y < counts.size(); ++y) {
+      if (counts[y] < 2) continue;
+      if (donor == counts.size() || counts[y] - quota[y] > counts[donor] - quota[donor] + 1e-12) donor = y;
+    }
+    if (donor == counts.size()) break;  // fewer tasks than sites holding input (validateMap rejects it)
+    --counts[donor];
+    ++counts[x];
+  }
+  return counts;
+}
 
 std::vector<int> proportionalToData(const std::vector<double>& weights, int total) {
   std::vector<int> counts(weights.size(), 0);
@@ -246,7 +268,22 @@ std::vector<std::vector<int>> roundMatrixKeepingSums(const std::vector<std::vect
 }
 
 Status validateMap(const std::vector<SiteResources>& sites, const MapStage& stage) {
-  return validateStage(sites, stage.inputGB, stage.tasks, stage.taskS, "map input_gb").prepend("map stage");
+  TELLUS_RETURN_IF_ERROR(
+      validateStage(sites, stage.inputGB, stage.tasks, stage.taskS, "map input_gb").prepend("map stage"));
+  // One map task reads one site's input, so a stage with fewer tasks than sites holding input
+  // would leave some input unread (and unmoved): reject it, naming the first such site.
+  std::size_t holding = 0;
+  for (double gb : stage.inputGB) holding += gb > 0 ? 1 : 0;
+  if (stage.tasks > 0 && static_cast<std::size_t>(stage.tasks) < holding) {
+    const std::vector<int> counts = proportionalToData(stage.inputGB, stage.tasks);
+    std::size_t unread = 0;
+    while (unread < counts.size() && !(stage.inputGB[unread] > 0 && counts[unread] == 0)) ++unread;
+    return makeError(ErrorCode::kInvalidArgument,
+                     "map stage: " + siteLabel(sites, unread) + " holds input but no task would read it (" +
+                         std::to_string(stage.tasks) + " tasks for " + std::to_string(holding) +
+                         " sites holding input; a task reads one site)");
+  }
+  return Status::ok();
 }
 
 Status validateReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {

@@ -86,13 +86,20 @@ struct TetriumOptions {
 // split evenly. This is HOUTU's initial assignment (proportional to data).
 std::vector<int> proportionalToData(const std::vector<double>& weights, int total);
 
+// Map tasks reading from each site (the rows of the map model): proportionalToData over the
+// input, except that every site holding input gets at least one task (taken from the site
+// furthest above its quota), so that no input is left unread. Needs tasks >= the number of
+// sites holding input, which validateMap checks.
+std::vector<int> mapTasksPerSource(const std::vector<double>& inputGB, int tasks);
+
 // Rounds a non-negative matrix whose row sums are integers (up to 1e-6) to integers with the
 // same row sums and each column sum equal to floor or ceil of the fractional column sum
 // (controlled rounding); cells are floor or ceil of the fractional cell.
 std::vector<std::vector<int>> roundMatrixKeepingSums(const std::vector<std::vector<double>>& cells);
 
 // Checks sites/stage are consistent (sizes match, non-negative, finite, tasks >= 0, some slot
-// somewhere when tasks > 0). Errors name the offending site and field.
+// somewhere when tasks > 0; a map stage needs a task per site holding input). Errors name the
+// offending site and field.
 Status validateMap(const std::vector<SiteResources>& sites, const MapStage& stage);
 Status validateReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage);
 

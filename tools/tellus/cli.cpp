@@ -331,6 +331,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   auto* plan = app.add_subcommand("plan", "solve a placement/ordering problem offline (docs/plan.md)");
   plan->add_option("PROBLEM", planFile, "problem YAML")->required();
   plan->add_option("--policy", policy, "policy name (default: the problem's)");
+  plan->add_flag("--json", g.json, "print the plan as one JSON document (docs/plan.md)");
 
   std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(rest.begin(), rest.end());  // CLI11 takes a reversed vector

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -112,4 +113,87 @@ TEST_CASE("property: Reordering never makes the average finish instant worse (Th
             averageFinishInstant(input, base) + 1e-9);
     }
   }
+}
+
+namespace {
+
+// Paper 001 Alg. 3 transcribed literally (with §5's normalized Step 5): every round computes
+// m_j = max over every datacenter of (q_d + |v_jd|) / c_d and takes the smallest, ties to the
+// smallest total remaining size (tasks), then the earlier arrival. The reference for swagOrder.
+std::vector<std::size_t> swagByTheBook(const OrderingInput& input) {
+  const std::size_t sites = input.slots.size();
+  std::vector<double> q(sites, 0.0);
+  std::vector<bool> done(input.jobs.size(), false);
+  std::vector<std::size_t> order;
+  while (order.size() < input.jobs.size()) {
+    std::size_t pick = input.jobs.size();
+    double pickM = 0, pickSize = 0;
+    for (std::size_t j = 0; j < input.jobs.size(); ++j) {
+      if (done[j]) continue;
+      double m = 0, size = 0;
+      for (std::size_t d = 0; d < sites; ++d) {
+        m = std::max(m, (q[d] + input.jobs[j].remainingTasks[d]) / input.slots[d]);
+        size += input.jobs[j].remainingTasks[d];
+      }
+      if (pick == input.jobs.size() || m < pickM || (m == pickM && size < pickSize)) {
+        pick = j;
+        pickM = m;
+        pickSize = size;
+      }
+    }
+    done[pick] = true;
+    order.push_back(pick);
+    for (std::size_t d = 0; d < sites; ++d) q[d] += input.jobs[pick].remainingTasks[d];
+  }
+  return order;
+}
+
+// Exhaustive: the smallest average finish instant over all job orders.
+double bestAverageOverAllOrders(const OrderingInput& input) {
+  std::vector<std::size_t> order(input.jobs.size());
+  std::iota(order.begin(), order.end(), 0);
+  double best = std::numeric_limits<double>::infinity();
+  do {
+    best = std::min(best, averageFinishInstant(input, sameOrderEverywhere(order, input.slots.size())));
+  } while (std::next_permutation(order.begin(), order.end()));
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("SWAG breaks makespan ties by the smallest total size in tasks (paper 001 Alg. 3)", "[unit][sched][order]") {
+  // d0 has 2 slots, d1 one. After J2, J1 and J3 tie at makespan 3 with the same normalized
+  // size (3.5) but J3 has fewer tasks (4 < 5): the paper serves J3, which is also optimal.
+  OrderingInput input;
+  input.slots = {2, 1};
+  input.jobs = {{"J0", 0, {4, 0}}, {"J1", 1, {3, 2}}, {"J2", 2, {3, 0}}, {"J3", 3, {1, 3}}};
+  CHECK(swagOrder(input) == ids({2, 3, 0, 1}));
+  CHECK(averageFinishInstant(input, computeOrders(input, OrderPolicy::kSwag)) == Approx(3.5));
+  CHECK(bestAverageOverAllOrders(input) == Approx(3.5));
+}
+
+TEST_CASE("property: swagOrder equals paper 001 Alg. 3 run literally, normalized or not", "[unit][sched][order]") {
+  std::mt19937 rng(2024);
+  int swagOptimal = 0;
+  const int instances = 2000;
+  for (int instance = 0; instance < instances; ++instance) {
+    OrderingInput input;
+    const std::size_t sites = 1 + rng() % 4, jobs = 1 + rng() % 6;
+    // Few distinct sizes and slot counts so that makespan ties are common.
+    for (std::size_t d = 0; d < sites; ++d) input.slots.push_back(instance % 2 == 0 ? 1.0 : 1.0 + rng() % 3);
+    for (std::size_t j = 0; j < jobs; ++j) {
+      QueuedJob job{fmt::format("j{}", j), static_cast<double>(j), std::vector<double>(sites)};
+      for (double& v : job.remainingTasks) v = rng() % 2 == 0 ? 0 : static_cast<double>(rng() % 5);
+      input.jobs.push_back(job);
+    }
+    INFO("instance " << instance);
+    REQUIRE(swagOrder(input) == swagByTheBook(input));
+    const double swag = averageFinishInstant(input, computeOrders(input, OrderPolicy::kSwag));
+    const double best = bestAverageOverAllOrders(input);
+    CHECK(swag >= best - 1e-9);
+    if (swag <= best + 1e-9) ++swagOptimal;
+  }
+  // The paper reports SWAG within 2% of optimal on traces; on these tiny instances it is
+  // optimal most of the time (a sanity check on the reference, not a claim).
+  CHECK(swagOptimal > instances / 2);
 }

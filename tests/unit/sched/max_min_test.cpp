@@ -154,3 +154,64 @@ TEST_CASE("max-min rejects bad input and impossible problems", "[unit][sched][ma
   p.tasks = {MaxMinTask{0, {1.0, 2.0}}};
   CHECK_THAT(maxMinFairAssign(p).message(), Catch::Contains("2 costs for 1 datacenters"));
 }
+
+TEST_CASE("property: without search time the greedy result and its proven bound bracket the optimum",
+          "[unit][sched][maxmin]") {
+  // A zero budget breaks every tie greedily: the result must stay feasible, its worst
+  // completion exact, and lowerBoundS must be below the exhaustive optimum rank by rank.
+  std::mt19937 rng(99);
+  int unproven = 0;
+  for (int round = 0; round < 400; ++round) {
+    MaxMinProblem p;
+    const std::size_t dcs = 2 + rng() % 2;
+    p.jobs = 2 + rng() % 3;
+    const std::size_t tasks = 2 + rng() % 5;
+    for (std::size_t j = 0; j < dcs; ++j) p.slots.push_back(1 + static_cast<int>(rng() % 3));
+    for (std::size_t i = 0; i < tasks; ++i) {
+      MaxMinTask t;
+      t.job = rng() % p.jobs;
+      for (std::size_t j = 0; j < dcs; ++j) t.costS.push_back(static_cast<double>(1 + rng() % 3));
+      p.tasks.push_back(t);
+    }
+    const std::vector<double> optimum = sortedDesc(bruteForce(p));
+    auto got = maxMinFairAssign(p, MaxMinOptions{0.0});
+    if (optimum.empty()) {
+      CHECK_FALSE(got.isOk());
+      continue;
+    }
+    INFO("round " << round);
+    REQUIRE(got.isOk());
+    const std::vector<double> sorted = sortedDesc(got->jobCompletionS);
+    REQUIRE(got->lowerBoundS.size() == optimum.size());
+    CHECK(sorted[0] == optimum[0]);
+    double gap = 0;
+    for (std::size_t k = 0; k < optimum.size(); ++k) {
+      CHECK(got->lowerBoundS[k] <= optimum[k] + 1e-9);
+      CHECK(sorted[k] >= got->lowerBoundS[k] - 1e-9);
+      gap = std::max(gap, sorted[k] - got->lowerBoundS[k]);
+    }
+    if (got->provenLexOptimal) {
+      CHECK(sorted == optimum);
+    } else {
+      ++unproven;
+      CHECK(got->maxGapS == Approx(gap));
+    }
+    std::vector<int> used(dcs, 0);
+    for (std::size_t i = 0; i < p.tasks.size(); ++i) ++used[static_cast<std::size_t>(got->datacenterOfTask[i])];
+    for (std::size_t j = 0; j < dcs; ++j) CHECK(used[j] <= p.slots[j]);
+  }
+  CHECK(unproven > 5);  // ties do occur, so the bound is exercised
+}
+
+TEST_CASE("max-min names the datacenters whose slots are short", "[unit][sched][maxmin]") {
+  MaxMinProblem p;
+  p.slots = {1, 5};
+  p.jobs = 1;
+  p.datacenterNames = {"site 'a'", "site 'b'"};
+  // Three tasks may only run at a (b is forbidden to them).
+  for (int i = 0; i < 3; ++i) p.tasks.push_back(MaxMinTask{0, {1.0, kNotAllowed}});
+  auto result = maxMinFairAssign(p);
+  REQUIRE_FALSE(result.isOk());
+  CHECK(result.message() == "no assignment fits: only 1 of 3 tasks get a slot (one task per slot); the tasks that "
+                            "can run at site 'a' need more than their 1 slots");
+}
