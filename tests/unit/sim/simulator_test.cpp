@@ -137,6 +137,31 @@ TEST_CASE("static job managers hold their containers; Af + Parades steals", "[un
   CHECK(noStealRun.tasksStolen == 0);
 }
 
+TEST_CASE("the job managers are the daemon's core: a steal must beat the victim's queue", "[unit][sim]") {
+  // Twelve 10 s tasks at site 0, one at site 1, 4 containers each. Over a fast WAN site 1's
+  // job manager steals and the job ends sooner than without stealing; over a 1 kB/s link
+  // moving a task's 1 MB input would take 1000 s, so nothing is stolen.
+  std::vector<int32_t> blocks(12, 0);
+  blocks.push_back(1);
+  std::vector<float> seconds(13, 10.0f);
+  const double input = 13e6;  // 1 MB per task
+  auto response = [&](double bytesPerSecond, const std::string& policy, int64_t* stolen) {
+    Collect out;
+    const RunSummary summary = run({site(4, bytesPerSecond), site(4, bytesPerSecond)}, policy,
+                                   {job(1, 0, {root(blocks, seconds, input, 0)})}, out);
+    *stolen = summary.tasksStolen;
+    return out.records[1].responseSeconds;
+  };
+  int64_t stolen = 0, none = 0;
+  const double fast = response(1e10, "houtu", &stolen);
+  CHECK(stolen > 0);
+  CHECK(fast < response(1e10, "houtu+nosteal", &none));
+  CHECK(none == 0);
+  const double slow = response(1e3, "houtu", &stolen);
+  CHECK(stolen == 0);
+  CHECK(slow == Approx(response(1e3, "houtu+nosteal", &none)));
+}
+
 TEST_CASE("a spot-VM loss kills tasks, which are re-run", "[unit][sim]") {
   // Four 10 s tasks on 4 slots. At t=5 half the slots die for 100 s: the two most recently
   // launched (all started together: the first two by index) are killed and re-run on the
