@@ -330,13 +330,15 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     // so Parades decides what goes: tasks with input at the thief's site after τ·p, any task
     // after 2τ·p, longest-waiting first.
     const double meanS = stageMeanS(s);
-    std::map<uint32_t, std::set<std::string>> shuffleSites;
+    ShuffleCache shuffles;
+    std::map<uint32_t, std::map<std::string, double>> sources;  // by task
     std::vector<sched::WaitingTask> waiting;
     for (size_t i = freeHere; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
       sched::WaitingTask w;
       w.id = std::to_string(t);
-      w.preferredRacks = inputSites(s, t, shuffleSites);
+      const auto& bytes = sources[t] = inputBytesBySource(s, t, shuffles);
+      for (const auto& [site, amount] : bytes) w.preferredRacks.push_back(site);
       auto since = waitingSince_.find({s, t});
       w.waitS = since == waitingSince_.end() ? 0.0 : now - since->second;
       w.processingS = meanS;
@@ -354,7 +356,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       for (const auto& launch : decision.launches) {
         const auto t = static_cast<uint32_t>(std::stoul(launch.taskId));
         std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
-        if (thiefFinishesFirst(s, t, position[t], thief, inboundToThief, now)) offer.tasks.push_back(t);
+        if (thiefFinishesFirst(sources[t], s, position[t], thief, inboundToThief, now)) offer.tasks.push_back(t);
       }
     }
     if (offer.tasks.empty()) {
@@ -373,36 +375,46 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
   return offer;
 }
 
-bool JobCore::thiefFinishesFirst(uint32_t s, uint32_t t, size_t queuePosition, const std::string& thief,
-                                 const std::map<std::string, double>& inboundToThief, double now) const {
-  if (inboundToThief.empty()) return true;  // nothing measured: Parades alone decides
-  // Bytes the task would fetch into the thief's site, by source site.
+std::map<std::string, double> JobCore::inputBytesBySource(uint32_t s, uint32_t t, ShuffleCache& shuffles) const {
   std::map<std::string, double> bytes;
   if (isDatasetStage(view_.spec, s)) {
     const auto& part = view_.stages[s].inputs.partitions(static_cast<int>(t));
     bytes[part.site()] += static_cast<double>(part.bytes());
-  } else {
-    for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
-      const int u = job::stageIndex(view_.spec, in.stage());
-      if (u < 0) continue;
-      const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
-      if (in.edge() == pb::EDGE_FORWARD) {
-        auto it = parts.find(t);
-        if (it == parts.end()) continue;
-        for (auto b : it->second.bucket_bytes()) bytes[it->second.site()] += static_cast<double>(b);
-        continue;
-      }
-      // A shuffle task reads its bucket of every upstream output: about 1/n of each.
+    return bytes;
+  }
+  for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+    const int u = job::stageIndex(view_.spec, in.stage());
+    if (u < 0) continue;
+    const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
+    if (in.edge() == pb::EDGE_FORWARD) {
+      auto it = parts.find(t);
+      if (it == parts.end()) continue;
+      for (auto b : it->second.bucket_bytes()) bytes[it->second.site()] += static_cast<double>(b);
+      continue;
+    }
+    // A shuffle task reads its bucket of every upstream output, about 1/n of each: the same
+    // sources for every task of the stage, computed once.
+    auto [cached, fresh] = shuffles.try_emplace(static_cast<uint32_t>(u));
+    if (fresh) {
       const double share = 1.0 / std::max<uint32_t>(1, taskCount(view_, s));
       for (const auto& [ut, loc] : parts) {
         double total = 0;
         for (auto b : loc.bucket_bytes()) total += static_cast<double>(b);
-        bytes[loc.site()] += total * share;
+        // A site holding outputs is a source even when they are empty (data-less stages).
+        cached->second[loc.site()] += total * share;
       }
     }
+    for (const auto& [site, amount] : cached->second) bytes[site] += amount;
   }
+  return bytes;
+}
+
+bool JobCore::thiefFinishesFirst(const std::map<std::string, double>& inputBytes, uint32_t s, size_t queuePosition,
+                                 const std::string& thief, const std::map<std::string, double>& inboundToThief,
+                                 double now) const {
+  if (inboundToThief.empty()) return true;  // nothing measured: Parades alone decides
   double transferS = 0;
-  for (const auto& [site, amount] : bytes) {
+  for (const auto& [site, amount] : inputBytes) {
     if (site == thief || amount <= 0) continue;
     auto rate = inboundToThief.find(site);
     if (rate == inboundToThief.end() || rate->second <= 0) return false;  // no path measured: keep it
@@ -426,32 +438,6 @@ bool JobCore::thiefFinishesFirst(uint32_t s, uint32_t t, size_t queuePosition, c
   const size_t c = freeAt.size();
   const double victimFinish = freeAt[queuePosition % c] + static_cast<double>(queuePosition / c) * p + p;
   return now + transferS + p < victimFinish;
-}
-
-std::vector<std::string> JobCore::inputSites(uint32_t s, uint32_t t,
-                                            std::map<uint32_t, std::set<std::string>>& shuffleSites) const {
-  std::set<std::string> sites;
-  if (isDatasetStage(view_.spec, s)) {
-    sites.insert(view_.stages[s].inputs.partitions(static_cast<int>(t)).site());
-  } else {
-    for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
-      const int u = job::stageIndex(view_.spec, in.stage());
-      if (u < 0) continue;
-      const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
-      if (in.edge() == pb::EDGE_FORWARD) {
-        auto it = parts.find(t);
-        if (it != parts.end()) sites.insert(it->second.site());
-      } else {
-        // Every task of a shuffle reads every upstream output: the same sites for all.
-        auto [cached, fresh] = shuffleSites.try_emplace(static_cast<uint32_t>(u));
-        if (fresh) {
-          for (const auto& [ut, loc] : parts) cached->second.insert(loc.site());
-        }
-        sites.insert(cached->second.begin(), cached->second.end());
-      }
-    }
-  }
-  return {sites.begin(), sites.end()};
 }
 
 double JobCore::stageMeanS(uint32_t s) const {

@@ -243,11 +243,14 @@ class JobCore {
   void wakeAt(double when, double now, Actions& out) const;
   // Every upstream output task t of stage s reads is recorded (cheaper than taskInputs).
   bool inputsReady(uint32_t s, uint32_t t) const;
-  bool thiefFinishesFirst(uint32_t s, uint32_t t, size_t queuePosition, const std::string& thief,
-                          const std::map<std::string, double>& inboundToThief, double now) const;
-  // Sites holding input of task t of stage s (Parades' rack level for a thief).
-  std::vector<std::string> inputSites(uint32_t s, uint32_t t,
-                                      std::map<uint32_t, std::set<std::string>>& shuffleSites) const;
+  // Input bytes task t of stage s reads, by the site holding them; `shuffles` caches a shuffle
+  // stage's sources (the same for all its tasks).
+  using ShuffleCache = std::map<uint32_t, std::map<std::string, double>>;
+  std::map<std::string, double> inputBytesBySource(uint32_t s, uint32_t t, ShuffleCache& shuffles) const;
+  // The thief would finish the task before we would (see offerSteal).
+  bool thiefFinishesFirst(const std::map<std::string, double>& inputBytes, uint32_t s, size_t queuePosition,
+                          const std::string& thief, const std::map<std::string, double>& inboundToThief,
+                          double now) const;
   // Mean elapsed time of the stage's finished tasks (Parades' p), 0 before the first.
   double stageMeanS(uint32_t s) const;
   // Workers at this site holding input of task t (Parades' node-local level); shuffle

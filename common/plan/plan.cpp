@@ -229,9 +229,7 @@ std::vector<std::string> planPolicyNames() {
   std::vector<std::string> names = sched::placementNames();
   names.push_back("max-min");
   for (const auto& order : sched::jobOrderNames()) {
-    if (order != sched::name(sched::JobOrder::kFair) && order != sched::name(sched::JobOrder::kTetrium)) {
-      names.push_back(order);
-    }
+    if (sched::ranksFromQueues(*sched::parseJobOrder(order))) names.push_back(order);
   }
   return names;
 }
@@ -438,7 +436,7 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
   return Status::ok();
 }
 
-Status orderingPolicy(const PlanProblem& problem, sched::OrderPolicy policy, PlanResult& result) {
+Status orderingPolicy(const PlanProblem& problem, sched::JobOrder policy, PlanResult& result) {
   sched::OrderingInput input;
   double taskS = 0;
   for (const auto& s : problem.sites) input.slots.push_back(s.slots);
@@ -467,7 +465,7 @@ Status orderingPolicy(const PlanProblem& problem, sched::OrderPolicy policy, Pla
     // Independent-SRPT has one order per site; report the jobs by finish instant.
     std::vector<std::size_t> byFinish(problem.jobs.size());
     std::iota(byFinish.begin(), byFinish.end(), 0);
-    if (policy == sched::OrderPolicy::kIndependentSrpt) {
+    if (policy == sched::JobOrder::kIndependentSrpt) {
       std::stable_sort(byFinish.begin(), byFinish.end(), [&](auto a, auto b) { return finish[a] < finish[b]; });
     } else {
       byFinish = orders.perSite[0];
@@ -483,7 +481,7 @@ Status orderingPolicy(const PlanProblem& problem, sched::OrderPolicy policy, Pla
   note << "ordering policies serve the sites' queues in the computed order; only the current stage is "
           "counted, completion = finish instant (tasks per slot) x mean task_s ("
        << taskS << " s)";
-  if (policy == sched::OrderPolicy::kIndependentSrpt) note << "; each site has its own order, jobs listed by finish";
+  if (policy == sched::JobOrder::kIndependentSrpt) note << "; each site has its own order, jobs listed by finish";
   note << "\n";
   result.note += note.str();
   return Status::ok();
@@ -581,9 +579,10 @@ Result<PlanResult> solvePlan(const PlanProblem& problem, const std::string& poli
     status = placementPolicy(problem, *placement, result);
   } else {
     const auto order = sched::parseJobOrder(result.policy);
-    const auto ranking = order ? sched::crossSiteOrder(*order) : std::nullopt;
-    if (!ranking) return makeError(ErrorCode::kInternal, "policy '" + result.policy + "' has no plan");
-    status = orderingPolicy(problem, *ranking, result);
+    if (!order || !sched::ranksFromQueues(*order)) {
+      return makeError(ErrorCode::kInternal, "policy '" + result.policy + "' has no plan");
+    }
+    status = orderingPolicy(problem, *order, result);
   }
   if (!status) return Status(status.error().prepend(problem.sourceName));
   double total = 0;

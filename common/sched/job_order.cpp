@@ -188,21 +188,24 @@ SiteOrders sameOrderEverywhere(const std::vector<std::size_t>& order, std::size_
   return orders;
 }
 
-SiteOrders computeOrders(const OrderingInput& input, OrderPolicy policy) {
+SiteOrders computeOrders(const OrderingInput& input, JobOrder policy) {
   const std::size_t n = siteCount(input);
   switch (policy) {
-    case OrderPolicy::kFcfs:
+    case JobOrder::kFcfs:
       return sameOrderEverywhere(fcfsOrder(input), n);
-    case OrderPolicy::kGlobalSrpt:
+    case JobOrder::kGlobalSrpt:
       return sameOrderEverywhere(globalSrptOrder(input), n);
-    case OrderPolicy::kIndependentSrpt:
+    case JobOrder::kIndependentSrpt:
       return independentSrptOrders(input);
-    case OrderPolicy::kGlobalSrptReordering:
+    case JobOrder::kGlobalSrptReordering:
       return sameOrderEverywhere(reorder(input, sameOrderEverywhere(globalSrptOrder(input), n)), n);
-    case OrderPolicy::kIndependentSrptReordering:
+    case JobOrder::kIndependentSrptReordering:
       return sameOrderEverywhere(reorder(input, independentSrptOrders(input)), n);
-    case OrderPolicy::kSwag:
+    case JobOrder::kSwag:
       return sameOrderEverywhere(swagOrder(input), n);
+    case JobOrder::kFair:
+    case JobOrder::kTetrium:
+      break;
   }
   return {};
 }
@@ -229,18 +232,6 @@ double averageFinishInstant(const OrderingInput& input, const SiteOrders& orders
   return std::accumulate(finish.begin(), finish.end(), 0.0) / static_cast<double>(finish.size());
 }
 
-std::optional<OrderPolicy> crossSiteOrder(JobOrder order) {
-  switch (order) {
-    case JobOrder::kFcfs: return OrderPolicy::kFcfs;
-    case JobOrder::kGlobalSrpt: return OrderPolicy::kGlobalSrpt;
-    case JobOrder::kIndependentSrpt: return OrderPolicy::kIndependentSrpt;
-    case JobOrder::kGlobalSrptReordering: return OrderPolicy::kGlobalSrptReordering;
-    case JobOrder::kIndependentSrptReordering: return OrderPolicy::kIndependentSrptReordering;
-    case JobOrder::kSwag: return OrderPolicy::kSwag;
-    case JobOrder::kFair:
-    case JobOrder::kTetrium: return std::nullopt;
-  }
-  return std::nullopt;
-}
+bool ranksFromQueues(JobOrder order) { return order != JobOrder::kFair && order != JobOrder::kTetrium; }
 
 }  // namespace tellus::sched

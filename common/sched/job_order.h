@@ -6,7 +6,6 @@
 // All functions are deterministic: ties go to the earlier arrival, then the smaller index.
 
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,18 +29,9 @@ struct OrderingInput {
   std::vector<double> existingLoad;
 };
 
-enum class OrderPolicy {
-  kFcfs,
-  kGlobalSrpt,
-  kIndependentSrpt,
-  kGlobalSrptReordering,
-  kIndependentSrptReordering,
-  kSwag,
-};
-
-// The ranking of a registry job order (sched/policies.h) that orders jobs across sites;
-// nullopt for kFair (decided per site by the fair scheduler) and kTetrium (tetriumJobOrder).
-std::optional<OrderPolicy> crossSiteOrder(JobOrder order);
+// The registry's job orders that computeOrders ranks from queue lengths alone: all but kFair
+// (decided per site by the fair scheduler) and kTetrium (tetriumJobOrder, from LP estimates).
+bool ranksFromQueues(JobOrder order);
 
 // One job order for all sites, or (Independent-SRPT) one per site; indices into jobs.
 struct SiteOrders {
@@ -64,7 +54,8 @@ std::vector<std::size_t> reorder(const OrderingInput& input, const SiteOrders& b
 std::vector<std::size_t> swagOrder(const OrderingInput& input);
 
 SiteOrders sameOrderEverywhere(const std::vector<std::size_t>& order, std::size_t siteCount);
-SiteOrders computeOrders(const OrderingInput& input, OrderPolicy policy);
+// The order of `policy`; requires ranksFromQueues(policy) (otherwise: no order, perSite empty).
+SiteOrders computeOrders(const OrderingInput& input, JobOrder policy);
 
 // Finish instants (paper 001 §2.2): at each site the queue is served in the site's order; a
 // sub-job ends at existingLoad_d + cumulative size [/ c_d]; a job finishes at the max over

@@ -173,6 +173,7 @@ class Engine {
   void killTask(JobRt& job, int32_t stage, int32_t task);
 
   void markDirty(int site);
+  std::vector<int> takeDirtySites();
   void flushScheduling();
   void recomputeOrder();
   int64_t rankAt(const JobRt& job, int site) const;
@@ -814,8 +815,7 @@ void Engine::flushScheduling() {
   if (roundMode()) {
     // Tetrium schedules in rounds over batches of free slots (§5 "Batching of Slots"): at
     // most one round per interval, and only when slots were freed or work was queued.
-    for (int site : dirtySites_) sites_[static_cast<size_t>(site)].dirty = false;
-    dirtySites_.clear();
+    takeDirtySites();
     if (roundWanted_ && !roundScheduled_) {
       Event round;
       round.time = std::max(now_, lastRound_ + policy_.roundIntervalSeconds);
@@ -834,15 +834,18 @@ void Engine::flushScheduling() {
     recomputeOrder();
     orderDirty_ = false;
   }
-  // Dispatch in site order so that the outcome does not depend on which event came first.
-  std::sort(dirtySites_.begin(), dirtySites_.end());
+  for (int site : takeDirtySites()) dispatchSlots(site);
+  // Launching does not dirty sites again.
+  takeDirtySites();
+}
+
+std::vector<int> Engine::takeDirtySites() {
+  // In site order, so that the outcome does not depend on which event came first.
   std::vector<int> sites;
   sites.swap(dirtySites_);
+  std::sort(sites.begin(), sites.end());
   for (int site : sites) sites_[static_cast<size_t>(site)].dirty = false;
-  for (int site : sites) dispatchSlots(site);
-  // Launching does not dirty sites again.
-  for (int site : dirtySites_) sites_[static_cast<size_t>(site)].dirty = false;
-  dirtySites_.clear();
+  return sites;
 }
 
 void Engine::recomputeOrder() {
@@ -900,8 +903,7 @@ void Engine::recomputeOrder() {
       if (policy_.normalizeBySlots) {
         for (const auto& site : sites_) input.slots.push_back(std::max(1, site.capacity));
       }
-      const sched::OrderPolicy which = sched::crossSiteOrder(policy_.order).value_or(sched::OrderPolicy::kFcfs);
-      const sched::SiteOrders orders = sched::computeOrders(input, which);
+      const sched::SiteOrders orders = sched::computeOrders(input, policy_.order);
       if (policy_.order == JobOrder::kIndependentSrpt) {
         for (JobRt* job : candidates) job->siteRank.assign(static_cast<size_t>(n), std::numeric_limits<int32_t>::max());
         for (int x = 0; x < n && static_cast<size_t>(x) < orders.perSite.size(); ++x) {
@@ -1085,11 +1087,7 @@ void Engine::runJobManagers() {
       recomputeOrder();
       orderDirty_ = false;
     }
-    std::sort(dirtySites_.begin(), dirtySites_.end());
-    std::vector<int> sites;
-    sites.swap(dirtySites_);
-    for (int site : sites) sites_[static_cast<size_t>(site)].dirty = false;
-    for (int site : sites) grantContainers(site);
+    for (int site : takeDirtySites()) grantContainers(site);
     const auto jms = std::exchange(dirtyJms_, {});
     for (const auto& [id, site] : jms) {
       JobRt* job = findJob(id);

@@ -26,12 +26,12 @@ std::vector<std::size_t> ids(std::initializer_list<std::size_t> v) { return v; }
 
 TEST_CASE("paper 001 motivating example: every policy's order and average finish instant", "[unit][sched][order]") {
   const OrderingInput input = motivatingExample();
-  const auto fcfs = computeOrders(input, OrderPolicy::kFcfs);
+  const auto fcfs = computeOrders(input, JobOrder::kFcfs);
   CHECK(finishInstants(input, fcfs) == std::vector<double>{10, 18, 11});
   CHECK(averageFinishInstant(input, fcfs) == Approx(13));
 
   CHECK(globalSrptOrder(input) == ids({1, 0, 2}));  // B (11) -> A (12) -> C (13)
-  CHECK(averageFinishInstant(input, computeOrders(input, OrderPolicy::kGlobalSrpt)) == Approx(37.0 / 3));
+  CHECK(averageFinishInstant(input, computeOrders(input, JobOrder::kGlobalSrpt)) == Approx(37.0 / 3));
 
   const SiteOrders independent = independentSrptOrders(input);
   CHECK(independent.perSite[0] == ids({0, 1, 2}));
@@ -39,13 +39,13 @@ TEST_CASE("paper 001 motivating example: every policy's order and average finish
   CHECK(averageFinishInstant(input, independent) == Approx(37.0 / 3));
 
   // Reordering: B -> C -> A from either SRPT, average 12.
-  CHECK(reorder(input, computeOrders(input, OrderPolicy::kGlobalSrpt)) == ids({1, 2, 0}));
+  CHECK(reorder(input, computeOrders(input, JobOrder::kGlobalSrpt)) == ids({1, 2, 0}));
   CHECK(reorder(input, independent) == ids({1, 2, 0}));
-  CHECK(averageFinishInstant(input, computeOrders(input, OrderPolicy::kIndependentSrptReordering)) == Approx(12));
+  CHECK(averageFinishInstant(input, computeOrders(input, JobOrder::kIndependentSrptReordering)) == Approx(12));
 
   // SWAG: C (makespan 7) -> B (10, smaller than A) -> A, average 35/3.
   CHECK(swagOrder(input) == ids({2, 1, 0}));
-  CHECK(averageFinishInstant(input, computeOrders(input, OrderPolicy::kSwag)) == Approx(35.0 / 3));
+  CHECK(averageFinishInstant(input, computeOrders(input, JobOrder::kSwag)) == Approx(35.0 / 3));
 }
 
 TEST_CASE("SWAG third principle: work already queued at a site changes the order", "[unit][sched][order]") {
@@ -55,11 +55,11 @@ TEST_CASE("SWAG third principle: work already queued at a site changes the order
   OrderingInput input;
   input.jobs = {{"A", 0, {1, 1, 1}}, {"B", 1, {0, 2, 2}}};
   input.existingLoad = {2, 0, 0};
-  const auto srpt = computeOrders(input, OrderPolicy::kGlobalSrpt);
+  const auto srpt = computeOrders(input, JobOrder::kGlobalSrpt);
   CHECK(srpt.perSite[0] == ids({0, 1}));
   CHECK(averageFinishInstant(input, srpt) == Approx(3.0));
   CHECK(swagOrder(input) == ids({1, 0}));
-  CHECK(averageFinishInstant(input, computeOrders(input, OrderPolicy::kSwag)) == Approx(2.5));
+  CHECK(averageFinishInstant(input, computeOrders(input, JobOrder::kSwag)) == Approx(2.5));
   // Without the queued work SWAG agrees with SRPT.
   input.existingLoad.clear();
   CHECK(swagOrder(input) == ids({0, 1}));
@@ -89,8 +89,8 @@ TEST_CASE("property: Reordering never makes the average finish instant worse (Th
       input.jobs.push_back(job);
     }
     // Any base order: FCFS, both SRPTs, a random global order, random per-site orders.
-    std::vector<SiteOrders> bases = {computeOrders(input, OrderPolicy::kFcfs),
-                                     computeOrders(input, OrderPolicy::kGlobalSrpt),
+    std::vector<SiteOrders> bases = {computeOrders(input, JobOrder::kFcfs),
+                                     computeOrders(input, JobOrder::kGlobalSrpt),
                                      independentSrptOrders(input)};
     std::vector<std::size_t> order(jobs);
     std::iota(order.begin(), order.end(), 0);
@@ -168,7 +168,7 @@ TEST_CASE("SWAG breaks makespan ties by the smallest total size in tasks (paper 
   input.slots = {2, 1};
   input.jobs = {{"J0", 0, {4, 0}}, {"J1", 1, {3, 2}}, {"J2", 2, {3, 0}}, {"J3", 3, {1, 3}}};
   CHECK(swagOrder(input) == ids({2, 3, 0, 1}));
-  CHECK(averageFinishInstant(input, computeOrders(input, OrderPolicy::kSwag)) == Approx(3.5));
+  CHECK(averageFinishInstant(input, computeOrders(input, JobOrder::kSwag)) == Approx(3.5));
   CHECK(bestAverageOverAllOrders(input) == Approx(3.5));
 }
 
@@ -188,7 +188,7 @@ TEST_CASE("property: swagOrder equals paper 001 Alg. 3 run literally, normalized
     }
     INFO("instance " << instance);
     REQUIRE(swagOrder(input) == swagByTheBook(input));
-    const double swag = averageFinishInstant(input, computeOrders(input, OrderPolicy::kSwag));
+    const double swag = averageFinishInstant(input, computeOrders(input, JobOrder::kSwag));
     const double best = bestAverageOverAllOrders(input);
     CHECK(swag >= best - 1e-9);
     if (swag <= best + 1e-9) ++swagOptimal;

@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
   }
     {
     const Timing timing = measure(repetitions, [&] {
-                            const auto orders = computeOrders(input, OrderPolicy::kIndependentSrptReordering);
+                            const auto orders = computeOrders(input, JobOrder::kIndependentSrptReordering);
                             average = averageFinishInstant(input, orders);
                           });
     results.push_back(row("independent_srpt_reordering", timing, {{"jobs", 1000}, {"sites", n}, {"average_finish_instant", average}}));
