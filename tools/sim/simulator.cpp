@@ -192,6 +192,7 @@ class Engine {
   void applyRequest(JobRt& job, int site, const jobcore::ContainerRequest& request);
   void applySteal(JobRt& job, int thief, const jobcore::StealWork& work);
   void revokeContainer(JobRt& job, int site, const std::string& slotKey);
+  // A task waits at `site` (HOUTU: owned there); enqueue also puts it in the site's queue.
   void markWaiting(JobRt& job, int32_t stage, int32_t task, int site);
   void reassignAfterDrop();
   bool roundMode() const { return policy_.tetriumRounds; }
@@ -532,15 +533,9 @@ Status Engine::placeStage(JobRt& job, int32_t s) {
 }
 
 void Engine::enqueue(JobRt& job, int32_t s, int32_t t, int site) {
-  StageRt& stage = job.stages[static_cast<size_t>(s)];
-  TaskRt& task = stage.tasks[static_cast<size_t>(t)];
-  task.state = TaskState::kQueued;
-  task.site = site;
-  task.readySince = now_;
   // The queue pops from the back: callers push the task that should launch next last.
-  stage.queue[static_cast<size_t>(site)].push_back(t);
-  ++stage.queued;
-  noteQueued(job, site, +1);
+  job.stages[static_cast<size_t>(s)].queue[static_cast<size_t>(site)].push_back(t);
+  markWaiting(job, s, t, site);
 }
 
 void Engine::noteQueued(JobRt& job, int site, int delta) {
