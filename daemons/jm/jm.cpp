@@ -58,16 +58,13 @@ JobManager::~JobManager() { stop(); }
 double JobManager::nowS() const { return std::chrono::duration<double>(Clock::now() - origin_).count(); }
 
 Status JobManager::start() {
-  server_.handle<pb::StealRequest, pb::StealResponse>(
-      "jm.Steal", [this](pb::StealRequest r, net::CallContext c) { return giveWork(std::move(r), c); });
-  server_.handle<pb::ContainerUsageReport, pb::Empty>(
-      "jm.ContainerUsage", std::function<Result<pb::Empty>(const pb::ContainerUsageReport&)>(
+  server_.handle<rpc::Jm::Steal>([this](pb::StealRequest r, net::CallContext c) { return giveWork(std::move(r), c); });
+  server_.handle<rpc::Jm::ContainerUsage>(std::function<Result<pb::Empty>(const pb::ContainerUsageReport&)>(
                                [this](const pb::ContainerUsageReport& r) {
                                  core_.onUsage(r);
                                  return Result<pb::Empty>(pb::Empty());
                                }));
-  server_.handle<pb::JmUpdateResponse, pb::Empty>(
-      "jm.Grants", std::function<Result<pb::Empty>(const pb::JmUpdateResponse&)>([this](const pb::JmUpdateResponse& g) {
+  server_.handle<rpc::Jm::Grants>(std::function<Result<pb::Empty>(const pb::JmUpdateResponse&)>([this](const pb::JmUpdateResponse& g) {
         core_.onGrants({g.granted().begin(), g.granted().end()});
         wake();
         return Result<pb::Empty>(pb::Empty());
@@ -459,7 +456,7 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     bye.set_job_id(config_.job_id);
     bye.set_finished(true);
     if (auto master = net::Endpoint::parse(config_.master)) {
-      (void)co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", bye, kMasterCallTimeout);
+      (void)co_await clients_.get(*master)->call<rpc::Master::JmUpdate>(bye, kMasterCallTimeout);
     }
     exitWith(false, "job " + config_.job_id + " is over (" + pb::JobState_Name(core_.status().state()) + ")");
     co_return;
@@ -552,7 +549,7 @@ awaitable<void> JobManager::requestJm(std::string site) {
   req.set_job_id(config_.job_id);
   req.set_role(pb::JM_SECONDARY);
   spdlog::warn("site {} has no JM: asking its master for one", site);
-  auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", req, kMasterCallTimeout);
+  auto r = co_await clients_.get(*ep)->call<rpc::Master::StartJm>(req, kMasterCallTimeout);
   if (!r) spdlog::warn("site {} could not start a JM: {}", site, r.message());
 }
 
@@ -566,7 +563,7 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
   req.set_jm_address(address_);
   req.set_desire(request.desire);
   for (const auto& id : request.release) *req.add_release() = id;
-  auto resp = co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", req, kMasterCallTimeout);
+  auto resp = co_await clients_.get(*master)->call<rpc::Master::JmUpdate>(req, kMasterCallTimeout);
   requestInFlight_ = false;
   if (stopping_) co_return;
   if (!resp) {
@@ -599,7 +596,7 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
   spdlog::info("task {} attempt {} on {}", label, launch.attempt, launch.slotKey);
   // (Never co_await inside ?:, && or || with GCC 12: the operand may be evaluated twice.)
   auto client = clients_.get(*ep);
-  Result<pb::RunTaskResponse> r = co_await client->call<pb::RunTaskResponse>("worker.RunTask", launch.request, kTaskTimeout);
+  Result<pb::RunTaskResponse> r = co_await client->call<rpc::Worker::RunTask>(launch.request, kTaskTimeout);
   if (stopping_) co_return;
   if (r) {
     spdlog::info("task {} done on {} in {:.3f} s", label, launch.slotKey, r->location().elapsed_s());
@@ -636,7 +633,7 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
     for (const auto& rate : inbound_) *req.add_inbound() = rate;
     auto started = Clock::now();
     auto client = clients_.get(*ep);
-    auto r = co_await client->call<pb::StealResponse>("jm.Steal", req, kStealCallTimeout);
+    auto r = co_await client->call<rpc::Jm::Steal>(req, kStealCallTimeout);
     if (stopping_) co_return;
     if (!r) {
       // Perhaps a replaced JM at a new address: read its node again.

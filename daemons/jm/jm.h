@@ -21,6 +21,7 @@
 #include "daemon/daemon.h"
 #include "jobcore/job_core.h"
 #include "jobstate/job_store.h"
+#include "net/methods.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
 #include "tellus.pb.h"

@@ -41,32 +41,17 @@ Master::~Master() { stop(); }
 
 Status Master::start() {
   loadConfiguredDatasets();
-  using std::function;
-  server_.handle<pb::SubmitRequest, pb::SubmitResponse>(
-      "master.Submit", [this](pb::SubmitRequest r, net::CallContext c) { return submit(std::move(r), c); });
-  server_.handle<pb::StartJmRequest, pb::StartJmResponse>(
-      "master.StartJm", [this](pb::StartJmRequest r, net::CallContext c) { return startJm(std::move(r), c); });
-  server_.handle<pb::JobRequest, pb::JobStatusResponse>(
-      "master.Status", [this](pb::JobRequest r, net::CallContext c) { return status(std::move(r), c); });
-  server_.handle<pb::ListJobsRequest, pb::ListJobsResponse>(
-      "master.List", [this](pb::ListJobsRequest r, net::CallContext c) { return list(std::move(r), c); });
-  server_.handle<pb::ListSitesRequest, pb::ListSitesResponse>(
-      "master.Sites", [this](pb::ListSitesRequest r, net::CallContext c) { return sites(std::move(r), c); });
-  server_.handle<pb::JobRequest, pb::KillResponse>(
-      "master.Kill", [this](pb::JobRequest r, net::CallContext c) { return kill(std::move(r), c); });
-  server_.handle<pb::ResultRequest, pb::ResultResponse>(
-      "master.Result", [this](pb::ResultRequest r, net::CallContext c) { return result(std::move(r), c); });
-  server_.handle<pb::PutRequest, pb::PutResponse>(
-      "master.Put", [this](pb::PutRequest r, net::CallContext c) { return put(std::move(r), c); });
-  server_.handle<pb::RegisterWorkerRequest, pb::RegisterWorkerResponse>(
-      "master.RegisterWorker", function<Result<pb::RegisterWorkerResponse>(const pb::RegisterWorkerRequest&)>(
-                                   [this](const pb::RegisterWorkerRequest& r) { return registerWorker(r); }));
-  server_.handle<pb::WorkerHeartbeat, pb::HeartbeatResponse>(
-      "master.Heartbeat", function<Result<pb::HeartbeatResponse>(const pb::WorkerHeartbeat&)>(
-                              [this](const pb::WorkerHeartbeat& r) { return heartbeat(r); }));
-  server_.handle<pb::JmUpdateRequest, pb::JmUpdateResponse>(
-      "master.JmUpdate", function<Result<pb::JmUpdateResponse>(const pb::JmUpdateRequest&)>(
-                             [this](const pb::JmUpdateRequest& r) { return jmUpdate(r); }));
+  server_.handle<rpc::Master::Submit>([this](pb::SubmitRequest r, net::CallContext c) { return submit(std::move(r), c); });
+  server_.handle<rpc::Master::StartJm>([this](pb::StartJmRequest r, net::CallContext c) { return startJm(std::move(r), c); });
+  server_.handle<rpc::Master::Status>([this](pb::JobRequest r, net::CallContext c) { return status(std::move(r), c); });
+  server_.handle<rpc::Master::List>([this](pb::ListJobsRequest r, net::CallContext c) { return list(std::move(r), c); });
+  server_.handle<rpc::Master::Sites>([this](pb::ListSitesRequest r, net::CallContext c) { return sites(std::move(r), c); });
+  server_.handle<rpc::Master::Kill>([this](pb::JobRequest r, net::CallContext c) { return kill(std::move(r), c); });
+  server_.handle<rpc::Master::Result>([this](pb::ResultRequest r, net::CallContext c) { return result(std::move(r), c); });
+  server_.handle<rpc::Master::Put>([this](pb::PutRequest r, net::CallContext c) { return put(std::move(r), c); });
+  server_.handle<rpc::Master::RegisterWorker>([this](const pb::RegisterWorkerRequest& r) { return registerWorker(r); });
+  server_.handle<rpc::Master::Heartbeat>([this](const pb::WorkerHeartbeat& r) { return heartbeat(r); });
+  server_.handle<rpc::Master::JmUpdate>([this](const pb::JmUpdateRequest& r) { return jmUpdate(r); });
 
   auto listen = net::Endpoint::parse(config_.listen);
   if (!listen) return listen.status().prepend("listen");
@@ -302,7 +287,7 @@ awaitable<void> Master::pushGrants(std::string jobId, std::string jmAddress) {
   pb::JmUpdateResponse event;
   for (auto& c : grantsOf(jobId)) *event.add_granted() = std::move(c);
   auto client = clients_.get(*ep);
-  auto r = co_await client->call<pb::Empty>("jm.Grants", event, kPeerCallTimeout);
+  auto r = co_await client->call<rpc::Jm::Grants>(event, kPeerCallTimeout);
   if (!r) spdlog::debug("grant event to the JM of {} not delivered: {}", jobId, r.message());
 }
 
@@ -560,7 +545,7 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
     pb::StartJmRequest secondary;
     secondary.set_job_id(jobId);
     secondary.set_role(pb::JM_SECONDARY);
-    auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", secondary, kPeerCallTimeout);
+    auto r = co_await clients_.get(*ep)->call<rpc::Master::StartJm>(secondary, kPeerCallTimeout);
     if (!r) spdlog::warn("job {}: site {} could not start an sJM yet: {}", jobId, site.site(), r.message());
   }
   spdlog::info("job {} ({}) submitted over sites {}", jobId, spec.name(), fmt::join(status.sites(), ","));
@@ -585,7 +570,7 @@ awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, n
     pb::LaunchJmRequest launch;
     launch.set_job_id(req.job_id());
     launch.set_role(req.role());
-    auto r = co_await clients_.get(*ep)->call<pb::LaunchJmResponse>("worker.LaunchJm", launch, kPeerCallTimeout);
+    auto r = co_await clients_.get(*ep)->call<rpc::Worker::LaunchJm>(launch, kPeerCallTimeout);
     if (r) {
       jmWorker_[req.job_id()] = *workerId;
       pb::StartJmResponse resp;
@@ -742,7 +727,7 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
   fetch.mutable_partition()->set_bucket(0);
   fetch.set_offset(req.offset());
   fetch.set_max_bytes(req.max_bytes());
-  auto chunk = co_await clients_.get(*ep)->call<pb::FetchResponse>("worker.Fetch", fetch, ctx.remaining());
+  auto chunk = co_await clients_.get(*ep)->call<rpc::Worker::Fetch>(fetch, ctx.remaining());
   if (!chunk) co_return chunk.error().prepend("reading result from worker " + loc.worker_id());
   resp.set_data(std::move(*chunk->mutable_data()));
   resp.set_total_bytes(chunk->total_bytes());
@@ -783,7 +768,7 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     auto ep = net::Endpoint::parse(w.address);
     if (!ep) co_return ep.error();
     auto client = clients_.get(*ep);
-    auto r = co_await client->call<pb::WriteDatasetResponse>("worker.WriteDataset", write, ctx.remaining());
+    auto r = co_await client->call<rpc::Worker::WriteDataset>(write, ctx.remaining());
     if (!r) {
       auto error = r.error().prepend("storing on worker " + workerId);
       putWorkers_.erase(key);
@@ -834,7 +819,7 @@ awaitable<void> Master::stopJobTasks(std::string jobId) {
     auto ep = net::Endpoint::parse(address);
     if (!ep) continue;
     auto client = clients_.get(*ep);
-    auto r = co_await client->call<pb::Empty>("worker.KillJobTasks", req, kPeerCallTimeout);
+    auto r = co_await client->call<rpc::Worker::KillJobTasks>(req, kPeerCallTimeout);
     if (!r) spdlog::warn("worker {} could not stop the tasks of {}: {}", id, jobId, r.message());
   }
 }

@@ -18,6 +18,7 @@
 #include "daemon/daemon.h"
 #include "jobstate/job_store.h"
 #include "net/http_server.h"
+#include "net/methods.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
 #include "tellus.pb.h"

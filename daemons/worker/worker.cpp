@@ -84,18 +84,11 @@ Status Worker::start() {
   if (!store) return store.status().prepend("partition store");
   store_ = std::make_unique<data::PartitionStore>(std::move(store).value());
 
-  server_.handle<pb::LaunchJmRequest, pb::LaunchJmResponse>(
-      "worker.LaunchJm", [this](pb::LaunchJmRequest r, net::CallContext c) { return launchJm(std::move(r), c); });
-  server_.handle<pb::RunTaskRequest, pb::RunTaskResponse>(
-      "worker.RunTask", [this](pb::RunTaskRequest r, net::CallContext c) { return runTask(std::move(r), c); });
-  server_.handle<pb::FetchRequest, pb::FetchResponse>(
-      "worker.Fetch", [this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
-  server_.handle<pb::KillJobTasksRequest, pb::Empty>(
-      "worker.KillJobTasks", std::function<Result<pb::Empty>(const pb::KillJobTasksRequest&)>(
-                                 [this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); }));
-  server_.handle<pb::WriteDatasetRequest, pb::WriteDatasetResponse>(
-      "worker.WriteDataset", std::function<Result<pb::WriteDatasetResponse>(const pb::WriteDatasetRequest&)>(
-                                 [this](const pb::WriteDatasetRequest& r) { return writeDataset(r); }));
+  server_.handle<rpc::Worker::LaunchJm>([this](pb::LaunchJmRequest r, net::CallContext c) { return launchJm(std::move(r), c); });
+  server_.handle<rpc::Worker::RunTask>([this](pb::RunTaskRequest r, net::CallContext c) { return runTask(std::move(r), c); });
+  server_.handle<rpc::Worker::Fetch>([this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
+  server_.handle<rpc::Worker::KillJobTasks>([this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); });
+  server_.handle<rpc::Worker::WriteDataset>([this](const pb::WriteDatasetRequest& r) { return writeDataset(r); });
 
   auto listen = net::Endpoint::parse(config_.listen);
   if (!listen) return listen.status().prepend("listen");
@@ -192,7 +185,7 @@ awaitable<void> Worker::sendUsage(std::string jmAddress, pb::ContainerUsageRepor
   if (!ep) co_return;
   auto client = clients_.get(*ep);
   // Best effort: a JM that is gone or slow simply misses a sample.
-  auto r = co_await client->call<pb::Empty>("jm.ContainerUsage", report, milliseconds(900));
+  auto r = co_await client->call<rpc::Jm::ContainerUsage>(report, milliseconds(900));
   if (!r) spdlog::debug("usage report to {} failed: {}", jmAddress, r.message());
 }
 
@@ -234,7 +227,7 @@ awaitable<void> Worker::masterLoop() {
   bool registered = false;
   while (!stopping_) {
     if (!registered) {
-      auto r = co_await client->call<pb::RegisterWorkerResponse>("master.RegisterWorker", registration(),
+      auto r = co_await client->call<rpc::Master::RegisterWorker>(registration(),
                                                                   kMasterCallTimeout);
       if (r) {
         registered = true;
@@ -259,7 +252,7 @@ awaitable<void> Worker::masterLoop() {
       // flight, and clearing the list afterwards would drop that report.
       std::vector<std::string> reported = std::exchange(deadJms_, {});
       for (const auto& j : reported) hb.add_dead_jms(j);
-      auto r = co_await client->call<pb::HeartbeatResponse>("master.Heartbeat", hb, kMasterCallTimeout);
+      auto r = co_await client->call<rpc::Master::Heartbeat>(hb, kMasterCallTimeout);
       // Sent again only if the call failed: a master that asks us to register again has declared
       // us dead and already replaced every JM it had placed here.
       if (!r) deadJms_.insert(deadJms_.begin(), reported.begin(), reported.end());
@@ -374,7 +367,7 @@ awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& wo
   data::Crc32 crc;
   for (;;) {
     req.set_offset(offset);
-    auto chunk = co_await client->call<pb::FetchResponse>("worker.Fetch", req, kFetchCallTimeout);
+    auto chunk = co_await client->call<rpc::Worker::Fetch>(req, kFetchCallTimeout);
     if (!chunk) co_return chunk.error().prepend("fetching input from " + workerId);
     out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
     crc.update(chunk->data());

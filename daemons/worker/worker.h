@@ -17,6 +17,7 @@
 #include "data/partition_store.h"
 #include "jobstate/job_store.h"
 #include "monitor/container_monitor.h"
+#include "net/methods.h"
 #include "net/rpc_client.h"
 #include "net/rpc_server.h"
 #include "proc/subprocess.h"
