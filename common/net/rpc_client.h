@@ -25,6 +25,7 @@
 
 #include "net/endpoint.h"
 #include "net/frame.h"
+#include "net/rpc_method.h"
 #include "util/result.h"
 
 namespace tellus::net {
@@ -52,14 +53,13 @@ class RpcClient {
 
   const Endpoint& endpoint() const { return endpoint_; }
 
-  // Calls `method` with `request`; Resp is the expected response message. The request is
-  // serialized before this returns, so method/request need not outlive the awaitable.
-  // A response that does not parse as Resp is kInternal. timeout <= 0 fails at once with
-  // kDeadlineExceeded.
-  template <class Resp, class Req>
-  boost::asio::awaitable<Result<Resp>> call(const std::string& method, const Req& request,
-                                            std::chrono::milliseconds timeout) {
-    return parseResponse<Resp>(callRaw(method, request.SerializeAsString(), timeout));
+  // Calls method M (net/rpc_method.h) with `request`. The request is serialized before this
+  // returns, so it need not outlive the awaitable. A response that does not parse as
+  // M::Response is kInternal. timeout <= 0 fails at once with kDeadlineExceeded.
+  template <RpcMethod M>
+  boost::asio::awaitable<Result<typename M::Response>> call(const typename M::Request& request,
+                                                            std::chrono::milliseconds timeout) {
+    return parseResponse<typename M::Response>(callRaw(std::string(M::kWireName), request.SerializeAsString(), timeout));
   }
 
   // Untyped call: serialized request in, serialized response out.
@@ -90,12 +90,13 @@ class RpcClient {
 [[nodiscard]] Result<std::string> callRawBlocking(const Endpoint& endpoint, std::string method, std::string body,
                                                   std::chrono::milliseconds timeout, ClientOptions options = {});
 
-template <class Resp, class Req>
-[[nodiscard]] Result<Resp> callBlocking(const Endpoint& endpoint, const std::string& method, const Req& request,
-                                        std::chrono::milliseconds timeout, ClientOptions options = {}) {
-  Result<std::string> bytes = callRawBlocking(endpoint, method, request.SerializeAsString(), timeout, options);
+template <RpcMethod M>
+[[nodiscard]] Result<typename M::Response> callBlocking(const Endpoint& endpoint, const typename M::Request& request,
+                                                        std::chrono::milliseconds timeout, ClientOptions options = {}) {
+  Result<std::string> bytes =
+      callRawBlocking(endpoint, std::string(M::kWireName), request.SerializeAsString(), timeout, options);
   if (!bytes) return bytes.error();
-  Resp response;
+  typename M::Response response;
   if (!response.ParseFromString(*bytes)) {
     return makeError(ErrorCode::kInternal, "malformed " + response.GetTypeName() + " in RPC response");
   }

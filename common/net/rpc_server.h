@@ -19,9 +19,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "net/endpoint.h"
 #include "net/frame.h"
+#include "net/rpc_method.h"
 #include "util/result.h"
 
 namespace tellus::net {
@@ -59,26 +61,36 @@ class RpcServer {
   RpcServer(const RpcServer&) = delete;
   RpcServer& operator=(const RpcServer&) = delete;
 
-  // Registers a coroutine handler; a later registration of the same method replaces it.
-  // A request that does not parse as Req gets kInvalidArgument; an error the handler returns
-  // reaches the caller with its code and message. The handler's response is discarded when
-  // the caller's deadline has passed by the time it finishes.
+  // Registers the handler of method M (net/rpc_method.h); a later registration of the same
+  // method replaces it. The handler is either a coroutine
+  //   awaitable<Result<M::Response>>(M::Request, CallContext)
+  // or, when it answers at once without waiting on anything,
+  //   Result<M::Response>(const M::Request&).
+  // A request that does not parse as M::Request gets kInvalidArgument; an error the handler
+  // returns reaches the caller with its code and message. The handler's response is discarded
+  // when the caller's deadline has passed by the time it finishes.
   // Captured references must outlive calls in flight: stop() does not wait for handlers.
-  template <class Req, class Resp>
-  void handle(std::string method, std::function<boost::asio::awaitable<Result<Resp>>(Req, CallContext)> handler) {
-    handleRaw(std::move(method), [handler = std::move(handler)](std::string body, CallContext context) {
-      return invokeAsync<Req, Resp>(handler, std::move(body), std::move(context));
-    });
+  template <RpcMethod M, class Handler>
+  void handle(Handler handler) {
+    using Req = typename M::Request;
+    using Resp = typename M::Response;
+    using Async = std::function<boost::asio::awaitable<Result<Resp>>(Req, CallContext)>;
+    using Sync = std::function<Result<Resp>(const Req&)>;
+    if constexpr (std::is_invocable_r_v<boost::asio::awaitable<Result<Resp>>, Handler&, Req, CallContext>) {
+      handleRaw(std::string(M::kWireName), [handler = Async(std::move(handler))](std::string body, CallContext context) {
+        return invokeAsync<Req, Resp>(handler, std::move(body), std::move(context));
+      });
+    } else {
+      static_assert(std::is_invocable_r_v<Result<Resp>, Handler&, const Req&>,
+                    "a handler of M is awaitable<Result<M::Response>>(M::Request, CallContext) or "
+                    "Result<M::Response>(const M::Request&)");
+      handleRaw(std::string(M::kWireName), [handler = Sync(std::move(handler))](std::string body, CallContext context) {
+        return invokeSync<Req, Resp>(handler, std::move(body), std::move(context));
+      });
+    }
   }
 
-  // Same for a handler that answers at once without waiting on anything.
-  template <class Req, class Resp>
-  void handle(std::string method, std::function<Result<Resp>(const Req&)> handler) {
-    handleRaw(std::move(method), [handler = std::move(handler)](std::string body, CallContext context) {
-      return invokeSync<Req, Resp>(handler, std::move(body), std::move(context));
-    });
-  }
-
+  // Untyped: serialized request in, serialized response out (the wire layer under handle<M>).
   void handleRaw(std::string method, RawHandler handler);
 
   // Binds and listens now (port 0 picks a free port) and returns the bound port; connections

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "daemon/zookeeper.h"
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"  // site records (not job state): sites/<site>/live, workers
 #include "util/log.h"
@@ -46,11 +45,9 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
 }  // namespace
 
 JobManager::JobManager(daemon::Runtime& runtime, config::JmConfig config)
-    : runtime_(runtime),
-      config_(std::move(config)),
+    : config_(std::move(config)),
       core_(coreConfig(config_)),
-      server_(runtime.io().get_executor()),
-      clients_(runtime.io().get_executor()),
+      server_(runtime),
       wake_(runtime.io().get_executor()) {}
 
 JobManager::~JobManager() { stop(); }
@@ -58,31 +55,19 @@ JobManager::~JobManager() { stop(); }
 double JobManager::nowS() const { return std::chrono::duration<double>(Clock::now() - origin_).count(); }
 
 Status JobManager::start() {
-  server_.handle<pb::StealRequest, pb::StealResponse>(
-      "jm.Steal", [this](pb::StealRequest r, net::CallContext c) { return giveWork(std::move(r), c); });
-  server_.handle<pb::ContainerUsageReport, pb::Empty>(
-      "jm.ContainerUsage", std::function<Result<pb::Empty>(const pb::ContainerUsageReport&)>(
-                               [this](const pb::ContainerUsageReport& r) {
-                                 core_.onUsage(r);
-                                 return Result<pb::Empty>(pb::Empty());
-                               }));
-  server_.handle<pb::JmUpdateResponse, pb::Empty>(
-      "jm.Grants", std::function<Result<pb::Empty>(const pb::JmUpdateResponse&)>([this](const pb::JmUpdateResponse& g) {
-        core_.onGrants({g.granted().begin(), g.granted().end()});
-        wake();
-        return Result<pb::Empty>(pb::Empty());
-      }));
-  auto listen = net::Endpoint::parse(config_.listen);
-  if (!listen) return listen.status().prepend("listen");
-  auto port = server_.start(*listen);
-  if (!port) return port.status().prepend("listen on " + config_.listen);
-  address_ = listen->host + ":" + std::to_string(*port);
-
-  auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
-  if (!zk) return zk.status().prepend("zookeeper");
-  zk_ = std::move(zk).value();
-  store_.emplace(*zk_);
-  subscriptions_.push_back(zk_->onSessionEvent([this](coord::SessionEvent e) {
+  server_.handle<rpc::Jm::Steal>([this](pb::StealRequest r, net::CallContext c) { return giveWork(std::move(r), c); });
+  server_.handle<rpc::Jm::ContainerUsage>([this](const pb::ContainerUsageReport& r) {
+    core_.onUsage(r);
+    return Result<pb::Empty>(pb::Empty());
+  });
+  server_.handle<rpc::Jm::Grants>([this](const pb::JmUpdateResponse& g) {
+    core_.onGrants({g.granted().begin(), g.granted().end()});
+    wake();
+    return Result<pb::Empty>(pb::Empty());
+  });
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper}));
+  store_.emplace(server_.coordinator());
+  subscriptions_.push_back(server_.coordinator().onSessionEvent([this](coord::SessionEvent e) {
     spdlog::info("zookeeper session: {}", coord::toString(e));
     // Without a session we cannot know whether someone else is primary now: stop acting as
     // one at once. The election re-enters and the registration watch re-registers on the new
@@ -94,21 +79,18 @@ Status JobManager::start() {
     wake();
   }));
   spdlog::info("JM of job {} at site {} ({}) serving on {}", config_.job_id, config_.site,
-               config_.primary ? "started as primary" : "started as secondary", address_);
-  runtime_.spawn(mainLoop(), "job manager loop");
+               config_.primary ? "started as primary" : "started as secondary", server_.address());
+  server_.spawn(mainLoop(), "job manager loop");
   return {};
 }
 
 void JobManager::stop() {
-  if (stopping_) return;
-  stopping_ = true;
+  if (server_.stopping()) return;
   if (election_) election_->withdraw();
   election_.reset();
   workerWatches_.clear();
   subscriptions_.clear();
   server_.stop();
-  clients_.closeAll();
-  if (zk_) zk_->close();
   wake();
 }
 
@@ -118,9 +100,8 @@ void JobManager::exitWith(bool failed, const std::string& why) {
   } else {
     spdlog::info("JM exits: {}", why);
   }
+  if (failed) server_.runtime().fail();
   stop();
-  if (failed) runtime_.fail();
-  runtime_.shutdown();
 }
 
 // ---- the job's state, from watches ---------------------------------------------------------
@@ -195,7 +176,7 @@ Status JobManager::watchJob() {
   // Our own registration: gone with an expired session, or taken by a replacement.
   st = add(store_->watchJmRegistration(job, config_.site,
                                        [this](const std::optional<coord::NodeStat>& stat) {
-                                         if (!stat || stat->ephemeralOwner != zk_->sessionId()) registered_ = false;
+                                         if (!stat || stat->ephemeralOwner != server_.coordinator().sessionId()) registered_ = false;
                                          wake();
                                        }),
            "own registration");
@@ -216,7 +197,7 @@ Status JobManager::watchJob() {
 void JobManager::watchSiteWorkers(const pb::JobStatus& status) {
   for (const auto& site : status.sites()) {
     if (workerWatches_.count(site)) continue;
-    auto sub = zk_->watchChildren(siteWorkersPath(site), [this, site](const std::vector<std::string>& names) {
+    auto sub = server_.coordinator().watchChildren(siteWorkersPath(site), [this, site](const std::vector<std::string>& names) {
       core_.onLiveWorkers(site, {names.begin(), names.end()});
       wake();
     });
@@ -316,7 +297,7 @@ awaitable<Status> JobManager::registerSelf() {
   auto info = [this] {
     pb::JmInfo info;
     info.set_site(config_.site);
-    info.set_address(address_);
+    info.set_address(server_.address());
     info.set_role(core_.primary() ? pb::JM_PRIMARY : pb::JM_SECONDARY);
     info.set_epoch(core_.epoch());
     info.set_worker_id(config_.worker_id);
@@ -327,7 +308,7 @@ awaitable<Status> JobManager::registerSelf() {
   };
   auto stat = co_await store_->jmRegistration(config_.job_id, config_.site);
   if (!stat) co_return stat.status();
-  if (*stat && (*stat)->ephemeralOwner == zk_->sessionId()) {
+  if (*stat && (*stat)->ephemeralOwner == server_.coordinator().sessionId()) {
     const pb::JmInfo current = info();
     Status set = co_await store_->updateJmRegistration(config_.job_id, current);
     if (set) {
@@ -357,13 +338,13 @@ awaitable<Status> JobManager::registerSelf() {
 // ---- election and fencing ------------------------------------------------------------------
 
 void JobManager::joinElection() {
-  if (election_ || stopping_) return;
+  if (election_ || server_.stopping()) return;
   coord::ElectionCallbacks callbacks;
   callbacks.onElected = [this] {
-    if (!takingOver_) runtime_.spawn(takeOver(), "taking over as primary");
+    if (!takingOver_) server_.spawn(takeOver(), "taking over as primary");
   };
   callbacks.onLost = [this] { stepDown("lost the election"); };
-  auto election = coord::LeaderElection::start(zk_, JobStore::electionPath(config_.job_id), config_.site, std::move(callbacks));
+  auto election = coord::LeaderElection::start(server_.sharedCoordinator(), JobStore::electionPath(config_.job_id), config_.site, std::move(callbacks));
   if (!election) {
     spdlog::warn("joining the election: {}", election.message());
     return;
@@ -376,9 +357,9 @@ awaitable<void> JobManager::takeOver() {
   // Leading the election is not enough: the epoch bump is what fences the previous primary.
   // (The awaited result is named: GCC 12 miscompiles co_await inside a condition.)
   bool done = false;
-  while (!done && !stopping_ && election_ && election_->isLeader() && !core_.primary()) {
+  while (!done && !server_.stopping() && election_ && election_->isLeader() && !core_.primary()) {
     done = co_await takeOverEpoch();
-    if (!done) co_await daemon::sleepFor(kTakeOverRetry);
+    if (!done) co_await server_.sleepFor(kTakeOverRetry);
   }
   if (done) {
     spdlog::info("primary of job {} with epoch {}", config_.job_id, core_.epoch());
@@ -420,7 +401,7 @@ Status JobManager::noteFence(Status written) {
 // ---- the loop --------------------------------------------------------------------------------
 
 awaitable<void> JobManager::mainLoop() {
-  if (auto st = co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms * 2)); !st) {
+  if (auto st = co_await server_.coordinator().waitConnected(milliseconds(config_.zookeeper.session_timeout_ms * 2)); !st) {
     exitWith(true, "cannot reach ZooKeeper: " + st.message());
     co_return;
   }
@@ -432,23 +413,23 @@ awaitable<void> JobManager::mainLoop() {
     exitWith(true, st.message());
     co_return;
   }
-  while (!stopping_) {
+  while (!server_.stopping()) {
     wake_.reset();
     if (exit_) {
       exitWith(false, *exit_);
       break;
     }
     co_await readChangedState();
-    if (stopping_) break;
+    if (server_.stopping()) break;
     if (!registered_) {
-      if (auto st = co_await registerSelf(); !st && !stopping_) spdlog::warn("registering JM: {}", st.message());
+      if (auto st = co_await registerSelf(); !st && !server_.stopping()) spdlog::warn("registering JM: {}", st.message());
     }
     // The JM the submitting master started is the first primary (HOUTU); the others join once
     // a primary has acted (epoch > 0).
     if (!election_ && (config_.primary || (epochNode_ && epochNode_->value != 0))) joinElection();
-    if (stopping_) break;
+    if (server_.stopping()) break;
     co_await execute(core_.step(nowS()));
-    if (stopping_) break;
+    if (server_.stopping()) break;
     co_await wake_.waitFor(milliseconds(config_.tick_ms));
   }
 }
@@ -459,7 +440,7 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     bye.set_job_id(config_.job_id);
     bye.set_finished(true);
     if (auto master = net::Endpoint::parse(config_.master)) {
-      (void)co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", bye, kMasterCallTimeout);
+      (void)co_await server_.client(*master)->call<rpc::Master::JmUpdate>(bye, kMasterCallTimeout);
     }
     exitWith(false, "job " + config_.job_id + " is over (" + pb::JobState_Name(core_.status().state()) + ")");
     co_return;
@@ -516,10 +497,10 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
       spdlog::info("job {} succeeded in {} ms", config_.job_id, done.finish_unix_ms() - done.submit_unix_ms());
     }
   }
-  for (const auto& site : actions.startJms) runtime_.spawn(requestJm(site), "asking for a JM at " + site);
-  if (actions.request && !requestInFlight_) runtime_.spawn(sendContainerRequest(*actions.request), "container request");
-  for (auto& launch : actions.launches) runtime_.spawn(runTask(std::move(launch)), "task");
-  if (actions.steal) runtime_.spawn(stealWork(*actions.steal), "steal");
+  for (const auto& site : actions.startJms) server_.spawn(requestJm(site), "asking for a JM at " + site);
+  if (actions.request && !requestInFlight_) server_.spawn(sendContainerRequest(*actions.request), "container request");
+  for (auto& launch : actions.launches) server_.spawn(runTask(std::move(launch)), "task");
+  if (actions.steal) server_.spawn(stealWork(*actions.steal), "steal");
   if (actions.publish && registered_) (void)co_await registerSelf();
 }
 
@@ -528,7 +509,7 @@ awaitable<void> JobManager::readSiteRecords() {
   for (const auto& site : core_.status().sites()) {
     pb::SiteInfo info;
     info.set_site(site);
-    auto live = co_await zk_->get(siteLivePath(site));
+    auto live = co_await server_.coordinator().get(siteLivePath(site));
     if (live) {
       auto parsed = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(site));
       if (parsed) info = *parsed;
@@ -539,7 +520,7 @@ awaitable<void> JobManager::readSiteRecords() {
 }
 
 awaitable<void> JobManager::requestJm(std::string site) {
-  auto live = co_await zk_->get(siteLivePath(site));
+  auto live = co_await server_.coordinator().get(siteLivePath(site));
   if (!live) {
     spdlog::warn("site {} has no JM and no live master", site);
     co_return;
@@ -552,7 +533,7 @@ awaitable<void> JobManager::requestJm(std::string site) {
   req.set_job_id(config_.job_id);
   req.set_role(pb::JM_SECONDARY);
   spdlog::warn("site {} has no JM: asking its master for one", site);
-  auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", req, kMasterCallTimeout);
+  auto r = co_await server_.client(*ep)->call<rpc::Master::StartJm>(req, kMasterCallTimeout);
   if (!r) spdlog::warn("site {} could not start a JM: {}", site, r.message());
 }
 
@@ -563,12 +544,12 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
   core_.onContainerRequestSent(request);
   pb::JmUpdateRequest req;
   req.set_job_id(config_.job_id);
-  req.set_jm_address(address_);
+  req.set_jm_address(server_.address());
   req.set_desire(request.desire);
   for (const auto& id : request.release) *req.add_release() = id;
-  auto resp = co_await clients_.get(*master)->call<pb::JmUpdateResponse>("master.JmUpdate", req, kMasterCallTimeout);
+  auto resp = co_await server_.client(*master)->call<rpc::Master::JmUpdate>(req, kMasterCallTimeout);
   requestInFlight_ = false;
-  if (stopping_) co_return;
+  if (server_.stopping()) co_return;
   if (!resp) {
     spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
     co_return;
@@ -595,12 +576,12 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
     wake();
     co_return;
   }
-  launch.request.set_jm_address(address_);
+  launch.request.set_jm_address(server_.address());
   spdlog::info("task {} attempt {} on {}", label, launch.attempt, launch.slotKey);
   // (Never co_await inside ?:, && or || with GCC 12: the operand may be evaluated twice.)
-  auto client = clients_.get(*ep);
-  Result<pb::RunTaskResponse> r = co_await client->call<pb::RunTaskResponse>("worker.RunTask", launch.request, kTaskTimeout);
-  if (stopping_) co_return;
+  auto client = server_.client(*ep);
+  Result<pb::RunTaskResponse> r = co_await client->call<rpc::Worker::RunTask>(launch.request, kTaskTimeout);
+  if (server_.stopping()) co_return;
   if (r) {
     spdlog::info("task {} done on {} in {:.3f} s", label, launch.slotKey, r->location().elapsed_s());
     core_.onTaskEnded(launch, jobcore::AttemptEnd::kSucceeded, &r->location(), "", nowS());
@@ -617,7 +598,7 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
   // What our site's workers measured fetching from the others (its record, read at most every
   // kInboundMaxAgeS): victims weigh moving a task against it.
   if (!inboundReadAt_ || Clock::now() - *inboundReadAt_ > kInboundMaxAge) {
-    auto live = co_await zk_->get(siteLivePath(config_.site));
+    auto live = co_await server_.coordinator().get(siteLivePath(config_.site));
     if (live) {
       auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
       if (info) inbound_.assign(info->inbound().begin(), info->inbound().end());
@@ -635,9 +616,9 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
     req.set_max_tasks(steal.maxTasks);
     for (const auto& rate : inbound_) *req.add_inbound() = rate;
     auto started = Clock::now();
-    auto client = clients_.get(*ep);
-    auto r = co_await client->call<pb::StealResponse>("jm.Steal", req, kStealCallTimeout);
-    if (stopping_) co_return;
+    auto client = server_.client(*ep);
+    auto r = co_await client->call<rpc::Jm::Steal>(req, kStealCallTimeout);
+    if (server_.stopping()) co_return;
     if (!r) {
       // Perhaps a replaced JM at a new address: read its node again.
       if (r.error().code == ErrorCode::kUnavailable) {

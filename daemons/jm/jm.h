@@ -19,10 +19,10 @@
 #include "coord/event_flag.h"
 #include "coord/coordinator.h"
 #include "daemon/daemon.h"
+#include "daemon/server.h"
 #include "jobcore/job_core.h"
 #include "jobstate/job_store.h"
-#include "net/rpc_client.h"
-#include "net/rpc_server.h"
+#include "net/methods.h"
 #include "tellus.pb.h"
 
 namespace tellus::jm {
@@ -71,15 +71,12 @@ class JobManager {
   boost::asio::awaitable<void> stealWork(jobcore::StealWork steal);
   boost::asio::awaitable<Result<pb::StealResponse>> giveWork(pb::StealRequest req, net::CallContext ctx);
 
-  daemon::Runtime& runtime_;
   config::JmConfig config_;
   jobcore::JobCore core_;
   Clock::time_point origin_ = Clock::now();
-  std::string address_;
-  net::RpcServer server_;
-  net::ClientPool clients_;
-  std::shared_ptr<coord::Coordinator> zk_;
-  std::optional<jobstate::JobStore> store_;  // over zk_: every read and write of the job's state
+  // RPC, clients, ZooKeeper; declared before everything that holds on to them.
+  daemon::Server server_;
+  std::optional<jobstate::JobStore> store_;  // over the coordinator: every read and write of the job's state
   std::vector<coord::Subscription> subscriptions_;
   std::map<std::string, coord::Subscription> workerWatches_;  // by site
   coord::EventFlag wake_;
@@ -109,7 +106,6 @@ class JobManager {
 
   std::optional<std::string> exit_;  // set by a watch callback, acted on by the loop
   bool requestInFlight_ = false;
-  bool stopping_ = false;
 };
 
 // Loads the config and runs the JM until its job ends. The body of tellus-jm's main.

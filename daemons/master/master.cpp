@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/zookeeper.h"
 #include "job/spec.h"
 #include "jobstate/job_view.h"
 #include "jobstate/job_store.h"
@@ -31,104 +30,67 @@ constexpr milliseconds kPublishPeriod{500};
 }  // namespace
 
 Master::Master(daemon::Runtime& runtime, config::MasterConfig config)
-    : runtime_(runtime),
-      config_(std::move(config)),
-      server_(runtime.io().get_executor()),
-      http_(runtime.io().get_executor()),
-      clients_(runtime.io().get_executor()) {}
+    : config_(std::move(config)), server_(runtime) {}
 
 Master::~Master() { stop(); }
 
 Status Master::start() {
   loadConfiguredDatasets();
-  using std::function;
-  server_.handle<pb::SubmitRequest, pb::SubmitResponse>(
-      "master.Submit", [this](pb::SubmitRequest r, net::CallContext c) { return submit(std::move(r), c); });
-  server_.handle<pb::StartJmRequest, pb::StartJmResponse>(
-      "master.StartJm", [this](pb::StartJmRequest r, net::CallContext c) { return startJm(std::move(r), c); });
-  server_.handle<pb::JobRequest, pb::JobStatusResponse>(
-      "master.Status", [this](pb::JobRequest r, net::CallContext c) { return status(std::move(r), c); });
-  server_.handle<pb::ListJobsRequest, pb::ListJobsResponse>(
-      "master.List", [this](pb::ListJobsRequest r, net::CallContext c) { return list(std::move(r), c); });
-  server_.handle<pb::ListSitesRequest, pb::ListSitesResponse>(
-      "master.Sites", [this](pb::ListSitesRequest r, net::CallContext c) { return sites(std::move(r), c); });
-  server_.handle<pb::JobRequest, pb::KillResponse>(
-      "master.Kill", [this](pb::JobRequest r, net::CallContext c) { return kill(std::move(r), c); });
-  server_.handle<pb::ResultRequest, pb::ResultResponse>(
-      "master.Result", [this](pb::ResultRequest r, net::CallContext c) { return result(std::move(r), c); });
-  server_.handle<pb::PutRequest, pb::PutResponse>(
-      "master.Put", [this](pb::PutRequest r, net::CallContext c) { return put(std::move(r), c); });
-  server_.handle<pb::RegisterWorkerRequest, pb::RegisterWorkerResponse>(
-      "master.RegisterWorker", function<Result<pb::RegisterWorkerResponse>(const pb::RegisterWorkerRequest&)>(
-                                   [this](const pb::RegisterWorkerRequest& r) { return registerWorker(r); }));
-  server_.handle<pb::WorkerHeartbeat, pb::HeartbeatResponse>(
-      "master.Heartbeat", function<Result<pb::HeartbeatResponse>(const pb::WorkerHeartbeat&)>(
-                              [this](const pb::WorkerHeartbeat& r) { return heartbeat(r); }));
-  server_.handle<pb::JmUpdateRequest, pb::JmUpdateResponse>(
-      "master.JmUpdate", function<Result<pb::JmUpdateResponse>(const pb::JmUpdateRequest&)>(
-                             [this](const pb::JmUpdateRequest& r) { return jmUpdate(r); }));
+  server_.handle<rpc::Master::Submit>([this](pb::SubmitRequest r, net::CallContext c) { return submit(std::move(r), c); });
+  server_.handle<rpc::Master::StartJm>(
+      [this](pb::StartJmRequest r, net::CallContext c) { return startJm(std::move(r), c); });
+  server_.handle<rpc::Master::Status>([this](pb::JobRequest r, net::CallContext c) { return status(std::move(r), c); });
+  server_.handle<rpc::Master::List>([this](pb::ListJobsRequest r, net::CallContext c) { return list(std::move(r), c); });
+  server_.handle<rpc::Master::Sites>([this](pb::ListSitesRequest r, net::CallContext c) { return sites(std::move(r), c); });
+  server_.handle<rpc::Master::Kill>([this](pb::JobRequest r, net::CallContext c) { return kill(std::move(r), c); });
+  server_.handle<rpc::Master::Result>([this](pb::ResultRequest r, net::CallContext c) { return result(std::move(r), c); });
+  server_.handle<rpc::Master::Put>([this](pb::PutRequest r, net::CallContext c) { return put(std::move(r), c); });
+  server_.handle<rpc::Master::RegisterWorker>([this](const pb::RegisterWorkerRequest& r) { return registerWorker(r); });
+  server_.handle<rpc::Master::Heartbeat>([this](const pb::WorkerHeartbeat& r) { return heartbeat(r); });
+  server_.handle<rpc::Master::JmUpdate>([this](const pb::JmUpdateRequest& r) { return jmUpdate(r); });
 
-  auto listen = net::Endpoint::parse(config_.listen);
-  if (!listen) return listen.status().prepend("listen");
-  auto port = server_.start(*listen);
-  if (!port) return port.status().prepend("listen on " + config_.listen);
-  address_ = listen->host + ":" + std::to_string(*port);
+  server_.httpGet("/status", [this] {
+    nlohmann::json j;
+    j["site"] = config_.site;
+    j["address"] = server_.address();
+    for (const auto& [id, w] : workers_) {
+      j["workers"].push_back({{"id", id}, {"address", w.address}, {"containers", w.containers}, {"alive", w.alive}});
+    }
+    for (const auto& [id, s] : subJobs_) {
+      j["sub_jobs"].push_back({{"job_id", id}, {"desire", s.desire}, {"granted", grantsOf(id).size()}});
+    }
+    auto info = siteInfo();
+    j["containers_total"] = info.containers_total();
+    j["containers_free"] = info.containers_free();
+    return net::HttpResponse{"application/json", j.dump(2) + "\n", 200};
+  });
+  auto& metrics = server_.metrics();
+  metrics.gauge("tellus_master_workers", "Live workers registered with this master.", [this] {
+    return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(siteInfo().workers())}};
+  });
+  metrics.gauge("tellus_master_containers", "Containers offered by live workers.", [this] {
+    auto info = siteInfo();
+    return std::vector<daemon::MetricSample>{{{{"site", config_.site}, {"state", "total"}}, double(info.containers_total())},
+                                             {{{"site", config_.site}, {"state", "free"}}, double(info.containers_free())}};
+  });
+  metrics.gauge("tellus_master_sub_jobs", "Sub-jobs holding or asking for containers.", [this] {
+    return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(subJobs_.size())}};
+  });
 
-  if (!config_.http_listen.empty()) {
-    http_.get("/status", [this] {
-      nlohmann::json j;
-      j["site"] = config_.site;
-      j["address"] = address_;
-      for (const auto& [id, w] : workers_) {
-        j["workers"].push_back({{"id", id}, {"address", w.address}, {"containers", w.containers}, {"alive", w.alive}});
-      }
-      for (const auto& [id, s] : subJobs_) {
-        j["sub_jobs"].push_back({{"job_id", id}, {"desire", s.desire}, {"granted", grantsOf(id).size()}});
-      }
-      auto info = siteInfo();
-      j["containers_total"] = info.containers_total();
-      j["containers_free"] = info.containers_free();
-      return net::HttpResponse{"application/json", j.dump(2) + "\n", 200};
-    });
-    http_.get("/metrics", [this] {
-      auto info = siteInfo();
-      std::string m;
-      m += "# HELP tellus_master_workers Live workers registered with this master.\n# TYPE tellus_master_workers gauge\n";
-      m += "tellus_master_workers{site=\"" + config_.site + "\"} " + std::to_string(info.workers()) + "\n";
-      m += "# HELP tellus_master_containers Containers offered by live workers.\n# TYPE tellus_master_containers gauge\n";
-      m += "tellus_master_containers{site=\"" + config_.site + "\",state=\"total\"} " + std::to_string(info.containers_total()) + "\n";
-      m += "tellus_master_containers{site=\"" + config_.site + "\",state=\"free\"} " + std::to_string(info.containers_free()) + "\n";
-      m += "# HELP tellus_master_sub_jobs Sub-jobs holding or asking for containers.\n# TYPE tellus_master_sub_jobs gauge\n";
-      m += "tellus_master_sub_jobs{site=\"" + config_.site + "\"} " + std::to_string(subJobs_.size()) + "\n";
-      return net::HttpResponse{"text/plain; version=0.0.4", m, 200};
-    });
-    auto hl = net::Endpoint::parse(config_.http_listen);
-    if (!hl) return hl.status().prepend("http_listen");
-    auto hp = http_.start(*hl);
-    if (!hp) return hp.status().prepend("http_listen on " + config_.http_listen);
-    httpAddress_ = hl->host + ":" + std::to_string(*hp);
-  }
-
-  auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
-  if (!zk) return zk.status().prepend("zookeeper");
-  zk_ = std::move(zk).value();
-  store_.emplace(*zk_);
-  spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, address_, httpAddress_,
-               config_.zookeeper.connect, config_.zookeeper.chroot);
-  runtime_.spawn(publishLoop(), "site publisher");
-  runtime_.spawn(scheduleLoop(), "container scheduler");
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper}));
+  store_.emplace(server_.coordinator());
+  spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, server_.address(),
+               server_.httpAddress(), config_.zookeeper.connect, config_.zookeeper.chroot);
+  server_.spawn(publishLoop(), "site publisher");
+  server_.spawn(scheduleLoop(), "container scheduler");
   return {};
 }
 
 void Master::stop() {
-  if (stopping_) return;
-  stopping_ = true;
+  if (server_.stopping()) return;
   subscriptions_.clear();
   watchedJobs_.clear();
   server_.stop();
-  http_.stop();
-  clients_.closeAll();
-  if (zk_) zk_->close();
 }
 
 void Master::loadConfiguredDatasets() {
@@ -156,11 +118,11 @@ void Master::loadConfiguredDatasets() {
 }
 
 awaitable<void> Master::loadPutDatasets() {
-  auto names = co_await zk_->children(siteDatasetsPath(config_.site));
+  auto names = co_await server_.coordinator().children(siteDatasetsPath(config_.site));
   if (!names) co_return;
   for (const auto& name : *names) {
     if (datasets_.count(name)) continue;  // configured datasets take precedence
-    auto node = co_await zk_->get(siteDatasetsPath(config_.site) + "/" + name);
+    auto node = co_await server_.coordinator().get(siteDatasetsPath(config_.site) + "/" + name);
     if (!node) continue;
     auto ds = daemon::parseProto<pb::SiteDataset>(node->data, name);
     if (ds) datasets_[name] = *ds;
@@ -170,8 +132,8 @@ awaitable<void> Master::loadPutDatasets() {
 pb::SiteInfo Master::siteInfo() const {
   pb::SiteInfo info;
   info.set_site(config_.site);
-  info.set_master_address(address_);
-  info.set_http_address(httpAddress_);
+  info.set_master_address(server_.address());
+  info.set_http_address(server_.httpAddress());
   uint32_t live = 0, total = 0, free = 0;
   for (const auto& [id, w] : workers_) {
     if (!w.alive) continue;
@@ -214,19 +176,19 @@ pb::SiteInfo Master::siteInfo() const {
 awaitable<Status> Master::publishSite() {
   auto info = siteInfo().SerializeAsString();
   auto live = siteLivePath(config_.site);
-  auto stat = co_await zk_->exists(live);
+  auto stat = co_await server_.coordinator().exists(live);
   if (!stat) co_return stat.status();
-  if (*stat && (*stat)->ephemeralOwner != zk_->sessionId()) {
+  if (*stat && (*stat)->ephemeralOwner != server_.coordinator().sessionId()) {
     // Left by this site's previous master process whose session has not expired yet.
-    (void)co_await zk_->remove(live);
+    (void)co_await server_.coordinator().remove(live);
     *stat = std::nullopt;
   }
   if (!*stat) {
-    auto created = co_await zk_->create(live, info, coord::CreateMode::kEphemeral);
+    auto created = co_await server_.coordinator().create(live, info, coord::CreateMode::kEphemeral);
     if (!created) co_return created.status();
     spdlog::info("site {} published in ZooKeeper", config_.site);
   } else {
-    auto set = co_await zk_->set(live, info, -1);
+    auto set = co_await server_.coordinator().set(live, info, -1);
     if (!set) co_return set.status();
   }
   co_return Status::ok();
@@ -234,23 +196,23 @@ awaitable<Status> Master::publishSite() {
 
 awaitable<void> Master::publishLoop() {
   bool prepared = false;
-  while (!stopping_) {
+  while (!server_.stopping()) {
     if (!prepared) {
-      if (auto st = co_await zk_->waitConnected(milliseconds(5000)); !st) {
+      if (auto st = co_await server_.coordinator().waitConnected(milliseconds(5000)); !st) {
         spdlog::warn("waiting for ZooKeeper: {}", st.message());
         continue;
       }
       auto jobs = co_await store_->ensureJobsRoot();
-      auto datasets = co_await zk_->ensurePath(siteDatasetsPath(config_.site));
+      auto datasets = co_await server_.coordinator().ensurePath(siteDatasetsPath(config_.site));
       if (!jobs || !datasets) {
-        co_await daemon::sleepFor(kPublishPeriod);
+        co_await server_.sleepFor(kPublishPeriod);
         continue;
       }
       co_await loadPutDatasets();
       prepared = true;
     }
     if (auto st = co_await publishSite(); !st) spdlog::warn("publishing site: {}", st.message());
-    co_await daemon::sleepFor(kPublishPeriod);
+    co_await server_.sleepFor(kPublishPeriod);
   }
 }
 
@@ -291,7 +253,7 @@ void Master::allocate() {
     for (int g = 0; g < grants[i] && next < free.size(); ++g) slots_[free[next++]] = shares[i].id;
     if (grants[i] > 0) {
       const auto& sub = subJobs_[shares[i].id];
-      if (!sub.jmAddress.empty()) runtime_.spawn(pushGrants(sub.jobId, sub.jmAddress), "grant event");
+      if (!sub.jmAddress.empty()) server_.spawn(pushGrants(sub.jobId, sub.jmAddress), "grant event");
     }
   }
 }
@@ -301,14 +263,15 @@ awaitable<void> Master::pushGrants(std::string jobId, std::string jmAddress) {
   if (!ep) co_return;
   pb::JmUpdateResponse event;
   for (auto& c : grantsOf(jobId)) *event.add_granted() = std::move(c);
-  auto client = clients_.get(*ep);
-  auto r = co_await client->call<pb::Empty>("jm.Grants", event, kPeerCallTimeout);
+  auto client = server_.client(*ep);
+  auto r = co_await client->call<rpc::Jm::Grants>(event, kPeerCallTimeout);
   if (!r) spdlog::debug("grant event to the JM of {} not delivered: {}", jobId, r.message());
 }
 
 awaitable<void> Master::scheduleLoop() {
-  while (!stopping_) {
-    co_await daemon::sleepFor(milliseconds(config_.schedule_period_ms));
+  while (!server_.stopping()) {
+    co_await server_.sleepFor(milliseconds(config_.schedule_period_ms));
+    if (server_.stopping()) break;
     auto now = Clock::now();
     for (auto& [id, w] : workers_) {
       if (w.alive && now - w.lastHeartbeat > milliseconds(config_.worker_timeout_ms)) {
@@ -349,7 +312,7 @@ awaitable<void> Master::scheduleLoop() {
       }
       if (watched->second.ended) {
         watchedJobs_.erase(watched);
-        runtime_.spawn(stopJobTasks(jobId), "stopping the tasks of " + jobId);
+        server_.spawn(stopJobTasks(jobId), "stopping the tasks of " + jobId);
         for (auto& [key, holder] : slots_) {
           if (holder == jobId) holder.clear();
         }
@@ -404,7 +367,7 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
   for (const auto& rate : req.inbound()) it->second.inboundMbps[rate.from_site()] = rate.mbps();
   for (const auto& job : req.dead_jms()) {
     spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
-    runtime_.spawn(replaceJm(job, true), "replacing the JM of " + job);
+    server_.spawn(replaceJm(job, true), "replacing the JM of " + job);
   }
   return resp;
 }
@@ -449,11 +412,11 @@ Result<std::string> Master::pickWorkerForJm() {
 }
 
 awaitable<Result<std::vector<pb::SiteInfo>>> Master::liveSites() {
-  auto names = co_await zk_->children(sitesPath());
+  auto names = co_await server_.coordinator().children(sitesPath());
   if (!names) co_return names.error();
   std::vector<pb::SiteInfo> out;
   for (const auto& name : *names) {
-    auto node = co_await zk_->get(siteLivePath(name));
+    auto node = co_await server_.coordinator().get(siteLivePath(name));
     if (!node) continue;  // site without a running master
     auto info = daemon::parseProto<pb::SiteInfo>(node->data, siteLivePath(name));
     if (info) out.push_back(*info);
@@ -560,7 +523,7 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
     pb::StartJmRequest secondary;
     secondary.set_job_id(jobId);
     secondary.set_role(pb::JM_SECONDARY);
-    auto r = co_await clients_.get(*ep)->call<pb::StartJmResponse>("master.StartJm", secondary, kPeerCallTimeout);
+    auto r = co_await server_.client(*ep)->call<rpc::Master::StartJm>(secondary, kPeerCallTimeout);
     if (!r) spdlog::warn("job {}: site {} could not start an sJM yet: {}", jobId, site.site(), r.message());
   }
   spdlog::info("job {} ({}) submitted over sites {}", jobId, spec.name(), fmt::join(status.sites(), ","));
@@ -585,7 +548,7 @@ awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, n
     pb::LaunchJmRequest launch;
     launch.set_job_id(req.job_id());
     launch.set_role(req.role());
-    auto r = co_await clients_.get(*ep)->call<pb::LaunchJmResponse>("worker.LaunchJm", launch, kPeerCallTimeout);
+    auto r = co_await server_.client(*ep)->call<rpc::Worker::LaunchJm>(launch, kPeerCallTimeout);
     if (r) {
       jmWorker_[req.job_id()] = *workerId;
       pb::StartJmResponse resp;
@@ -742,7 +705,7 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
   fetch.mutable_partition()->set_bucket(0);
   fetch.set_offset(req.offset());
   fetch.set_max_bytes(req.max_bytes());
-  auto chunk = co_await clients_.get(*ep)->call<pb::FetchResponse>("worker.Fetch", fetch, ctx.remaining());
+  auto chunk = co_await server_.client(*ep)->call<rpc::Worker::Fetch>(fetch, ctx.remaining());
   if (!chunk) co_return chunk.error().prepend("reading result from worker " + loc.worker_id());
   resp.set_data(std::move(*chunk->mutable_data()));
   resp.set_total_bytes(chunk->total_bytes());
@@ -782,8 +745,8 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     const auto& w = workers_[workerId];
     auto ep = net::Endpoint::parse(w.address);
     if (!ep) co_return ep.error();
-    auto client = clients_.get(*ep);
-    auto r = co_await client->call<pb::WriteDatasetResponse>("worker.WriteDataset", write, ctx.remaining());
+    auto client = server_.client(*ep);
+    auto r = co_await client->call<rpc::Worker::WriteDataset>(write, ctx.remaining());
     if (!r) {
       auto error = r.error().prepend("storing on worker " + workerId);
       putWorkers_.erase(key);
@@ -811,9 +774,9 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     }
     putWorkers_.erase(key);
     auto path = siteDatasetsPath(config_.site) + "/" + req.dataset();
-    auto set = co_await zk_->set(path, ds.SerializeAsString(), -1);
+    auto set = co_await server_.coordinator().set(path, ds.SerializeAsString(), -1);
     if (!set && set.error().code == ErrorCode::kNotFound) {
-      auto created = co_await zk_->create(path, ds.SerializeAsString(), coord::CreateMode::kPersistent);
+      auto created = co_await server_.coordinator().create(path, ds.SerializeAsString(), coord::CreateMode::kPersistent);
       if (!created) co_return created.error().prepend("recording dataset " + req.dataset());
     } else if (!set) {
       co_return set.error().prepend("recording dataset " + req.dataset());
@@ -833,8 +796,8 @@ awaitable<void> Master::stopJobTasks(std::string jobId) {
   for (const auto& [id, address] : targets) {
     auto ep = net::Endpoint::parse(address);
     if (!ep) continue;
-    auto client = clients_.get(*ep);
-    auto r = co_await client->call<pb::Empty>("worker.KillJobTasks", req, kPeerCallTimeout);
+    auto client = server_.client(*ep);
+    auto r = co_await client->call<rpc::Worker::KillJobTasks>(req, kPeerCallTimeout);
     if (!r) spdlog::warn("worker {} could not stop the tasks of {}: {}", id, jobId, r.message());
   }
 }
@@ -844,7 +807,7 @@ void Master::replaceJmsOf(const std::string& workerId) {
   for (const auto& [job, worker] : jmWorker_) {
     if (worker == workerId) jobs.push_back(job);
   }
-  for (const auto& job : jobs) runtime_.spawn(replaceJm(job, false), "replacing the JM of " + job);
+  for (const auto& job : jobs) server_.spawn(replaceJm(job, false), "replacing the JM of " + job);
 }
 
 awaitable<void> Master::replaceJm(std::string jobId, bool crashed) {

@@ -16,10 +16,9 @@
 #include "config/config.h"
 #include "coord/coordinator.h"
 #include "daemon/daemon.h"
+#include "daemon/server.h"
 #include "jobstate/job_store.h"
-#include "net/http_server.h"
-#include "net/rpc_client.h"
-#include "net/rpc_server.h"
+#include "net/methods.h"
 #include "tellus.pb.h"
 
 namespace tellus::master {
@@ -91,15 +90,10 @@ class Master {
   boost::asio::awaitable<Result<std::vector<pb::SiteInfo>>> liveSites();
   boost::asio::awaitable<Result<pb::JobStatus>> readStatus(const std::string& jobId);
 
-  daemon::Runtime& runtime_;
   config::MasterConfig config_;
-  std::string address_;
-  std::string httpAddress_;
-  net::RpcServer server_;
-  net::HttpServer http_;
-  net::ClientPool clients_;
-  std::shared_ptr<coord::Coordinator> zk_;
-  std::optional<jobstate::JobStore> store_;  // over zk_: every read and write of job state
+  // RPC, HTTP, clients, ZooKeeper; declared before everything that holds on to them.
+  daemon::Server server_;
+  std::optional<jobstate::JobStore> store_;  // over the coordinator: every read and write of job state
   std::vector<coord::Subscription> subscriptions_;
 
   std::map<std::string, WorkerRecord> workers_;
@@ -127,7 +121,6 @@ class Master {
   std::map<std::string, ResultMeta> resultMeta_;
   uint64_t resultUses_ = 0;
   uint64_t nextPut_ = 0;
-  bool stopping_ = false;
   bool sitePublished_ = false;
 };
 

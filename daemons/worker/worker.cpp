@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "data/checksum.h"
-#include "daemon/zookeeper.h"
 #include "data/dataset.h"
 #include "jobstate/paths.h"
 #include "monitor/process_table.h"
@@ -64,12 +63,10 @@ std::filesystem::path binDirOf(const config::WorkerConfig& config) {
 }  // namespace
 
 Worker::Worker(daemon::Runtime& runtime, config::WorkerConfig config)
-    : runtime_(runtime),
-      config_(std::move(config)),
+    : config_(std::move(config)),
       binDir_(binDirOf(config_)),
       dataDir_(config_.data_dir),
-      server_(runtime.io().get_executor()),
-      clients_(runtime.io().get_executor()),
+      server_(runtime),
       wan_(config_.wan) {}
 
 Worker::~Worker() { stop(); }
@@ -84,65 +81,49 @@ Status Worker::start() {
   if (!store) return store.status().prepend("partition store");
   store_ = std::make_unique<data::PartitionStore>(std::move(store).value());
 
-  server_.handle<pb::LaunchJmRequest, pb::LaunchJmResponse>(
-      "worker.LaunchJm", [this](pb::LaunchJmRequest r, net::CallContext c) { return launchJm(std::move(r), c); });
-  server_.handle<pb::RunTaskRequest, pb::RunTaskResponse>(
-      "worker.RunTask", [this](pb::RunTaskRequest r, net::CallContext c) { return runTask(std::move(r), c); });
-  server_.handle<pb::FetchRequest, pb::FetchResponse>(
-      "worker.Fetch", [this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
-  server_.handle<pb::KillJobTasksRequest, pb::Empty>(
-      "worker.KillJobTasks", std::function<Result<pb::Empty>(const pb::KillJobTasksRequest&)>(
-                                 [this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); }));
-  server_.handle<pb::WriteDatasetRequest, pb::WriteDatasetResponse>(
-      "worker.WriteDataset", std::function<Result<pb::WriteDatasetResponse>(const pb::WriteDatasetRequest&)>(
-                                 [this](const pb::WriteDatasetRequest& r) { return writeDataset(r); }));
+  server_.handle<rpc::Worker::LaunchJm>(
+      [this](pb::LaunchJmRequest r, net::CallContext c) { return launchJm(std::move(r), c); });
+  server_.handle<rpc::Worker::RunTask>([this](pb::RunTaskRequest r, net::CallContext c) { return runTask(std::move(r), c); });
+  server_.handle<rpc::Worker::Fetch>([this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
+  server_.handle<rpc::Worker::KillJobTasks>([this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); });
+  server_.handle<rpc::Worker::WriteDataset>([this](const pb::WriteDatasetRequest& r) { return writeDataset(r); });
 
-  auto listen = net::Endpoint::parse(config_.listen);
-  if (!listen) return listen.status().prepend("listen");
-  auto port = server_.start(*listen);
-  if (!port) return port.status().prepend("listen on " + config_.listen);
-  address_ = listen->host + ":" + std::to_string(*port);
-
-  auto zk = daemon::connectZooKeeper(runtime_.io().get_executor(), config_.zookeeper);
-  if (!zk) return zk.status().prepend("zookeeper");
-  zk_ = std::move(zk).value();
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
-  jobStore_.emplace(*zk_, jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
+  jobStore_.emplace(server_.coordinator(),
+                    jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
 
-  spdlog::info("worker {} of site {} serving on {} with {} containers", config_.id, config_.site, address_,
+  spdlog::info("worker {} of site {} serving on {} with {} containers", config_.id, config_.site, server_.address(),
                config_.containers);
-  runtime_.spawn(masterLoop(), "master registration loop");
-  runtime_.spawn(livenessLoop(), "liveness publisher");
+  server_.spawn(masterLoop(), "master registration loop");
+  server_.spawn(livenessLoop(), "liveness publisher");
   if (auto constants = monitor::SystemConstants::query()) {
     monitor_.emplace(*constants);
-    runtime_.spawn(usageLoop(), "resource monitor");
+    server_.spawn(usageLoop(), "resource monitor");
   } else {
     spdlog::warn("resource monitor disabled: {}", constants.message());
   }
-  runtime_.spawn(reapLoop(), "child reaper");
+  server_.spawn(reapLoop(), "child reaper");
   return {};
 }
 
 void Worker::stop() {
-  if (stopping_) return;
-  stopping_ = true;
-  server_.stop();
-  clients_.closeAll();
+  if (server_.stopping()) return;
   jms_.clear();  // kills and reaps JM children
-  if (zk_) zk_->close();
+  server_.stop();
 }
 
 pb::RegisterWorkerRequest Worker::registration() const {
   pb::RegisterWorkerRequest req;
   req.set_worker_id(config_.id);
-  req.set_address(address_);
+  req.set_address(server_.address());
   req.set_containers(config_.containers);
   // After a master restart, it learns which containers are busy from us.
   for (const auto& [slot, busy] : busySlots_) {
     auto* c = req.add_running();
     c->mutable_id()->set_worker_id(config_.id);
     c->mutable_id()->set_slot(slot);
-    c->set_worker_address(address_);
+    c->set_worker_address(server_.address());
     c->set_site(config_.site);
     req.add_running_jobs(busy.jobId);
   }
@@ -150,8 +131,9 @@ pb::RegisterWorkerRequest Worker::registration() const {
 }
 
 awaitable<void> Worker::usageLoop() {
-  while (!stopping_) {
-    co_await daemon::sleepFor(milliseconds(1000));
+  while (!server_.stopping()) {
+    co_await server_.sleepFor(milliseconds(1000));
+    if (server_.stopping()) break;
     auto samples = monitor_->sampleAll(std::chrono::steady_clock::now());
     if (!samples) {
       spdlog::warn("resource monitor: {}", samples.message());
@@ -183,16 +165,16 @@ awaitable<void> Worker::usageLoop() {
       report.set_worker_id(config_.id);
       *report.add_usage() = usage;
     }
-    for (auto& [jm, report] : reports) runtime_.spawn(sendUsage(jm, std::move(report)), "usage report");
+    for (auto& [jm, report] : reports) server_.spawn(sendUsage(jm, std::move(report)), "usage report");
   }
 }
 
 awaitable<void> Worker::sendUsage(std::string jmAddress, pb::ContainerUsageReport report) {
   auto ep = net::Endpoint::parse(jmAddress);
   if (!ep) co_return;
-  auto client = clients_.get(*ep);
+  auto client = server_.client(*ep);
   // Best effort: a JM that is gone or slow simply misses a sample.
-  auto r = co_await client->call<pb::Empty>("jm.ContainerUsage", report, milliseconds(900));
+  auto r = co_await client->call<rpc::Jm::ContainerUsage>(report, milliseconds(900));
   if (!r) spdlog::debug("usage report to {} failed: {}", jmAddress, r.message());
 }
 
@@ -201,25 +183,25 @@ awaitable<void> Worker::livenessLoop() {
   // a partition's only copy is gone. Re-created after a session expiry.
   pb::WorkerInfo info;
   info.set_worker_id(config_.id);
-  info.set_address(address_);
+  info.set_address(server_.address());
   info.set_containers(config_.containers);
   auto path = jobstate::siteWorkerPath(config_.site, config_.id);
-  while (!stopping_) {
-    auto connected = co_await zk_->waitConnected(milliseconds(config_.zookeeper.session_timeout_ms));
+  while (!server_.stopping()) {
+    auto connected = co_await server_.coordinator().waitConnected(milliseconds(config_.zookeeper.session_timeout_ms));
     if (connected) {
-      auto stat = co_await zk_->exists(path);
-      if (stat && *stat && (*stat)->ephemeralOwner != zk_->sessionId()) {
-        (void)co_await zk_->remove(path);  // left by our previous incarnation
+      auto stat = co_await server_.coordinator().exists(path);
+      if (stat && *stat && (*stat)->ephemeralOwner != server_.coordinator().sessionId()) {
+        (void)co_await server_.coordinator().remove(path);  // left by our previous incarnation
         *stat = std::nullopt;
       }
       if (stat && !*stat) {
-        auto parent = co_await zk_->ensurePath(jobstate::siteWorkersPath(config_.site));
-        auto created = co_await zk_->create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);
+        auto parent = co_await server_.coordinator().ensurePath(jobstate::siteWorkersPath(config_.site));
+        auto created = co_await server_.coordinator().create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);
         if (!created) spdlog::warn("publishing liveness: {}", created.message());
         (void)parent;
       }
     }
-    co_await daemon::sleepFor(milliseconds(500));
+    co_await server_.sleepFor(milliseconds(500));
   }
 }
 
@@ -227,14 +209,14 @@ awaitable<void> Worker::masterLoop() {
   auto master = net::Endpoint::parse(config_.master);
   if (!master) {
     spdlog::critical("master address {}: {}", config_.master, master.message());
-    runtime_.shutdown();
+    server_.runtime().shutdown();
     co_return;
   }
-  auto client = clients_.get(*master);
+  auto client = server_.client(*master);
   bool registered = false;
-  while (!stopping_) {
+  while (!server_.stopping()) {
     if (!registered) {
-      auto r = co_await client->call<pb::RegisterWorkerResponse>("master.RegisterWorker", registration(),
+      auto r = co_await client->call<rpc::Master::RegisterWorker>(registration(),
                                                                   kMasterCallTimeout);
       if (r) {
         registered = true;
@@ -259,7 +241,7 @@ awaitable<void> Worker::masterLoop() {
       // flight, and clearing the list afterwards would drop that report.
       std::vector<std::string> reported = std::exchange(deadJms_, {});
       for (const auto& j : reported) hb.add_dead_jms(j);
-      auto r = co_await client->call<pb::HeartbeatResponse>("master.Heartbeat", hb, kMasterCallTimeout);
+      auto r = co_await client->call<rpc::Master::Heartbeat>(hb, kMasterCallTimeout);
       // Sent again only if the call failed: a master that asks us to register again has declared
       // us dead and already replaced every JM it had placed here.
       if (!r) deadJms_.insert(deadJms_.begin(), reported.begin(), reported.end());
@@ -271,12 +253,12 @@ awaitable<void> Worker::masterLoop() {
         registered = false;
       }
     }
-    co_await daemon::sleepFor(milliseconds(registered ? config_.heartbeat_ms : 500));
+    co_await server_.sleepFor(milliseconds(registered ? config_.heartbeat_ms : 500));
   }
 }
 
 awaitable<void> Worker::reapLoop() {
-  while (!stopping_) {
+  while (!server_.stopping()) {
     for (auto it = jms_.begin(); it != jms_.end();) {
       if (auto st = it->second.tryWait()) {
         if (!st->success()) {
@@ -290,7 +272,7 @@ awaitable<void> Worker::reapLoop() {
         ++it;
       }
     }
-    co_await daemon::sleepFor(milliseconds(50));
+    co_await server_.sleepFor(milliseconds(50));
   }
 }
 
@@ -305,7 +287,7 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   jm.job_id = req.job_id();
   jm.site = config_.site;
   jm.primary = req.role() == pb::JM_PRIMARY;
-  jm.listen = address_.substr(0, address_.rfind(':')) + ":0";
+  jm.listen = server_.address().substr(0, server_.address().rfind(':')) + ":0";
   jm.master = config_.master;
   jm.worker_id = config_.id;
   jm.zookeeper = config_.zookeeper;
@@ -366,7 +348,7 @@ awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& wo
   auto started = std::chrono::steady_clock::now();
   auto ep = net::Endpoint::parse(address);
   if (!ep) co_return ep.error().prepend("input on worker " + workerId);
-  auto client = clients_.get(*ep);
+  auto client = server_.client(*ep);
   req.set_max_bytes(kFetchChunkBytes);
   req.set_from_site(config_.site);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -374,7 +356,7 @@ awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& wo
   data::Crc32 crc;
   for (;;) {
     req.set_offset(offset);
-    auto chunk = co_await client->call<pb::FetchResponse>("worker.Fetch", req, kFetchCallTimeout);
+    auto chunk = co_await client->call<rpc::Worker::Fetch>(req, kFetchCallTimeout);
     if (!chunk) co_return chunk.error().prepend("fetching input from " + workerId);
     out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
     crc.update(chunk->data());
@@ -483,7 +465,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   pb::PartitionLocation loc;
   loc.set_site(config_.site);
   loc.set_worker_id(config_.id);
-  loc.set_worker_address(address_);
+  loc.set_worker_address(server_.address());
   *loc.mutable_bucket_bytes() = report->bucket_bytes();
   loc.set_attempt(req.attempt());
   loc.set_elapsed_s(report->elapsed_s());

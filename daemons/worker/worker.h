@@ -14,11 +14,11 @@
 #include "config/config.h"
 #include "coord/coordinator.h"
 #include "daemon/daemon.h"
+#include "daemon/server.h"
 #include "data/partition_store.h"
 #include "jobstate/job_store.h"
 #include "monitor/container_monitor.h"
-#include "net/rpc_client.h"
-#include "net/rpc_server.h"
+#include "net/methods.h"
 #include "proc/subprocess.h"
 #include "tellus.pb.h"
 #include "worker/wan_shaper.h"
@@ -61,15 +61,13 @@ class Worker {
   bool servable(const std::filesystem::path& file) const;
   pb::RegisterWorkerRequest registration() const;
 
-  daemon::Runtime& runtime_;
   config::WorkerConfig config_;
   std::filesystem::path binDir_;
   std::filesystem::path dataDir_;
-  std::string address_;  // host:port others reach us at
-  net::RpcServer server_;
-  net::ClientPool clients_;
-  std::shared_ptr<coord::Coordinator> zk_;
-  std::optional<jobstate::JobStore> jobStore_;  // over zk_: running markers, attempts, outputs
+  // RPC (its address is the one others reach us at), clients, ZooKeeper; declared before
+  // everything that holds on to them.
+  daemon::Server server_;
+  std::optional<jobstate::JobStore> jobStore_;  // over the coordinator: running markers, attempts, outputs
   std::unique_ptr<data::PartitionStore> store_;
   WanShaper wan_;
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
@@ -91,7 +89,6 @@ class Worker {
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)
   uint64_t nextRun_ = 0;
-  bool stopping_ = false;
 };
 
 // Loads the config, runs the worker until SIGTERM. The body of tellus-worker's main.

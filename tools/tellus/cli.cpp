@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "job/spec.h"
 #include "jobstate/job_view.h"
+#include "net/methods.h"
 #include "net/rpc_client.h"
 #include "plan/plan.h"
 #include "tellus.pb.h"
@@ -59,9 +60,9 @@ class Client {
     return *ep;
   }
 
-  template <class Resp, class Req>
-  Resp call(const net::Endpoint& to, const std::string& method, const Req& req) const {
-    auto r = net::callBlocking<Resp>(to, method, req, milliseconds(g_.timeoutMs));
+  template <net::RpcMethod M>
+  typename M::Response call(const net::Endpoint& to, const typename M::Request& req) const {
+    auto r = net::callBlocking<M>(to, req, milliseconds(g_.timeoutMs));
     if (!r) {
       int code = r.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
       throw Failure{code, r.message()};
@@ -69,9 +70,9 @@ class Client {
     return std::move(r).value();
   }
 
-  template <class Resp, class Req>
-  Resp call(const std::string& method, const Req& req) const {
-    return call<Resp>(master(), method, req);
+  template <net::RpcMethod M>
+  typename M::Response call(const typename M::Request& req) const {
+    return call<M>(master(), req);
   }
 
  private:
@@ -114,7 +115,7 @@ int waitForJob(const Client& client, const std::string& jobId, bool json, std::o
   req.set_job_id(jobId);
   std::string last;
   for (;;) {
-    auto st = client.call<pb::JobStatusResponse>("master.Status", req);
+    auto st = client.call<rpc::Master::Status>(req);
     std::ostringstream line;
     line << jobstate::jobStateName(st.status().state());
     for (const auto& stage : st.stages()) line << "  " << stage.name() << " " << stage.done() << "/" << stage.tasks();
@@ -141,7 +142,7 @@ int cmdSubmit(const Globals& g, const std::string& path, bool wait, std::ostream
   Client client(g);
   pb::SubmitRequest req;
   *req.mutable_spec() = *spec;
-  auto resp = client.call<pb::SubmitResponse>("master.Submit", req);
+  auto resp = client.call<rpc::Master::Submit>(req);
   if (!wait) {
     out << (g.json ? "{\"job_id\":\"" + resp.job_id() + "\"}" : resp.job_id()) << "\n";
     return 0;
@@ -155,7 +156,7 @@ int cmdStatus(const Globals& g, const std::string& jobId, bool watch, bool tasks
   if (watch) return waitForJob(client, jobId, g.json, out);
   pb::JobRequest req;
   req.set_job_id(jobId);
-  auto st = client.call<pb::JobStatusResponse>("master.Status", req);
+  auto st = client.call<rpc::Master::Status>(req);
   if (g.json) {
     out << toJson(st) << "\n";
   } else {
@@ -167,7 +168,7 @@ int cmdStatus(const Globals& g, const std::string& jobId, bool watch, bool tasks
 
 int cmdList(const Globals& g, std::ostream& out) {
   Client client(g);
-  auto resp = client.call<pb::ListJobsResponse>("master.List", pb::ListJobsRequest());
+  auto resp = client.call<rpc::Master::List>(pb::ListJobsRequest());
   if (g.json) {
     out << toJson(resp) << "\n";
     return 0;
@@ -182,7 +183,7 @@ int cmdList(const Globals& g, std::ostream& out) {
 
 int cmdSites(const Globals& g, std::ostream& out) {
   Client client(g);
-  auto resp = client.call<pb::ListSitesResponse>("master.Sites", pb::ListSitesRequest());
+  auto resp = client.call<rpc::Master::Sites>(pb::ListSitesRequest());
   if (g.json) {
     out << toJson(resp) << "\n";
     return 0;
@@ -204,7 +205,7 @@ int cmdKill(const Globals& g, const std::string& jobId, std::ostream& out) {
   Client client(g);
   pb::JobRequest req;
   req.set_job_id(jobId);
-  client.call<pb::KillResponse>("master.Kill", req);
+  client.call<rpc::Master::Kill>(req);
   out << "killed " << jobId << "\n";
   return 0;
 }
@@ -227,7 +228,7 @@ int cmdResult(const Globals& g, const std::string& jobId, const std::string& out
     uint64_t offset = 0;
     for (;;) {
       req.set_offset(offset);
-      auto chunk = client.call<pb::ResultResponse>("master.Result", req);
+      auto chunk = client.call<rpc::Master::Result>(req);
       tasks = chunk.tasks();
       sink->write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
       offset += chunk.data().size();
@@ -246,7 +247,7 @@ int cmdPut(const Globals& g, const std::string& path, const std::string& dataset
   std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   Client client(g);
   // Any master knows every site's master address.
-  auto sites = client.call<pb::ListSitesResponse>("master.Sites", pb::ListSitesRequest());
+  auto sites = client.call<rpc::Master::Sites>(pb::ListSitesRequest());
   std::string target;
   for (const auto& s : sites.sites()) {
     if (s.site() == site) target = s.master_address();
@@ -270,7 +271,7 @@ int cmdPut(const Globals& g, const std::string& path, const std::string& dataset
       req.set_last_chunk(offset + n == end);
       req.set_residency_local(residencyLocal);
       req.set_upload_id(uploadId);
-      auto resp = client.call<pb::PutResponse>(*ep, "master.Put", req);
+      auto resp = client.call<rpc::Master::Put>(*ep, req);
       offset += n;
       if (req.last_chunk() && !g.json) {
         out << dataset << "[" << p << "] " << (end - begin) << " bytes -> " << site << "/" << resp.worker_id() << "\n";

@@ -20,6 +20,15 @@ using pb::TestEchoRequest;
 using pb::TestEchoResponse;
 using Clock = std::chrono::steady_clock;
 
+// The test service of proto/rpc.proto.
+struct Test {
+  TELLUS_RPC_METHOD(Test, Echo);
+  TELLUS_RPC_METHOD(Test, SyncEcho);
+  TELLUS_RPC_METHOD(Test, Fail);
+  TELLUS_RPC_METHOD(Test, Throw);
+  TELLUS_RPC_METHOD(Test, Gate);
+};
+
 TestEchoRequest echoRequest(std::string text, std::uint32_t delayMs = 0) {
   TestEchoRequest request;
   request.set_text(std::move(text));
@@ -38,43 +47,38 @@ class TestServer {
   explicit TestServer(asio::io_context& io, ServerOptions options = {}, std::uint16_t port = 0)
       : server_(io.get_executor(), options), gate_(io) {
     gate_.expires_at(asio::steady_timer::time_point::max());
-    server_.handle<TestEchoRequest, TestEchoResponse>(
-        "test.Echo", [this](TestEchoRequest request, CallContext context) -> asio::awaitable<Result<TestEchoResponse>> {
-          ++echoStarted_;
-          lastPeer_ = context.peer;
-          lastRemaining_ = context.remaining();
-          if (request.delay_ms() > 0) {
-            asio::steady_timer delay(co_await asio::this_coro::executor, std::chrono::milliseconds(request.delay_ms()));
-            co_await delay.async_wait(asio::use_awaitable);
-          }
-          TestEchoResponse response;
-          response.set_text(request.text());
-          response.set_payload(request.payload());
-          co_return response;
-        });
-    server_.handle<TestEchoRequest, TestEchoResponse>("test.SyncEcho",
-                                                      [](const TestEchoRequest& request) -> Result<TestEchoResponse> {
-                                                        TestEchoResponse response;
-                                                        response.set_text("sync:" + request.text());
-                                                        return response;
-                                                      });
-    server_.handle<TestEchoRequest, TestEchoResponse>(
-        "test.Fail", [](const TestEchoRequest& request) -> Result<TestEchoResponse> {
-          return makeError(ErrorCode::kConflict, "stale epoch: " + request.text());
-        });
-    server_.handle<TestEchoRequest, TestEchoResponse>(
-        "test.Throw", [](const TestEchoRequest&) -> Result<TestEchoResponse> { throw std::runtime_error("boom"); });
-    server_.handle<TestEchoRequest, TestEchoResponse>(
-        "test.Gate", [this](TestEchoRequest request, CallContext) -> asio::awaitable<Result<TestEchoResponse>> {
-          ++gateEntered_;
-          while (!gateOpen_) {
-            boost::system::error_code ec;
-            co_await gate_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-          }
-          TestEchoResponse response;
-          response.set_text(request.text());
-          co_return response;
-        });
+    server_.handle<Test::Echo>([this](TestEchoRequest request, CallContext context) -> asio::awaitable<Result<TestEchoResponse>> {
+      ++echoStarted_;
+      lastPeer_ = context.peer;
+      lastRemaining_ = context.remaining();
+      if (request.delay_ms() > 0) {
+        asio::steady_timer delay(co_await asio::this_coro::executor, std::chrono::milliseconds(request.delay_ms()));
+        co_await delay.async_wait(asio::use_awaitable);
+      }
+      TestEchoResponse response;
+      response.set_text(request.text());
+      response.set_payload(request.payload());
+      co_return response;
+    });
+    server_.handle<Test::SyncEcho>([](const TestEchoRequest& request) -> Result<TestEchoResponse> {
+      TestEchoResponse response;
+      response.set_text("sync:" + request.text());
+      return response;
+    });
+    server_.handle<Test::Fail>([](const TestEchoRequest& request) -> Result<TestEchoResponse> {
+      return makeError(ErrorCode::kConflict, "stale epoch: " + request.text());
+    });
+    server_.handle<Test::Throw>([](const TestEchoRequest&) -> Result<TestEchoResponse> { throw std::runtime_error("boom"); });
+    server_.handle<Test::Gate>([this](TestEchoRequest request, CallContext) -> asio::awaitable<Result<TestEchoResponse>> {
+      ++gateEntered_;
+      while (!gateOpen_) {
+        boost::system::error_code ec;
+        co_await gate_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      TestEchoResponse response;
+      response.set_text(request.text());
+      co_return response;
+    });
     auto bound = server_.start(Endpoint{"127.0.0.1", port});
     REQUIRE(bound.isOk());
     endpoint_ = Endpoint{"127.0.0.1", *bound};
@@ -112,14 +116,14 @@ TEST_CASE("echo calls round-trip through async and sync handlers", "[integration
   TestServer server(io);
   RpcClient client(io.get_executor(), server.endpoint());
   runOnIo(io, [&]() -> asio::awaitable<void> {
-    auto echoed = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("hello"), 2s);
+    auto echoed = co_await client.call<Test::Echo>(echoRequest("hello"), 2s);
     REQUIRE(echoed.isOk());
     CHECK(echoed->text() == "hello");
     CHECK_THAT(server.lastPeer(), Catch::StartsWith("127.0.0.1:"));
     CHECK(server.lastRemaining() > 1s);  // the client's deadline reached the handler
     CHECK(server.lastRemaining() <= 2s);
 
-    auto synced = co_await client.call<TestEchoResponse>("test.SyncEcho", echoRequest("x"), 2s);
+    auto synced = co_await client.call<Test::SyncEcho>(echoRequest("x"), 2s);
     REQUIRE(synced.isOk());
     CHECK(synced->text() == "sync:x");
     CHECK(server.server().connectionCount() == 1);  // both calls used one connection
@@ -147,7 +151,7 @@ TEST_CASE("many concurrent calls on shared and separate connections are matched 
         asio::co_spawn(
             io,
             [&, c, text, delayMs]() -> asio::awaitable<void> {
-              auto response = co_await clients[c]->call<TestEchoResponse>("test.Echo", echoRequest(text, delayMs), 5s);
+              auto response = co_await clients[c]->call<Test::Echo>(echoRequest(text, delayMs), 5s);
               if (response.isOk() && response->text() == text) {
                 ++succeeded;
               } else {
@@ -169,11 +173,11 @@ TEST_CASE("an unknown method is an error response, not a disconnect", "[integrat
   TestServer server(io);
   RpcClient client(io.get_executor(), server.endpoint());
   runOnIo(io, [&]() -> asio::awaitable<void> {
-    auto unknown = co_await client.call<TestEchoResponse>("test.Nope", echoRequest("x"), 2s);
+    auto unknown = co_await client.callRaw("test.Nope", echoRequest("x").SerializeAsString(), 2s);
     REQUIRE_FALSE(unknown.isOk());
     CHECK(unknown.error().code == ErrorCode::kNotFound);
     CHECK(unknown.message() == "unknown RPC method 'test.Nope'");
-    auto echoed = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("still here"), 2s);
+    auto echoed = co_await client.call<Test::Echo>(echoRequest("still here"), 2s);
     REQUIRE(echoed.isOk());
     CHECK(server.server().connectionCount() == 1);
   });
@@ -184,12 +188,12 @@ TEST_CASE("handler errors reach the caller with their code and message", "[integ
   TestServer server(io);
   RpcClient client(io.get_executor(), server.endpoint());
   runOnIo(io, [&]() -> asio::awaitable<void> {
-    auto failed = co_await client.call<TestEchoResponse>("test.Fail", echoRequest("3"), 2s);
+    auto failed = co_await client.call<Test::Fail>(echoRequest("3"), 2s);
     REQUIRE_FALSE(failed.isOk());
     CHECK(failed.error().code == ErrorCode::kConflict);
     CHECK(failed.message() == "stale epoch: 3");
 
-    auto threw = co_await client.call<TestEchoResponse>("test.Throw", echoRequest("x"), 2s);
+    auto threw = co_await client.call<Test::Throw>(echoRequest("x"), 2s);
     REQUIRE_FALSE(threw.isOk());
     CHECK(threw.error().code == ErrorCode::kInternal);
     CHECK_THAT(threw.message(), Catch::Contains("boom"));
@@ -208,7 +212,7 @@ TEST_CASE("a call whose handler outlives the deadline fails with kDeadlineExceed
   RpcClient client(io.get_executor(), server.endpoint());
   runOnIo(io, [&]() -> asio::awaitable<void> {
     const auto start = Clock::now();
-    auto slow = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("slow", 3000), 150ms);
+    auto slow = co_await client.call<Test::Echo>(echoRequest("slow", 3000), 150ms);
     const auto elapsed = since(start);
     REQUIRE_FALSE(slow.isOk());
     CHECK(slow.error().code == ErrorCode::kDeadlineExceeded);
@@ -216,11 +220,11 @@ TEST_CASE("a call whose handler outlives the deadline fails with kDeadlineExceed
     CHECK(elapsed >= 150ms);
     CHECK(elapsed < 1000ms);
     // The connection is still good; the late response, if any, is ignored.
-    auto quick = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("quick"), 2s);
+    auto quick = co_await client.call<Test::Echo>(echoRequest("quick"), 2s);
     REQUIRE(quick.isOk());
     CHECK(quick->text() == "quick");
 
-    auto expired = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("x"), 0ms);
+    auto expired = co_await client.call<Test::Echo>(echoRequest("x"), 0ms);
     REQUIRE_FALSE(expired.isOk());
     CHECK(expired.error().code == ErrorCode::kDeadlineExceeded);
   });
@@ -232,7 +236,7 @@ TEST_CASE("an unreachable endpoint fails quickly with kUnavailable naming it", "
   RpcClient client(io.get_executor(), nowhere);
   runOnIo(io, [&]() -> asio::awaitable<void> {
     const auto start = Clock::now();
-    auto refused = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("x"), 5s);
+    auto refused = co_await client.call<Test::Echo>(echoRequest("x"), 5s);
     REQUIRE_FALSE(refused.isOk());
     CHECK(refused.error().code == ErrorCode::kUnavailable);
     CHECK_THAT(refused.message(), Catch::Contains(nowhere.toString()));
@@ -240,7 +244,7 @@ TEST_CASE("an unreachable endpoint fails quickly with kUnavailable naming it", "
   });
 
   const auto start = Clock::now();
-  auto blocking = callBlocking<TestEchoResponse>(nowhere, "test.Echo", echoRequest("x"), 5s);
+  auto blocking = callBlocking<Test::Echo>(nowhere, echoRequest("x"), 5s);
   REQUIRE_FALSE(blocking.isOk());
   CHECK(blocking.error().code == ErrorCode::kUnavailable);
   CHECK(since(start) < 1s);
@@ -253,14 +257,14 @@ TEST_CASE("the client reconnects after the server restarts", "[integration][net]
   RpcClient client(io.get_executor(), endpoint);
   std::unique_ptr<TestServer> second;
   runOnIo(io, [&]() -> asio::awaitable<void> {
-    auto up = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("a"), 2s);
+    auto up = co_await client.call<Test::Echo>(echoRequest("a"), 2s);
     REQUIRE(up.isOk());
     first->server().stop();
-    auto down = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("b"), 2s);
+    auto down = co_await client.call<Test::Echo>(echoRequest("b"), 2s);
     REQUIRE_FALSE(down.isOk());
     CHECK(down.error().code == ErrorCode::kUnavailable);
     second = std::make_unique<TestServer>(io, ServerOptions{}, endpoint.port);
-    auto back = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("c"), 2s);
+    auto back = co_await client.call<Test::Echo>(echoRequest("c"), 2s);
     REQUIRE(back.isOk());
     CHECK(back->text() == "c");
   });
@@ -271,7 +275,7 @@ TEST_CASE("garbage from a raw socket closes only that connection", "[integration
   TestServer server(io);
   RpcClient client(io.get_executor(), server.endpoint());
   runOnIo(io, [&]() -> asio::awaitable<void> {
-    auto before = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("before"), 2s);
+    auto before = co_await client.call<Test::Echo>(echoRequest("before"), 2s);
     REQUIRE(before.isOk());
 
     tcp::socket raw(io);
@@ -282,7 +286,7 @@ TEST_CASE("garbage from a raw socket closes only that connection", "[integration
     const bool closed = co_await closedByPeer(raw, 5s);
     CHECK(closed);
 
-    auto after = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("after"), 2s);
+    auto after = co_await client.call<Test::Echo>(echoRequest("after"), 2s);
     REQUIRE(after.isOk());
     CHECK(after->text() == "after");
     const bool backToOne = co_await eventually([&] { return server.server().connectionCount() == 1; });
@@ -308,18 +312,18 @@ TEST_CASE("oversized frames close the connection on either side's limit", "[inte
     // A well-formed call above the server's limit: the server drops the connection.
     TestEchoRequest big = echoRequest("big");
     big.set_payload(std::string(100 * 1024, 'x'));
-    auto tooBig = co_await client.call<TestEchoResponse>("test.Echo", big, 2s);
+    auto tooBig = co_await client.call<Test::Echo>(big, 2s);
     REQUIRE_FALSE(tooBig.isOk());
     CHECK(tooBig.error().code == ErrorCode::kUnavailable);
 
     // Above the client's own limit: refused before anything is sent.
-    auto refused = co_await smallClient.call<TestEchoResponse>("test.Echo", big, 2s);
+    auto refused = co_await smallClient.call<Test::Echo>(big, 2s);
     REQUIRE_FALSE(refused.isOk());
     CHECK(refused.error().code == ErrorCode::kInvalidArgument);
     CHECK_THAT(refused.message(), Catch::Contains("exceeds the limit of 1024 bytes"));
 
     // The server still serves, and the first client reconnects.
-    auto fine = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("fine"), 2s);
+    auto fine = co_await client.call<Test::Echo>(echoRequest("fine"), 2s);
     REQUIRE(fine.isOk());
   });
 }
@@ -333,7 +337,7 @@ TEST_CASE("frames up to the maximum size work", "[integration][net]") {
     std::string payload(kDefaultMaxFrameBytes - 1024, '\0');
     for (std::size_t i = 0; i < payload.size(); i += 4096) payload[i] = static_cast<char>(i / 4096);
     request.set_payload(payload);
-    auto echoed = co_await client.call<TestEchoResponse>("test.Echo", request, 20s);
+    auto echoed = co_await client.call<Test::Echo>(request, 20s);
     REQUIRE(echoed.isOk());
     CHECK(echoed->payload() == payload);
   });
@@ -351,7 +355,7 @@ TEST_CASE("too many calls in flight pause reading from that connection", "[integ
       asio::co_spawn(
           io,
           [&, i]() -> asio::awaitable<void> {
-            auto response = co_await client.call<TestEchoResponse>("test.Gate", echoRequest(std::to_string(i)), 10s);
+            auto response = co_await client.call<Test::Gate>(echoRequest(std::to_string(i)), 10s);
             if (response.isOk() && response->text() == std::to_string(i)) ++answered;
             finished.done();
           },
@@ -361,7 +365,7 @@ TEST_CASE("too many calls in flight pause reading from that connection", "[integ
     REQUIRE(twoEntered);
     // Other connections are not held back, and a round trip on one proves the server had
     // time to read more from the first connection had it been willing to.
-    auto otherReply = co_await other.call<TestEchoResponse>("test.Echo", echoRequest("other"), 2s);
+    auto otherReply = co_await other.call<Test::Echo>(echoRequest("other"), 2s);
     REQUIRE(otherReply.isOk());
     CHECK(server.gateEntered() == 2);
     server.openGate();
@@ -385,7 +389,7 @@ TEST_CASE("stopping with calls in flight fails them and lets the io_context fini
           asio::co_spawn(
               io,
               [&]() -> asio::awaitable<void> {
-                auto response = co_await client->call<TestEchoResponse>("test.Echo", echoRequest("x", 300), 10s);
+                auto response = co_await client->call<Test::Echo>(echoRequest("x", 300), 10s);
                 if (!response.isOk() && response.error().code == ErrorCode::kUnavailable) ++failedUnavailable;
                 finished.done();
               },
@@ -416,9 +420,9 @@ TEST_CASE("callBlocking works without a running io_context", "[integration][net]
   auto guard = asio::make_work_guard(serverIo);
   std::thread serverThread([&] { serverIo.run(); });
 
-  auto echoed = callBlocking<TestEchoResponse>(server.endpoint(), "test.Echo", echoRequest("blocking"), 2s);
+  auto echoed = callBlocking<Test::Echo>(server.endpoint(), echoRequest("blocking"), 2s);
   const auto start = Clock::now();
-  auto slow = callBlocking<TestEchoResponse>(server.endpoint(), "test.Echo", echoRequest("slow", 3000), 100ms);
+  auto slow = callBlocking<Test::Echo>(server.endpoint(), echoRequest("slow", 3000), 100ms);
   const auto slowElapsed = since(start);
 
   server.server().stop();  // from another thread: queued to the server's io thread
@@ -441,9 +445,9 @@ TEST_CASE("the client pool hands out one client per endpoint", "[integration][ne
   CHECK(pool.get(a.endpoint()) != pool.get(b.endpoint()));
   runOnIo(io, [&]() -> asio::awaitable<void> {
     for (int i = 0; i < 3; ++i) {
-      auto fromA = co_await pool.get(a.endpoint())->call<TestEchoResponse>("test.Echo", echoRequest("a"), 2s);
+      auto fromA = co_await pool.get(a.endpoint())->call<Test::Echo>(echoRequest("a"), 2s);
       REQUIRE(fromA.isOk());
-      auto fromB = co_await pool.get(b.endpoint())->call<TestEchoResponse>("test.Echo", echoRequest("b"), 2s);
+      auto fromB = co_await pool.get(b.endpoint())->call<Test::Echo>(echoRequest("b"), 2s);
       REQUIRE(fromB.isOk());
     }
     CHECK(a.server().connectionCount() == 1);
@@ -464,7 +468,7 @@ TEST_CASE("throughput and latency on loopback", "[integration][net][perf]") {
         constexpr int kSequential = 2000;
         auto start = Clock::now();
         for (int i = 0; i < kSequential; ++i) {
-          auto ping = co_await client.call<TestEchoResponse>("test.Echo", echoRequest("ping"), 2s);
+          auto ping = co_await client.call<Test::Echo>(echoRequest("ping"), 2s);
           REQUIRE(ping.isOk());
         }
         const double sequentialUs =
@@ -483,7 +487,7 @@ TEST_CASE("throughput and latency on loopback", "[integration][net][perf]") {
                 [&]() -> asio::awaitable<void> {
                   while (next < kConcurrent) {
                     ++next;
-                    if ((co_await client.call<TestEchoResponse>("test.Echo", echoRequest("p"), 5s)).isOk()) ++ok;
+                    if ((co_await client.call<Test::Echo>(echoRequest("p"), 5s)).isOk()) ++ok;
                   }
                   finished.done();
                 },
@@ -499,7 +503,7 @@ TEST_CASE("throughput and latency on loopback", "[integration][net][perf]") {
         chunk.set_payload(std::string(1024 * 1024, 'c'));
         start = Clock::now();
         for (int i = 0; i < kChunks; ++i) {
-          auto echoedChunk = co_await client.call<TestEchoResponse>("test.Echo", chunk, 5s);
+          auto echoedChunk = co_await client.call<Test::Echo>(chunk, 5s);
           REQUIRE(echoedChunk.isOk());
         }
         // Each call moves the chunk both ways.
