@@ -350,17 +350,24 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     for (size_t i = freeHere; i < candidates.size(); ++i) position[candidates[i]] = i - freeHere;
     freeHere = 0;
     const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
+    bool tooCostly = false;  // Parades would give a task, but moving its input costs more than waiting
     for (uint32_t c = 0; c < maxTasks && !waiting.empty(); ++c) {
       const auto decision = sched::paradesOnUpdate(waiting, update, config_.parades);
       if (decision.launches.empty()) break;
       for (const auto& launch : decision.launches) {
         const auto t = static_cast<uint32_t>(std::stoul(launch.taskId));
         std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
-        if (thiefFinishesFirst(sources[t], s, position[t], thief, inboundToThief, now)) offer.tasks.push_back(t);
+        if (thiefFinishesFirst(sources[t], s, position[t], thief, inboundToThief, now)) {
+          offer.tasks.push_back(t);
+        } else {
+          tooCostly = true;
+        }
       }
     }
     if (offer.tasks.empty()) {
-      // When the first of them will qualify: the thief need not ask before.
+      // When the first of them will qualify: the thief need not ask before. A task refused
+      // for its transfer may qualify once our queue has moved on, about one task time later.
+      if (tooCostly) offer.retryAfterS = meanS;
       for (const auto& w : waiting) {
         const bool local = std::find(w.preferredRacks.begin(), w.preferredRacks.end(), thief) != w.preferredRacks.end();
         const double due = (local ? 1 : 2) * config_.parades.tau * w.processingS - w.waitS;

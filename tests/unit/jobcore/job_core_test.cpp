@@ -348,13 +348,20 @@ TEST_CASE("steal as victim: a task goes only when the thief would finish it firs
   CHECK(first.launches[0].task == TaskId{0, 1});
   // At 111 both waited 2*tau*p. Task 3 reads at b (the thief's own site): it goes. Task 2's 100
   // bytes would take 100 s to reach b at 1 byte/s, while here it finishes by 121: it stays.
-  auto slow = core.offerSteal("b", 2, 111, {{"a", 1.0}});
-  CHECK(slow.tasks == std::vector<uint32_t>{3});
-  core.settleSteal(slow, {}, std::nullopt, -1);
   // Without measured rates Parades alone decides.
   auto unmeasured = core.offerSteal("b", 2, 111);
   CHECK(unmeasured.tasks == std::vector<uint32_t>{3, 2});
   core.settleSteal(unmeasured, {}, std::nullopt, -1);
+  auto slow = core.offerSteal("b", 2, 111, {{"a", 1.0}});
+  CHECK(slow.tasks == std::vector<uint32_t>{3});
+  pb::TaskMap moved = map;
+  moved.set_owner_site(3, "b");
+  core.settleSteal(slow, {3}, moved, 1);
+  // Only task 2 is left, refused for its transfer: ask again in about one task time.
+  auto refused = core.offerSteal("b", 2, 111, {{"a", 1.0}});
+  CHECK(refused.tasks.empty());
+  REQUIRE(refused.retryAfterS);
+  CHECK(*refused.retryAfterS == Approx(10));
 
   // A victim with no container at all gives it even over the slow link.
   JobCore idle = loadedAt("a");
