@@ -599,5 +599,48 @@ TEST_CASE("a job survives the loss of the leader of a 3-node ZooKeeper ensemble"
   requireCorrectEnd(*sc, jobId, {}, cluster.sites()[0]);
 }
 
+TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary; one takes over, the job ends exact",
+          "[integration][failover][election]") {
+  // Issue 13 item 4: after a connection loss a JM re-created its election node when the reply
+  // to its first create was lost, then waited behind its own orphan and no one became
+  // primary. Here the pJM's VM dies, and the moment its session expires (the others start to
+  // campaign) the ensemble loses its leader, so every JM's connection drops mid-election.
+  ScenarioOptions options;
+  options.cluster.zkServers = 3;
+  auto sc = startScenario(options);
+  auto& cluster = sc->cluster();
+  REQUIRE(cluster.zkEnsemble() != nullptr);
+  const std::string pjmSite = cluster.sites()[0];
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
+  const std::string& jobId = job.id;
+  const JobSnapshot& before = job.before;
+  const pb::JmInfo old = *before.currentPrimary();
+  REQUIRE(old.site() == pjmSite);
+  const std::string killed = old.worker_id();
+  REQUIRE(cluster.killWorker(killed).isOk());
+  auto after = snapshotNow(*sc, jobId);
+  REQUIRE(after.isOk());
+
+  auto expired = sc->waitFor(jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(pjmSite);
+    return jm == s.jms.end() || jm->second.worker_id() != killed;
+  }, kRecoveryDeadline);
+  INFO("waiting for the pJM's session to expire: " << failureReport(expired, *sc, jobId));
+  REQUIRE(expired.isOk());
+  auto leader = cluster.zkEnsemble()->leaderIndex();
+  INFO(whyNot(leader));
+  REQUIRE(leader.isOk());
+  REQUIRE(cluster.zkEnsemble()->server(*leader).kill().isOk());
+
+  auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
+    auto p = s.currentPrimary();
+    return p && p->epoch() > old.epoch() && s.settled();
+  }, kRecoveryDeadline);
+  INFO("waiting for a new primary: " << failureReport(elected, *sc, jobId));
+  REQUIRE(elected.isOk());
+  CHECK(elected->currentPrimary()->site() != pjmSite);
+  requireCorrectEnd(*sc, jobId, mayRerun(before, *after, {killed}), cluster.sites()[1]);
+}
+
 }  // namespace
 }  // namespace tellus::failover
