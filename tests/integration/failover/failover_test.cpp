@@ -176,6 +176,24 @@ Result<JobSnapshot> snapshotNow(Scenario& sc, const std::string& jobId) {
   return s;
 }
 
+// The job's first stage is under way and the VM (worker) under its primary JM was just killed.
+struct PrimaryVmKilled {
+  JobMidFirstStage job;
+  pb::JmInfo old;      // the primary that was killed
+  JobSnapshot after;   // read right after the kill
+  const std::string& killedWorker() const { return old.worker_id(); }
+};
+
+PrimaryVmKilled killPrimaryVmMidFirstStage(Scenario& sc, const std::string& pjmSite) {
+  JobMidFirstStage job = submitAndWaitMidFirstStage(sc, pjmSite);
+  const pb::JmInfo old = *job.before.currentPrimary();
+  REQUIRE(old.site() == pjmSite);
+  REQUIRE(sc.cluster().killWorker(old.worker_id()).isOk());
+  auto after = snapshotNow(sc, job.id);
+  REQUIRE(after.isOk());
+  return {std::move(job), old, *after};
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("an sJM whose VM is killed is replaced, inherits the containers, and nothing finished re-runs",
@@ -337,15 +355,12 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
   auto sc = startScenario();
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
-  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
-  const std::string& jobId = job.id;
-  const JobSnapshot& before = job.before;
-  const pb::JmInfo old = *before.currentPrimary();
-  REQUIRE(old.site() == pjmSite);
-  const std::string killed = old.worker_id();
-  REQUIRE(cluster.killWorker(killed).isOk());
-  auto after = snapshotNow(*sc, jobId);
-  REQUIRE(after.isOk());
+  const PrimaryVmKilled kill = killPrimaryVmMidFirstStage(*sc, pjmSite);
+  const std::string& jobId = kill.job.id;
+  const JobSnapshot& before = kill.job.before;
+  const pb::JmInfo& old = kill.old;
+  const std::string& killed = kill.killedWorker();
+  const JobSnapshot& after = kill.after;
 
   auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto p = s.currentPrimary();
@@ -366,13 +381,13 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
   CHECK(settled->jms.at(pjmSite).role() == pb::JM_SECONDARY);
   CHECK(settled->currentPrimary()->pid() == primary.pid());
 
-  requireCorrectEnd(*sc, jobId, mayRerun(before, *after, {killed}), cluster.sites()[1]);
+  requireCorrectEnd(*sc, jobId, mayRerun(before, after, {killed}), cluster.sites()[1]);
   // The new primary acted: every stage released after the kill carries its epoch.
   auto end = sc->snapshot(jobId);
   REQUIRE(end.isOk());
   size_t releasedByNewPrimary = 0;
   for (const auto& [s, map] : end->taskmaps) {
-    if (after->taskmaps.count(s)) continue;
+    if (after.taskmaps.count(s)) continue;
     CHECK(map.epoch() == primary.epoch());
     ++releasedByNewPrimary;
   }
@@ -611,15 +626,10 @@ TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary;
   auto& cluster = sc->cluster();
   REQUIRE(cluster.zkEnsemble() != nullptr);
   const std::string pjmSite = cluster.sites()[0];
-  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
-  const std::string& jobId = job.id;
-  const JobSnapshot& before = job.before;
-  const pb::JmInfo old = *before.currentPrimary();
-  REQUIRE(old.site() == pjmSite);
-  const std::string killed = old.worker_id();
-  REQUIRE(cluster.killWorker(killed).isOk());
-  auto after = snapshotNow(*sc, jobId);
-  REQUIRE(after.isOk());
+  const PrimaryVmKilled kill = killPrimaryVmMidFirstStage(*sc, pjmSite);
+  const std::string& jobId = kill.job.id;
+  const pb::JmInfo& old = kill.old;
+  const std::string& killed = kill.killedWorker();
 
   auto expired = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto jm = s.jms.find(pjmSite);
@@ -639,7 +649,7 @@ TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary;
   INFO("waiting for a new primary: " << failureReport(elected, *sc, jobId));
   REQUIRE(elected.isOk());
   CHECK(elected->currentPrimary()->site() != pjmSite);
-  requireCorrectEnd(*sc, jobId, mayRerun(before, *after, {killed}), cluster.sites()[1]);
+  requireCorrectEnd(*sc, jobId, mayRerun(kill.job.before, kill.after, {killed}), cluster.sites()[1]);
 }
 
 }  // namespace
