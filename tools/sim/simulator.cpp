@@ -1113,14 +1113,15 @@ std::vector<jobstate::SiteCapacity> Engine::siteCapacities(const JobRt& job) con
 bool Engine::stepJm(JobRt& job, int site) {
   JmRt& jm = *job.jm[static_cast<size_t>(site)];
   jobcore::Actions actions = jm.core.step(now_);
-  const std::string where = "job " + std::to_string(job.spec.id) + " at " + sites_[static_cast<size_t>(site)].name;
+  // Only for error messages: built when one is needed, not on every step.
+  auto where = [&] { return fmt::format("job {} at {}", job.spec.id, sites_[static_cast<size_t>(site)].name); };
   if (actions.fail) {
-    fail(makeError(ErrorCode::kInternal, where + " failed: " + *actions.fail));
+    fail(makeError(ErrorCode::kInternal, where() + " failed: " + *actions.fail));
     return false;
   }
   // Workers never die in the simulation and every site's job manager runs from the start.
   if (!actions.lostOutputs.empty() || !actions.startJms.empty()) {
-    fail(makeError(ErrorCode::kInternal, where + ": a job manager asked for lineage or a new job manager"));
+    fail(makeError(ErrorCode::kInternal, where() + ": a job manager asked for lineage or a new job manager"));
     return false;
   }
   if (actions.needSiteRecords) {
@@ -1133,7 +1134,7 @@ bool Engine::stepJm(JobRt& job, int site) {
     const auto [s, t] = launch.task;
     TaskRt& task = job.stages[s].tasks[t];
     if (task.state != TaskState::kQueued || task.site != site) {
-      fail(makeError(ErrorCode::kInternal, where + " launched task " + jobcore::taskLabel(launch.task) +
+      fail(makeError(ErrorCode::kInternal, where() + " launched task " + jobcore::taskLabel(launch.task) +
                                                ", which does not wait there"));
       return false;
     }

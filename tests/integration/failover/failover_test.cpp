@@ -176,6 +176,25 @@ Result<JobSnapshot> snapshotNow(Scenario& sc, const std::string& jobId) {
   return s;
 }
 
+// A scenario over a 3-node ZooKeeper ensemble.
+std::unique_ptr<Scenario> startEnsembleScenario() {
+  ScenarioOptions options;
+  options.cluster.zkServers = 3;
+  auto sc = startScenario(options);
+  REQUIRE(sc->cluster().zkEnsemble() != nullptr);
+  return sc;
+}
+
+// Kills the ensemble's current leader server (every client is disconnected while the others
+// elect a new one); returns its index.
+size_t killEnsembleLeader(harness::MiniCluster& cluster) {
+  auto leader = cluster.zkEnsemble()->leaderIndex();
+  INFO(whyNot(leader));
+  REQUIRE(leader.isOk());
+  REQUIRE(cluster.zkEnsemble()->server(*leader).kill().isOk());
+  return *leader;
+}
+
 // The job's first stage is under way and the VM (worker) under its primary JM was just killed.
 struct PrimaryVmKilled {
   JobMidFirstStage job;
@@ -591,18 +610,12 @@ TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary
 // those writes through the connection loss).
 TEST_CASE("a job survives the loss of the leader of a 3-node ZooKeeper ensemble",
           "[integration][failover][ensemble]") {
-  ScenarioOptions options;
-  options.cluster.zkServers = 3;
-  auto sc = startScenario(options);
+  auto sc = startEnsembleScenario();
   auto& cluster = sc->cluster();
-  REQUIRE(cluster.zkEnsemble() != nullptr);
   const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, cluster.sites()[0]);
   const std::string& jobId = job.id;
   const JobSnapshot& before = job.before;
-  auto leader = cluster.zkEnsemble()->leaderIndex();
-  INFO(whyNot(leader));
-  REQUIRE(leader.isOk());
-  REQUIRE(cluster.zkEnsemble()->server(*leader).kill().isOk());
+  const size_t leader = killEnsembleLeader(cluster);
 
   // The two others elect a leader and the job goes on.
   auto progressed = sc->waitFor(jobId, [&](const JobSnapshot& s) { return s.parts.size() > before.parts.size(); },
@@ -610,7 +623,7 @@ TEST_CASE("a job survives the loss of the leader of a 3-node ZooKeeper ensemble"
   INFO("progress after the leader loss: " << failureReport(progressed, *sc, jobId));
   CHECK(progressed.isOk());
   auto newLeader = cluster.zkEnsemble()->leaderIndex();
-  CHECK((newLeader.isOk() && *newLeader != *leader));
+  CHECK((newLeader.isOk() && *newLeader != leader));
   requireCorrectEnd(*sc, jobId, {}, cluster.sites()[0]);
 }
 
@@ -620,11 +633,8 @@ TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary;
   // to its first create was lost, then waited behind its own orphan and no one became
   // primary. Here the pJM's VM dies, and the moment its session expires (the others start to
   // campaign) the ensemble loses its leader, so every JM's connection drops mid-election.
-  ScenarioOptions options;
-  options.cluster.zkServers = 3;
-  auto sc = startScenario(options);
+  auto sc = startEnsembleScenario();
   auto& cluster = sc->cluster();
-  REQUIRE(cluster.zkEnsemble() != nullptr);
   const std::string pjmSite = cluster.sites()[0];
   const PrimaryVmKilled kill = killPrimaryVmMidFirstStage(*sc, pjmSite);
   const std::string& jobId = kill.job.id;
@@ -637,10 +647,7 @@ TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary;
   }, kRecoveryDeadline);
   INFO("waiting for the pJM's session to expire: " << failureReport(expired, *sc, jobId));
   REQUIRE(expired.isOk());
-  auto leader = cluster.zkEnsemble()->leaderIndex();
-  INFO(whyNot(leader));
-  REQUIRE(leader.isOk());
-  REQUIRE(cluster.zkEnsemble()->server(*leader).kill().isOk());
+  killEnsembleLeader(cluster);
 
   auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto p = s.currentPrimary();
