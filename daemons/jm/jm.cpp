@@ -646,9 +646,15 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
 awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, net::CallContext) {
   pb::StealResponse resp;
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
-  // The thief's measured rates, from the network: only the job's sites, finite and positive.
+  // The thief's measured rates, from the network: only the job's sites, finite and positive,
+  // one per site (a longer list is not a measurement: it is ignored, not scanned).
   std::map<std::string, double> inbound;
   const auto& sites = core_.status().sites();
+  if (req.inbound_size() > sites.size()) {
+    spdlog::warn("steal by {}: {} link rates for {} sites, ignored", req.thief_site().substr(0, 64), req.inbound_size(),
+                 sites.size());
+    req.clear_inbound();
+  }
   for (const auto& rate : req.inbound()) {
     if (std::find(sites.begin(), sites.end(), rate.from_site()) == sites.end()) continue;
     if (!std::isfinite(rate.mbps()) || rate.mbps() <= 0 || rate.mbps() > kMaxLinkMbps) continue;
