@@ -35,6 +35,9 @@ inline std::string sitesPath() { return "/sites"; }
 inline std::string sitePath(const std::string& site) { return "/sites/" + site; }
 inline std::string siteLivePath(const std::string& site) { return sitePath(site) + "/live"; }
 inline std::string siteDatasetsPath(const std::string& site) { return sitePath(site) + "/datasets"; }
+inline std::string siteDatasetPath(const std::string& site, const std::string& dataset) {
+  return siteDatasetsPath(site) + "/" + dataset;
+}
 inline std::string siteWorkersPath(const std::string& site) { return sitePath(site) + "/workers"; }
 inline std::string siteWorkerPath(const std::string& site, const std::string& worker) {
   return siteWorkersPath(site) + "/" + worker;

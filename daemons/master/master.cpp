@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "job/spec.h"
@@ -117,6 +119,20 @@ void Master::loadConfiguredDatasets() {
   }
 }
 
+awaitable<Status> Master::recordConfiguredDatasets() {
+  // Every site's datasets are recorded in ZooKeeper, not only in its live record, so that a
+  // job submitted while this site is down knows the site holds part of its input.
+  for (const auto& [name, ds] : datasets_) {
+    const std::string path = siteDatasetPath(config_.site, name);
+    auto created = co_await server_.coordinator().create(path, ds.SerializeAsString(), coord::CreateMode::kPersistent);
+    if (created) continue;
+    if (created.error().code != ErrorCode::kAlreadyExists) co_return created.error();
+    auto set = co_await server_.coordinator().set(path, ds.SerializeAsString(), -1);
+    if (!set) co_return set.error();
+  }
+  co_return Status::ok();
+}
+
 awaitable<void> Master::loadPutDatasets() {
   auto names = co_await server_.coordinator().children(siteDatasetsPath(config_.site));
   if (!names) co_return;
@@ -205,6 +221,11 @@ awaitable<void> Master::publishLoop() {
       auto jobs = co_await store_->ensureJobsRoot();
       auto datasets = co_await server_.coordinator().ensurePath(siteDatasetsPath(config_.site));
       if (!jobs || !datasets) {
+        co_await server_.sleepFor(kPublishPeriod);
+        continue;
+      }
+      if (auto st = co_await recordConfiguredDatasets(); !st) {
+        spdlog::warn("recording the configured datasets: {}", st.message());
         co_await server_.sleepFor(kPublishPeriod);
         continue;
       }
@@ -424,6 +445,21 @@ awaitable<Result<std::vector<pb::SiteInfo>>> Master::liveSites() {
   co_return out;
 }
 
+awaitable<Result<std::vector<std::string>>> Master::downSitesHolding(const std::string& dataset,
+                                                                     const std::vector<pb::SiteInfo>& live) {
+  auto names = co_await server_.coordinator().children(sitesPath());
+  if (!names) co_return names.error();
+  std::vector<std::string> down;
+  for (const auto& name : *names) {
+    bool isLive = std::any_of(live.begin(), live.end(), [&](const pb::SiteInfo& s) { return s.site() == name; });
+    if (isLive) continue;
+    auto held = co_await server_.coordinator().exists(siteDatasetPath(name, dataset));
+    if (!held) co_return held.error();
+    if (held->has_value()) down.push_back(name);
+  }
+  co_return down;
+}
+
 awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
   auto status = co_await store_->status(jobId);
   if (!status) co_return status.error();
@@ -478,6 +514,16 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
             involved.insert(site.site());
           }
         }
+      }
+      // A site that is down still holds its part of the dataset: running without it would
+      // give a partial result that looks complete.
+      auto down = co_await downSitesHolding(in.dataset(), *sites);
+      if (!down) co_return down.error().prepend("reading sites");
+      if (!down->empty()) {
+        co_return makeError(ErrorCode::kUnavailable,
+                            fmt::format("stage '{}': dataset '{}' has partitions at site {}, which has no running "
+                                        "master; submit again when it is back",
+                                        stage.name(), in.dataset(), fmt::join(*down, ", ")));
       }
       if (!found) {
         co_return makeError(ErrorCode::kInvalidArgument,

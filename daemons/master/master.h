@@ -56,6 +56,7 @@ class Master {
   boost::asio::awaitable<Status> publishSite();
   pb::SiteInfo siteInfo() const;
   void loadConfiguredDatasets();
+  boost::asio::awaitable<Status> recordConfiguredDatasets();
   boost::asio::awaitable<void> loadPutDatasets();
   // Fair share of the free containers against the sub-jobs' desires; grant changes are pushed
   // to the JMs as events (their periodic JmUpdate is the fallback).
@@ -88,6 +89,9 @@ class Master {
   Result<pb::JmUpdateResponse> jmUpdate(const pb::JmUpdateRequest& req);
 
   boost::asio::awaitable<Result<std::vector<pb::SiteInfo>>> liveSites();
+  // Sites without a running master (not in `live`) that hold part of `dataset`.
+  boost::asio::awaitable<Result<std::vector<std::string>>> downSitesHolding(const std::string& dataset,
+                                                                           const std::vector<pb::SiteInfo>& live);
   boost::asio::awaitable<Result<pb::JobStatus>> readStatus(const std::string& jobId);
 
   config::MasterConfig config_;

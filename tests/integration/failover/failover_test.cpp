@@ -155,8 +155,9 @@ void requireCorrectEnd(Scenario& sc, const std::string& jobId, const std::set<Ta
 }
 
 // `site` as its own master lists it (`tellus --json sites`).
-Result<pb::SiteInfo> siteInfo(harness::MiniCluster& cluster, const std::string& site) {
-  auto r = cluster.tellus({"--json", "sites"}, site, 5s);
+// `site`'s record as the master of `via` (default: the site itself) lists it.
+Result<pb::SiteInfo> siteInfo(harness::MiniCluster& cluster, const std::string& site, std::string via = {}) {
+  auto r = cluster.tellus({"--json", "sites"}, via.empty() ? site : via, 5s);
   if (r.exitCode != 0) return makeError(ErrorCode::kUnavailable, "tellus sites exited " + std::to_string(r.exitCode) + ": " + r.err);
   pb::ListSitesResponse sites;
   google::protobuf::util::JsonParseOptions options;
@@ -519,6 +520,21 @@ TEST_CASE("a master killed mid-job and restarted rebuilds its view; the job is u
   }, kRecoveryDeadline);
   INFO("progress without the master: " << failureReport(progressed, *sc, jobId));
   CHECK(progressed.isOk());
+
+  // Once the dead master's site record is gone (its session expired), a job reading the
+  // corpus, whose partitions this site holds too, is refused at another site rather than run
+  // on the rest of it (a partial result that looks complete).
+  bool gone = harness::eventually(
+      [&] {
+        auto info = siteInfo(cluster, site, cluster.sites()[1]);
+        return !info && info.error().code == ErrorCode::kNotFound;
+      },
+      kRecoveryDeadline, 100ms);
+  REQUIRE(gone);
+  auto partial = sc->submit(cluster.sites()[1]);
+  INFO("submitted while " << site << " has no master: " << whyNot(partial));
+  REQUIRE_FALSE(partial.isOk());
+  CHECK(partial.message().find("has partitions at site " + site) != std::string::npos);
 
   REQUIRE(cluster.restartMaster(site).isOk());
   // Its workers re-register: the site is published again with all of them.
