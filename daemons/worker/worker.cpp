@@ -9,6 +9,7 @@
 #include <fstream>
 #include <utility>
 
+#include "coord/event_flag.h"
 #include "data/checksum.h"
 #include "data/dataset.h"
 #include "jobstate/paths.h"
@@ -27,6 +28,10 @@ constexpr milliseconds kMasterCallTimeout{2000};
 constexpr milliseconds kFetchCallTimeout{30000};
 constexpr uint32_t kFetchChunkBytes = 1 << 20;
 constexpr milliseconds kChildPoll{10};
+// The liveness node is re-checked this often while it is published and watched, and retried
+// this often while it is not.
+constexpr milliseconds kLivenessRecheck{30000};
+constexpr milliseconds kLivenessRetry{500};
 // Writes that must land through a ZooKeeper connection loss are retried this often (each try
 // waits for the connection first).
 constexpr int kZkWriteRetries = 20;
@@ -180,13 +185,20 @@ awaitable<void> Worker::sendUsage(std::string jmAddress, pb::ContainerUsageRepor
 
 awaitable<void> Worker::livenessLoop() {
   // An ephemeral node per live worker: lineage recovery decides from ZooKeeper alone whether
-  // a partition's only copy is gone. Re-created after a session expiry.
+  // a partition's only copy is gone. Re-created after a session expiry. A watch on the node
+  // wakes this loop when it changes or vanishes (it used to poll `exists` twice a second:
+  // most of an idle cluster's ZooKeeper load); the slow re-check is a safety net only.
   pb::WorkerInfo info;
   info.set_worker_id(config_.id);
   info.set_address(server_.address());
   info.set_containers(config_.containers);
   auto path = jobstate::siteWorkerPath(config_.site, config_.id);
+  coord::EventFlag changed(server_.coordinator().executor());
+  auto watch = server_.coordinator().watchData(path, [&changed](const std::optional<coord::NodeData>&) { changed.set(); });
+  if (!watch) spdlog::warn("watching {}: {}; re-checking it every {} ms", path, watch.message(), kLivenessRetry.count());
   while (!server_.stopping()) {
+    changed.reset();
+    bool published = false;
     auto connected = co_await server_.coordinator().waitConnected(milliseconds(config_.zookeeper.session_timeout_ms));
     if (connected) {
       auto stat = co_await server_.coordinator().exists(path);
@@ -194,14 +206,16 @@ awaitable<void> Worker::livenessLoop() {
         (void)co_await server_.coordinator().remove(path);  // left by our previous incarnation
         *stat = std::nullopt;
       }
+      published = stat && *stat;
       if (stat && !*stat) {
         auto parent = co_await server_.coordinator().ensurePath(jobstate::siteWorkersPath(config_.site));
         auto created = co_await server_.coordinator().create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);
         if (!created) spdlog::warn("publishing liveness: {}", created.message());
+        published = created.isOk();
         (void)parent;
       }
     }
-    co_await server_.sleepFor(milliseconds(500));
+    co_await changed.waitFor(published && watch ? kLivenessRecheck : kLivenessRetry);
   }
 }
 
