@@ -6,7 +6,7 @@
 //
 //   /sites/<site>                      persistent, empty: parent of the site's nodes
 //   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master
-//   /sites/<site>/datasets/<name>      persistent: SiteDataset loaded with `tellus put`
+//   /sites/<site>/datasets/<name>      persistent: SiteDataset (`tellus put`, or configured)
 //   /sites/<site>/workers/<id>         ephemeral: WorkerInfo, owned by the live worker
 //   /jobs/<id>                         persistent (sequential: job-0000000001)
 //   /jobs/<id>/spec                    JobSpec
