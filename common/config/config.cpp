@@ -183,6 +183,8 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.master = readEndpoint(m, "master", PortRule::kConnect);
     c.zookeeper = readZooKeeper(m);
     c.containers = m.optional<uint32_t>("containers", c.containers, kPositive);
+    // ZooKeeper's own per-address limit is an int; 10,000 JMs on one host is already absurd.
+    c.max_jms = m.optional<uint32_t>("max_jms", c.max_jms, between<uint32_t>(1, 10000));
     c.data_dir = readNonEmpty(m, "data_dir", "a directory");
     c.bin_dir = m.optional<std::string>("bin_dir", "");
     c.heartbeat_ms = m.optional<uint32_t>("heartbeat_ms", c.heartbeat_ms, kPositive);

@@ -4,11 +4,14 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <fmt/format.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <utility>
 
+#include "coord/connection_limit.h"
 #include "coord/event_flag.h"
 #include "data/checksum.h"
 #include "data/dataset.h"
@@ -32,6 +35,8 @@ constexpr milliseconds kChildPoll{10};
 // this often while it is not.
 constexpr milliseconds kLivenessRecheck{30000};
 constexpr milliseconds kLivenessRetry{500};
+// The start-up question to each ZooKeeper server about its connection limit.
+constexpr milliseconds kZkCheckTimeout{2000};
 // Writes that must land through a ZooKeeper connection loss are retried this often (each try
 // waits for the connection first).
 constexpr int kZkWriteRetries = 20;
@@ -92,6 +97,14 @@ Status Worker::start() {
   server_.handle<rpc::Worker::Fetch>([this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
   server_.handle<rpc::Worker::KillJobTasks>([this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); });
   server_.handle<rpc::Worker::WriteDataset>([this](const pb::WriteDatasetRequest& r) { return writeDataset(r); });
+
+  // Every JM of this host holds its own ZooKeeper session, and ZooKeeper refuses a client
+  // address's connections past maxClientCnxns with nothing but a closed socket: refuse to
+  // start instead, naming the setting (docs/deploy.md, "ZooKeeper connections per host").
+  auto limit = coord::checkConnectionLimit(config_.zookeeper.connect, 1 + config_.max_jms, kZkCheckTimeout);
+  if (!limit) return limit.error().prepend("worker " + config_.id + " (1 session + max_jms " +
+                                           std::to_string(config_.max_jms) + ")");
+  for (const auto& why : limit->unchecked) spdlog::warn("cannot check ZooKeeper's connection limit: {}", why);
 
   TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
@@ -296,6 +309,13 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
     pb::LaunchJmResponse resp;
     resp.set_pid(existing->second.pid());
     co_return resp;
+  }
+  const auto running = std::count_if(jms_.begin(), jms_.end(), [](const auto& kv) { return kv.second.running(); });
+  if (static_cast<uint64_t>(running) >= config_.max_jms) {
+    // The master tries its other workers; the bound keeps this host within ZooKeeper's
+    // per-address connection limit checked at start.
+    co_return makeError(ErrorCode::kUnavailable, fmt::format("worker {} already runs {} JMs (max_jms)", config_.id,
+                                                             running));
   }
   config::JmConfig jm;
   jm.job_id = req.job_id();

@@ -2,18 +2,13 @@
 
 #include "harness/eventually.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "coord/connection_limit.h"
 #include "proc/ports.h"
 
 namespace tellus::harness {
@@ -69,13 +64,6 @@ Status writeFile(const std::filesystem::path& path, const std::string& content) 
   if (!out) return makeError(ErrorCode::kInternal, "writing " + path.string());
   return Status::ok();
 }
-
-struct Socket {
-  int fd = -1;
-  ~Socket() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 
@@ -182,37 +170,7 @@ Status ZkServer::resume() {
 }
 
 Result<std::string> ZkServer::fourLetterWord(const std::string& command, std::chrono::milliseconds timeout) const {
-  Socket sock;
-  sock.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (sock.fd < 0) return makeError(ErrorCode::kInternal, "socket()");
-  timeval tv{};
-  tv.tv_sec = timeout.count() / 1000;
-  tv.tv_usec = (timeout.count() % 1000) * 1000;
-  ::setsockopt(sock.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(sock.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(clientPort_);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string where = "'" + command + "' to " + connectString();
-  if (::connect(sock.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return makeError(ErrorCode::kUnavailable, where + ": connect failed");
-  }
-  if (::send(sock.fd, command.data(), command.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(command.size())) {
-    return makeError(ErrorCode::kUnavailable, where + ": send failed");
-  }
-  std::string reply;
-  char buf[4096];
-  while (true) {
-    ssize_t n = ::recv(sock.fd, buf, sizeof(buf), 0);
-    if (n > 0) {
-      reply.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      return reply;
-    } else if (errno != EINTR) {
-      return makeError(ErrorCode::kUnavailable, where + ": no complete reply");
-    }
-  }
+  return coord::fourLetterWord(connectString(), command, timeout);
 }
 
 Result<std::string> ZkServer::mode() const {

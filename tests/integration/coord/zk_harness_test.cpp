@@ -2,6 +2,7 @@
 // restarted, and eventually() behaves.
 #include <catch2/catch.hpp>
 
+#include "coord/connection_limit.h"
 #include "harness/eventually.h"
 #include "harness/zk_server.h"
 
@@ -50,4 +51,28 @@ TEST_CASE("a standalone ZooKeeper server starts, pauses, stops and restarts", "[
   CHECK(zk.mode().isOk());
   REQUIRE(zk.kill().isOk());
   CHECK_FALSE(zk.running());
+}
+
+TEST_CASE("the connection-limit check reads a real server's maxClientCnxns and refuses a limit too low",
+          "[integration][harness][limit]") {
+  tellus::harness::ZkServerOptions options;
+  options.extraConfig = {"maxClientCnxns=40"};
+  auto server = ZkServer::start(options);
+  REQUIRE(server.isOk());
+  const std::string connect = (*server)->connectString();
+
+  auto fits = tellus::coord::checkConnectionLimit(connect + "/tellus", 40, 2s);
+  REQUIRE(fits.isOk());
+  CHECK(fits->unchecked.empty());
+
+  auto tooMany = tellus::coord::checkConnectionLimit(connect, 41, 2s);
+  REQUIRE_FALSE(tooMany.isOk());
+  CHECK(tooMany.error().code == tellus::ErrorCode::kInvalidArgument);
+  CHECK(tooMany.message().find("allows 40 connections per client address (maxClientCnxns)") != std::string::npos);
+
+  // A server that does not answer is listed as unchecked, not fatal: a voter may be down.
+  auto withDown = tellus::coord::checkConnectionLimit(connect + ",127.0.0.1:1", 10, 2s);
+  REQUIRE(withDown.isOk());
+  REQUIRE(withDown->unchecked.size() == 1);
+  CHECK(withDown->unchecked[0].find("127.0.0.1:1") != std::string::npos);
 }

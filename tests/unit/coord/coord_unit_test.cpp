@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "coord/connection_limit.h"
 #include "coord/election.h"
 #include "coord/errors.h"
 #include "coord/paths.h"
@@ -134,4 +135,21 @@ TEST_CASE("election order follows sequence numbers, not names", "[unit][coord]")
   CHECK(electionOrder(kids) ==
         std::vector<std::string>{"n_aaaa_0000000001", "n_bbbb_0000000002", "n_ffff_0000000003", "n_0000_0000000010"});
   CHECK(electionOrder({}).empty());
+}
+
+TEST_CASE("maxClientCnxns is read from ZooKeeper's conf answer, and only from a whole line", "[unit][coord]") {
+  const std::string conf =
+      "clientPort=2181\nsecureClientPort=-1\ndataDir=/var/lib/zookeeper/version-2\ntickTime=2000\n"
+      "maxClientCnxns=60\nminSessionTimeout=4000\nmaxSessionTimeout=40000\nserverId=0\n";
+  CHECK(parseMaxClientCnxns(conf) == 60u);
+  CHECK(parseMaxClientCnxns("maxClientCnxns=0\n") == 0u);
+  CHECK(parseMaxClientCnxns("maxClientCnxns=1000") == 1000u);
+  CHECK(parseMaxClientCnxns("maxClientCnxns=1000\r\n") == 1000u);
+  CHECK_FALSE(parseMaxClientCnxns("conf is not executed because it is not in the whitelist.\n"));
+  CHECK_FALSE(parseMaxClientCnxns(""));
+  CHECK_FALSE(parseMaxClientCnxns("xmaxClientCnxns=60\n"));
+  CHECK_FALSE(parseMaxClientCnxns("maxClientCnxns=\n"));
+  CHECK_FALSE(parseMaxClientCnxns("maxClientCnxns=-1\n"));
+  CHECK_FALSE(parseMaxClientCnxns("maxClientCnxns=60x\n"));
+  CHECK_FALSE(parseMaxClientCnxns("maxClientCnxns=99999999999999\n"));
 }
