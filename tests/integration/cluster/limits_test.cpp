@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "cluster_test_util.h"
+#include "harness/eventually.h"
 #include "jobstate/paths.h"
 #include "net/methods.h"
 #include "net/rpc_client.h"
@@ -173,6 +174,47 @@ TEST_CASE("limits and names are enforced at the door; a failed put leaves nothin
   sites = cluster.tellus({"sites"}, site);
   CHECK(sites.exitCode == 0);
   CHECK(sites.out.find("workers 2 ") != std::string::npos);
+  CHECK(cluster.crashedDaemons().empty());
+}
+
+}  // namespace
+}  // namespace tellus::itest
+
+namespace tellus::itest {
+namespace {
+
+// Entries of `dir` whose names start with `prefix`.
+size_t entriesStartingWith(const fs::path& dir, const std::string& prefix) {
+  size_t n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().rfind(prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST_CASE("a killed task's partial output is deleted", "[integration][limits]") {
+  harness::MiniClusterOptions options;
+  options.sites = 1;
+  options.workersPerSite = 1;
+  options.containersPerWorker = 1;
+  auto started = harness::MiniCluster::start(options);
+  REQUIRE(started.isOk());
+  auto& cluster = **started;
+  const std::string site = cluster.sites().front();
+  CliRunner cli;
+  // Its bucket's writer is open (a .tmp-* directory in the partition store) while it burns CPU.
+  auto spec = cli.writeFile("slow.yaml", "name: slow\nstages:\n  - name: s\n    op: synthetic\n    tasks: 1\n"
+                                         "    params: {cpu_ms: '600000', output_bytes: '1000'}\n");
+  auto jobId = submitJob(cluster, spec, site);
+  REQUIRE(jobId.isOk());
+  const fs::path jobDir = cluster.dir() / site / (site + "-w1") / "partitions" / *jobId;
+  REQUIRE(harness::eventually([&] { return entriesStartingWith(jobDir, ".tmp-s0-t0-b0-") == 1; }, 30000ms));
+  auto killed = cluster.tellus({"kill", *jobId}, site);
+  INFO(killed.err);
+  REQUIRE(killed.exitCode == 0);
+  // The executor dies by SIGKILL (its writer never cleans up): the worker removes what it left.
+  CHECK(harness::eventually([&] { return entriesStartingWith(jobDir, ".tmp-") == 0; }, 30000ms));
   CHECK(cluster.crashedDaemons().empty());
 }
 
