@@ -1,6 +1,7 @@
 #include "master/master.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -402,7 +403,17 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
     return resp;
   }
   it->second.lastHeartbeat = Clock::now();
-  for (const auto& rate : req.inbound()) it->second.inboundMbps[rate.from_site()] = rate.mbps();
+  // The rates go into the site record: bounded in count and checked, whoever sent them.
+  constexpr size_t kMaxRatedSites = 64;
+  for (const auto& rate : req.inbound()) {
+    if (!config::isSiteId(rate.from_site()) || rate.from_site().size() > kMaxNameBytes || !std::isfinite(rate.mbps()) ||
+        rate.mbps() < 0) {
+      continue;
+    }
+    auto& rates = it->second.inboundMbps;
+    if (rates.size() >= kMaxRatedSites && !rates.count(rate.from_site())) continue;
+    rates[rate.from_site()] = rate.mbps();
+  }
   for (const auto& job : req.dead_jms()) {
     if (!isJobId(job)) continue;  // not a job: nothing to replace
     spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
