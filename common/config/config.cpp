@@ -138,6 +138,27 @@ std::vector<WanLink> readWan(YamlMap& root, const std::string& ownSite) {
   return links;
 }
 
+LimitsConfig readLimits(YamlMap& root) {
+  LimitsConfig l;
+  auto m = root.optionalMap("limits");
+  if (!m) return l;
+  l.max_stages_per_job = m->optional<uint32_t>("max_stages_per_job", l.max_stages_per_job, kPositive);
+  l.max_tasks_per_stage = m->optional<uint32_t>("max_tasks_per_stage", l.max_tasks_per_stage, kPositive);
+  l.max_tasks_per_job = m->optional<uint32_t>("max_tasks_per_job", l.max_tasks_per_job, kPositive);
+  l.max_spec_bytes = m->optional<uint32_t>("max_spec_bytes", l.max_spec_bytes, between<uint32_t>(1, 1u << 20));
+  l.max_partitions_per_put = m->optional<uint32_t>("max_partitions_per_put", l.max_partitions_per_put, kPositive);
+  l.max_partitions_per_dataset =
+      m->optional<uint32_t>("max_partitions_per_dataset", l.max_partitions_per_dataset, kPositive);
+  l.max_partition_bytes = m->optional<uint64_t>("max_partition_bytes", l.max_partition_bytes, atLeast<uint64_t>(1));
+  // ZooKeeper refuses a node over 1 MiB (jute.maxbuffer): the record must stay below it.
+  l.max_site_record_bytes =
+      m->optional<uint32_t>("max_site_record_bytes", l.max_site_record_bytes, between<uint32_t>(4096, 1u << 20));
+  l.max_containers_per_worker =
+      m->optional<uint32_t>("max_containers_per_worker", l.max_containers_per_worker, kPositive);
+  l.max_output_bytes = m->optional<uint64_t>("max_output_bytes", l.max_output_bytes);
+  return l;
+}
+
 template <class Config, class ReadFields>
 Result<Config> parseWith(const std::string& yaml, const std::string& file, ReadFields readFields) {
   auto root = parseYamlDocument(yaml, file);
@@ -169,6 +190,8 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.schedule_period_ms = m.optional<uint32_t>("schedule_period_ms", c.schedule_period_ms, kPositive);
     c.worker_timeout_ms = m.optional<uint32_t>("worker_timeout_ms", c.worker_timeout_ms, kPositive);
     c.max_jm_crashes = m.optional<uint32_t>("max_jm_crashes", c.max_jm_crashes, kPositive);
+    c.put_idle_timeout_ms = m.optional<uint32_t>("put_idle_timeout_ms", c.put_idle_timeout_ms, kPositive);
+    c.limits = readLimits(m);
     c.log_level = readLogLevel(m);
     return c;
   });
@@ -189,6 +212,12 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.bin_dir = m.optional<std::string>("bin_dir", "");
     c.heartbeat_ms = m.optional<uint32_t>("heartbeat_ms", c.heartbeat_ms, kPositive);
     c.wan = readWan(m, c.site);
+    c.limits = readLimits(m);
+    if (m.ok() && c.containers > c.limits.max_containers_per_worker) {
+      m.fail("containers", "expected at most limits.max_containers_per_worker (" +
+                               std::to_string(c.limits.max_containers_per_worker) + "), got " +
+                               std::to_string(c.containers));
+    }
     c.log_level = readLogLevel(m);
     return c;
   });

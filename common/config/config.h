@@ -34,6 +34,24 @@ struct WanLink {
   uint32_t latency_ms = 0;
 };
 
+// Sizes accepted at the door: the master's Submit, Put and RegisterWorker and the worker's
+// RunTask, WriteDataset and LaunchJm refuse anything larger with a one-line error before they
+// write anything (ZooKeeper or disk). YAML: a `limits:` map in the master's and the worker's
+// config (docs/config.md says which daemon enforces which). The defaults keep every ZooKeeper
+// node of a job, and the site record, well below ZooKeeper's 1 MiB node limit.
+struct LimitsConfig {
+  uint32_t max_stages_per_job = 64;
+  uint32_t max_tasks_per_stage = 10000;   // also the bucket count a task may write
+  uint32_t max_tasks_per_job = 20000;     // dataset stages count one task per partition
+  uint32_t max_spec_bytes = 65536;        // the encoded JobSpec
+  uint32_t max_partitions_per_put = 1000;
+  uint32_t max_partitions_per_dataset = 1000;  // over every put of the dataset at a site
+  uint64_t max_partition_bytes = uint64_t{1} << 30;  // one partition of a put
+  uint32_t max_site_record_bytes = 524288;  // the site's published record (its datasets)
+  uint32_t max_containers_per_worker = 256;
+  uint64_t max_output_bytes = uint64_t{16} << 30;  // `synthetic` output_bytes of one task
+};
+
 struct MasterConfig {
   std::string site;                    // [a-z0-9-]+ (required)
   std::string listen;                  // host:port of the RPC server (required)
@@ -44,6 +62,8 @@ struct MasterConfig {
   uint32_t schedule_period_ms = 1000;  // L: fair-share period
   uint32_t worker_timeout_ms = 3000;   // missed heartbeats before a worker is considered dead
   uint32_t max_jm_crashes = 5;         // a job whose JM here exits non-zero more often fails
+  uint32_t put_idle_timeout_ms = 60000;  // an unfinished put with no chunk this long is dropped
+  LimitsConfig limits;
   std::string log_level = "info";
 };
 
@@ -61,6 +81,7 @@ struct WorkerConfig {
   std::string bin_dir;                 // where tellus-jm / tellus-executor live ("" = next to self)
   uint32_t heartbeat_ms = 500;
   std::vector<WanLink> wan;            // outgoing links to other sites
+  LimitsConfig limits;
   std::string log_level = "info";
 };
 

@@ -9,11 +9,6 @@ namespace {
 
 bool isLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
-bool isNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '-';
-}
-
 bool isHostChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
          c == '_';
@@ -26,7 +21,7 @@ bool isSiteId(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return isLowerAlnum(c) || c == '-'; });
 }
 
-bool isName(std::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), isNameChar); }
+bool isName(std::string_view s) { return tellus::isName(s); }
 
 std::optional<HostPort> parseHostPort(std::string_view s) {
   const std::size_t colon = s.rfind(':');

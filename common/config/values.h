@@ -7,15 +7,17 @@
 #include <string>
 #include <string_view>
 
+#include "util/names.h"
+
 namespace tellus::config {
 
 // Site and worker ids: [a-z0-9][a-z0-9-]* (they appear in ZooKeeper paths and host names).
 bool isSiteId(std::string_view s);
 inline constexpr const char* kSiteIdForm = "[a-z0-9][a-z0-9-]*";
 
-// Job, stage and dataset names: [A-Za-z0-9_.-]+.
+// Job, stage and dataset names: util/names.h (the one name validator), here for the parsers.
 bool isName(std::string_view s);
-inline constexpr const char* kNameForm = "[A-Za-z0-9_.-]+";
+inline constexpr const char* kNameForm = tellus::kNameForm;
 
 struct HostPort {
   std::string host;  // a host name, an IPv4 address, or an IPv6 address without brackets

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "data/checksum.h"
+#include "util/names.h"
 
 namespace tellus::data {
 namespace fs = std::filesystem;
@@ -21,7 +22,6 @@ namespace {
 constexpr const char* kDataFile = "data";
 constexpr const char* kMetaFile = "meta";
 constexpr std::size_t kWriteBufferBytes = 1 << 16;
-constexpr std::size_t kMaxNameLength = 128;
 
 Error ioError(const std::string& what, const fs::path& path, int errnum) {
   return makeError(ErrorCode::kInternal, what + " '" + path.string() + "': " + std::strerror(errnum));
@@ -136,20 +136,7 @@ std::string PartitionKey::toString() const {
   return jobId + "/s" + std::to_string(stage) + "-t" + std::to_string(task) + "-b" + std::to_string(bucket);
 }
 
-Status validateStoreName(std::string_view what, const std::string& name) {
-  auto bad = [&](const std::string& why) {
-    return makeError(ErrorCode::kInvalidArgument, std::string(what) + " '" + name + "' " + why);
-  };
-  if (name.empty()) return bad("is empty");
-  if (name.size() > kMaxNameLength) return bad("is longer than " + std::to_string(kMaxNameLength) + " characters");
-  if (name.front() == '.') return bad("must not start with '.'");
-  for (char c : name) {
-    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                         c == '_' || c == '-';
-    if (!allowed) return bad("may contain only letters, digits, '.', '_' and '-'");
-  }
-  return Status::ok();
-}
+Status validateStoreName(std::string_view what, const std::string& name) { return checkName(what, name); }
 
 // ---- PartitionWriter ----
 

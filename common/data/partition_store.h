@@ -37,8 +37,7 @@ struct PartitionKey {
   std::string toString() const;
 };
 
-// Job ids and dataset names become directory names: 1-128 characters of [A-Za-z0-9._-], not
-// starting with '.'.
+// Job ids and dataset names become directory names: util/names.h's checkName.
 Status validateStoreName(std::string_view what, const std::string& name);
 
 struct PartitionInfo {

@@ -1,6 +1,7 @@
 #include "job/spec.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <utility>
@@ -267,8 +268,89 @@ Result<pb::JobSpec> loadJobSpec(const std::string& path) {
   return parseJobSpec(*text, path);
 }
 
-Status validateJobSpec(const pb::JobSpec& spec) {
+namespace {
+
+Error tooLarge(const std::string& what, uint64_t got, uint64_t limit, const std::string& limitName) {
+  return makeError(ErrorCode::kInvalidArgument, what + " " + std::to_string(got) + " is over the limit of " +
+                                                    std::to_string(limit) + " (limits." + limitName + ")");
+}
+
+// Size checks that need no cluster knowledge; the resolved task counts are checked at Submit.
+Status checkLimits(const pb::JobSpec& spec, const config::LimitsConfig& limits) {
+  const size_t bytes = spec.ByteSizeLong();
+  if (bytes > limits.max_spec_bytes) return tooLarge("job spec: encoded size", bytes, limits.max_spec_bytes, "max_spec_bytes");
+  if (static_cast<uint64_t>(spec.stages_size()) > limits.max_stages_per_job) {
+    return tooLarge("job spec: stage count", static_cast<uint64_t>(spec.stages_size()), limits.max_stages_per_job,
+                    "max_stages_per_job");
+  }
+  uint64_t total = 0;
+  for (const auto& stage : spec.stages()) {
+    if (stage.tasks() > limits.max_tasks_per_stage) {
+      return tooLarge("stage " + quoted(stage.name()) + ": tasks", stage.tasks(), limits.max_tasks_per_stage,
+                      "max_tasks_per_stage");
+    }
+    total += stage.tasks();
+    TELLUS_RETURN_IF_ERROR(checkOperatorLimits(stage.name(), stage.op(), stage.params(), limits));
+  }
+  if (total > limits.max_tasks_per_job) return tooLarge("job spec: total tasks", total, limits.max_tasks_per_job, "max_tasks_per_job");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status checkOperatorLimits(const std::string& stageName, const std::string& op,
+                           const google::protobuf::Map<std::string, std::string>& params,
+                           const config::LimitsConfig& limits) {
+  if (op != "synthetic") return Status::ok();
+  auto it = params.find("output_bytes");
+  if (it == params.end()) return Status::ok();
+  uint64_t outputBytes = 0;
+  const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), outputBytes);
+  // Not a number: the operator's own validation names the problem; too large is ours.
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && outputBytes > limits.max_output_bytes)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "stage " + quoted(stageName) + ": output_bytes " + it->second + " is over the limit of " +
+                         std::to_string(limits.max_output_bytes) + " (limits.max_output_bytes)");
+  }
+  (void)end;
+  return Status::ok();
+}
+
+Status validateJobSpec(const pb::JobSpec& spec, const config::LimitsConfig& limits) {
+  // Size first: a huge spec is refused before the structural walk over it.
+  if (spec.ByteSizeLong() > limits.max_spec_bytes || static_cast<uint64_t>(spec.stages_size()) > limits.max_stages_per_job) {
+    return checkLimits(spec, limits);
+  }
   if (auto problem = findProblem(spec)) return makeError(ErrorCode::kInvalidArgument, problem->message);
+  return checkLimits(spec, limits);
+}
+
+Status checkResolvedTasks(const pb::JobSpec& spec, const std::map<uint32_t, uint32_t>& datasetTasks,
+                          const config::LimitsConfig& limits) {
+  std::vector<uint64_t> tasks(static_cast<size_t>(spec.stages_size()), 0);
+  uint64_t total = 0;
+  for (int i = 0; i < spec.stages_size(); ++i) {
+    const auto& stage = spec.stages(i);
+    if (stage.tasks() != 0) {
+      tasks[i] = stage.tasks();
+    } else if (auto it = datasetTasks.find(static_cast<uint32_t>(i)); it != datasetTasks.end()) {
+      tasks[i] = it->second;
+    } else {
+      for (const auto& in : stage.inputs()) {
+        const int u = in.has_stage() ? stageIndex(spec, in.stage()) : -1;
+        if (u >= 0 && u < i) {
+          tasks[i] = tasks[u];
+          break;
+        }
+      }
+    }
+    if (tasks[i] > limits.max_tasks_per_stage) {
+      return tooLarge("stage " + quoted(stage.name()) + ": tasks", tasks[i], limits.max_tasks_per_stage,
+                      "max_tasks_per_stage");
+    }
+    total += tasks[i];
+  }
+  if (total > limits.max_tasks_per_job) return tooLarge("job: total tasks", total, limits.max_tasks_per_job, "max_tasks_per_job");
   return Status::ok();
 }
 

@@ -20,6 +20,9 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
+#include "config/config.h"
 #include "tellus.pb.h"
 #include "util/result.h"
 
@@ -31,8 +34,23 @@ Result<pb::JobSpec> loadJobSpec(const std::string& path);
 // Structural checks (no cluster knowledge): names unique and well-formed, inputs refer to
 // earlier stages, dataset stages have tasks == 0 and only dataset inputs, other stages
 // tasks >= 1, forward edges join stages with equal task counts, operators and params valid,
-// placement known, at least one stage. Also applied to specs that arrive over RPC.
-Status validateJobSpec(const pb::JobSpec& spec);
+// placement known, at least one stage. Also applied to specs that arrive over RPC, then with
+// the master's limits: encoded size, stages, explicit task counts (per stage and summed) and
+// `synthetic` output_bytes. The first problem is the one-line error.
+Status validateJobSpec(const pb::JobSpec& spec, const config::LimitsConfig& limits = {});
+
+// Limits on one stage's operator and params (`synthetic` output_bytes), for the spec check and
+// for a worker's RunTask (whose op and params come over the network, from a JM or anyone).
+Status checkOperatorLimits(const std::string& stageName, const std::string& op,
+                           const google::protobuf::Map<std::string, std::string>& params,
+                           const config::LimitsConfig& limits);
+
+// The task counts a valid spec resolves to once the dataset stages' partitions are known
+// (`datasetTasks`: stage index -> partitions it reads); a stage with tasks 0 that reads only
+// forward edges has its upstream's count. Checked against max_tasks_per_stage and
+// max_tasks_per_job: the master calls it at Submit before it writes anything.
+Status checkResolvedTasks(const pb::JobSpec& spec, const std::map<uint32_t, uint32_t>& datasetTasks,
+                          const config::LimitsConfig& limits);
 
 // Stages that read stage `s` (by index), for release and lineage.
 std::vector<uint32_t> downstreamStages(const pb::JobSpec& spec, uint32_t s);

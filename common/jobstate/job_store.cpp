@@ -84,8 +84,35 @@ awaitable<Status> JobStore::ensureJobsRoot() {
   co_return st;
 }
 
+Result<size_t> createJobBytes(const pb::JobSpec& spec, const pb::JobStatus& status,
+                              const std::map<uint32_t, pb::StageInputs>& inputs) {
+  // Per op: its path (job-NNNNNNNNNN/stages/<s>/inputs is under 64 bytes under /jobs) and
+  // ZooKeeper's per-op framing and ACL, both well under 256 bytes.
+  constexpr size_t kPerOp = 256;
+  size_t total = spec.ByteSizeLong() + status.ByteSizeLong() + (8 + 2 * static_cast<size_t>(spec.stages_size())) * kPerOp;
+  size_t largest = 0;
+  uint32_t largestStage = 0;
+  for (const auto& [s, stageInputs] : inputs) {
+    const size_t bytes = stageInputs.ByteSizeLong() + kPerOp;
+    total += bytes;
+    if (bytes > largest) largest = bytes, largestStage = s;
+  }
+  if (total > kMaxCreateJobBytes) {
+    std::string biggest = largest > spec.ByteSizeLong()
+                              ? fmt::format("stage {}'s inputs ({} partitions, {} bytes)", largestStage,
+                                            inputs.at(largestStage).partitions_size(), largest)
+                              : fmt::format("the spec ({} bytes)", spec.ByteSizeLong());
+    return makeError(ErrorCode::kInvalidArgument,
+                     fmt::format("the job's state would be {} bytes, over the {} ZooKeeper takes in one write; the "
+                                 "largest part is {}: read fewer or larger partitions",
+                                 total, kMaxCreateJobBytes, biggest));
+  }
+  return total;
+}
+
 awaitable<Result<std::string>> JobStore::createJob(pb::JobSpec spec, pb::JobStatus status,
                                                    std::map<uint32_t, pb::StageInputs> inputs) {
+  if (auto fits = createJobBytes(spec, status, inputs); !fits) co_return fits.error();
   auto jobNode = co_await zk_.create(jobPrefix(), "", coord::CreateMode::kPersistentSequential);
   if (!jobNode) co_return jobNode.error().prepend("allocating a job id");
   std::string jobId = jobNode->substr(jobNode->rfind('/') + 1);

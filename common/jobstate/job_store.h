@@ -63,6 +63,15 @@ struct RetryPolicy {
 // larger did not come from ZooKeeper as we configure it and is refused before decoding.
 inline constexpr size_t kMaxNodeBytes = size_t{1} << 20;
 
+// The one transaction that creates a job carries its spec, its status and every dataset
+// stage's inputs; ZooKeeper refuses a request over kMaxNodeBytes and drops the connection. The
+// request's bytes (node data plus paths, with room for framing), or a one-line
+// kInvalidArgument naming the largest part when it would not fit: checked by createJob before
+// it writes anything.
+inline constexpr size_t kMaxCreateJobBytes = kMaxNodeBytes - (size_t{64} << 10);
+Result<size_t> createJobBytes(const pb::JobSpec& spec, const pb::JobStatus& status,
+                              const std::map<uint32_t, pb::StageInputs>& inputs);
+
 class JobStore {
  public:
   template <class T>
@@ -78,6 +87,7 @@ class JobStore {
   Awaitable<Status> ensureJobsRoot();
   // Allocates a job id (job-NNNNNNNNNN) and writes the job's whole state in one transaction,
   // its status (whose job_id is set here) last: a job is visible to JMs only once complete.
+  // A job too large for one transaction (createJobBytes) is refused before anything is written.
   // `inputs` are the dataset stages' inputs, by stage.
   Awaitable<Result<std::string>> createJob(pb::JobSpec spec, pb::JobStatus status,
                                            std::map<uint32_t, pb::StageInputs> inputs);

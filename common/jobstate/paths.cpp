@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "util/names.h"
+
 namespace tellus::jobstate {
 namespace {
 
@@ -31,12 +33,7 @@ std::optional<std::pair<uint32_t, uint32_t>> parseTaskName(std::string_view name
   return std::make_pair(*stage, *task);
 }
 
-bool isJobId(std::string_view id) {
-  if (id.empty() || id.size() > 64 || id.front() == '.') return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
-  });
-}
+bool isJobId(std::string_view id) { return isName(id); }
 
 std::optional<uint32_t> parsePartName(std::string_view name) {
   auto task = takeNumber(name);

@@ -68,8 +68,8 @@ inline std::string runningTaskPath(const std::string& id, uint32_t s, uint32_t t
 // (stage, task) from a running marker's name "<s>-<t>", or from an attempt's "<s>-<t>-<n>";
 // nullopt for anything else (a node someone else put there must not crash a daemon).
 std::optional<std::pair<uint32_t, uint32_t>> parseTaskName(std::string_view name);
-// A job id as it may appear in a path: 1 to 64 of [A-Za-z0-9_.-], not starting with '.'
-// (ids are made by ZooKeeper as job-NNNNNNNNNN; anything else from the network is refused).
+// A job id as it may appear in a path: a name (util/names.h; ids are made by ZooKeeper as
+// job-NNNNNNNNNN; anything else from the network is refused).
 bool isJobId(std::string_view id);
 // Task t from an output node's name "<t>"; nullopt for anything else.
 std::optional<uint32_t> parsePartName(std::string_view name);

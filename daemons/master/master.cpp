@@ -1,6 +1,7 @@
 #include "master/master.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -12,8 +13,10 @@
 #include "jobstate/job_view.h"
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"
+#include "config/values.h"
 #include "sched/fair_share.h"
 #include "util/log.h"
+#include "util/names.h"
 
 namespace tellus::master {
 
@@ -191,6 +194,10 @@ pb::SiteInfo Master::siteInfo() const {
 
 awaitable<Status> Master::publishSite() {
   auto info = siteInfo().SerializeAsString();
+  // The record changes when workers, containers, rates or datasets do; rewriting an unchanged
+  // one every period would cost ZooKeeper and every watcher its size each time.
+  const int64_t session = server_.coordinator().sessionId();
+  if (info == publishedSite_ && session == publishedSession_ && session != 0) co_return Status::ok();
   auto live = siteLivePath(config_.site);
   auto stat = co_await server_.coordinator().exists(live);
   if (!stat) co_return stat.status();
@@ -207,6 +214,8 @@ awaitable<Status> Master::publishSite() {
     auto set = co_await server_.coordinator().set(live, info, -1);
     if (!set) co_return set.status();
   }
+  publishedSite_ = std::move(info);
+  publishedSession_ = session;
   co_return Status::ok();
 }
 
@@ -294,6 +303,12 @@ awaitable<void> Master::scheduleLoop() {
     co_await server_.sleepFor(milliseconds(config_.schedule_period_ms));
     if (server_.stopping()) break;
     auto now = Clock::now();
+    for (const auto& [id, u] : uploads_) {
+      if (now - u.lastChunk > milliseconds(config_.put_idle_timeout_ms)) {
+        spdlog::warn("put {} of dataset {}: no chunk for {} ms, dropping it", id, u.dataset, config_.put_idle_timeout_ms);
+        server_.spawn(abortUpload(id), "dropping an idle put");
+      }
+    }
     for (auto& [id, w] : workers_) {
       if (w.alive && now - w.lastHeartbeat > milliseconds(config_.worker_timeout_ms)) {
         spdlog::warn("worker {} missed heartbeats for {} ms: its containers are no longer offered", id,
@@ -350,6 +365,30 @@ Result<pb::RegisterWorkerResponse> Master::registerWorker(const pb::RegisterWork
   if (req.worker_id().empty() || req.address().empty() || req.containers() == 0) {
     return makeError(ErrorCode::kInvalidArgument, "registration needs worker_id, address and containers >= 1");
   }
+  // Checked before anything is allocated: the slots below are one map entry per container.
+  if (!config::isSiteId(req.worker_id()) || req.worker_id().size() > kMaxNameBytes) {
+    return makeError(ErrorCode::kInvalidArgument, "registration: worker_id is not a worker id (" +
+                                                      std::string(config::kSiteIdForm) + ", at most 128 bytes)");
+  }
+  if (!net::Endpoint::parse(req.address())) {
+    return makeError(ErrorCode::kInvalidArgument, "registration of worker " + req.worker_id() + ": address is not host:port");
+  }
+  if (req.containers() > config_.limits.max_containers_per_worker) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     fmt::format("registration of worker {}: {} containers, over the limit of {} "
+                                 "(limits.max_containers_per_worker)",
+                                 req.worker_id(), req.containers(), config_.limits.max_containers_per_worker));
+  }
+  if (req.running_size() != req.running_jobs_size() || static_cast<uint32_t>(req.running_size()) > req.containers()) {
+    return makeError(ErrorCode::kInvalidArgument, "registration of worker " + req.worker_id() +
+                                                      ": running containers and their jobs disagree");
+  }
+  for (int i = 0; i < req.running_size(); ++i) {
+    if (req.running(i).id().slot() >= req.containers() || !isJobId(req.running_jobs(i))) {
+      return makeError(ErrorCode::kInvalidArgument, "registration of worker " + req.worker_id() +
+                                                        ": a running container has a bad slot or job id");
+    }
+  }
   auto& w = workers_[req.worker_id()];
   bool known = w.alive && !w.id.empty();
   w.id = req.worker_id();
@@ -385,8 +424,19 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
     return resp;
   }
   it->second.lastHeartbeat = Clock::now();
-  for (const auto& rate : req.inbound()) it->second.inboundMbps[rate.from_site()] = rate.mbps();
+  // The rates go into the site record: bounded in count and checked, whoever sent them.
+  constexpr size_t kMaxRatedSites = 64;
+  for (const auto& rate : req.inbound()) {
+    if (!config::isSiteId(rate.from_site()) || rate.from_site().size() > kMaxNameBytes || !std::isfinite(rate.mbps()) ||
+        rate.mbps() < 0) {
+      continue;
+    }
+    auto& rates = it->second.inboundMbps;
+    if (rates.size() >= kMaxRatedSites && !rates.count(rate.from_site())) continue;
+    rates[rate.from_site()] = rate.mbps();
+  }
   for (const auto& job : req.dead_jms()) {
+    if (!isJobId(job)) continue;  // not a job: nothing to replace
     spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
     server_.spawn(replaceJm(job, true), "replacing the JM of " + job);
   }
@@ -468,7 +518,7 @@ awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
 
 awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net::CallContext) {
   const pb::JobSpec& spec = req.spec();
-  if (auto st = job::validateJobSpec(spec); !st) co_return st.error();
+  if (auto st = job::validateJobSpec(spec, config_.limits); !st) co_return st.error();
   auto sites = co_await liveSites();
   if (!sites) co_return sites.error().prepend("reading sites");
 
@@ -535,6 +585,11 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
     }
     stageInputs.emplace(static_cast<uint32_t>(s), std::move(inputs));
   }
+  // The task counts are known now (one task per dataset partition): the limits apply to them
+  // before anything is written.
+  std::map<uint32_t, uint32_t> datasetTasks;
+  for (const auto& [s, inputs] : stageInputs) datasetTasks[s] = static_cast<uint32_t>(inputs.partitions_size());
+  if (auto st = job::checkResolvedTasks(spec, datasetTasks, config_.limits); !st) co_return st.error();
 
   pb::JobStatus status;
   status.set_name(spec.name());
@@ -613,13 +668,15 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   auto spec = co_await store_->spec(req.job_id());
   if (!spec) co_return spec.error();
   std::vector<std::optional<pb::TaskMap>> taskmaps(static_cast<size_t>(spec->stages_size()));
+  std::vector<std::set<uint32_t>> doneByStage(static_cast<size_t>(spec->stages_size()));
+  uint64_t totalTasks = 0;
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
     auto* sp = resp.add_stages();
     sp->set_name(spec->stages(static_cast<int>(s)).name());
     sp->set_tasks(spec->stages(static_cast<int>(s)).tasks());
     auto done = co_await store_->outputTasks(req.job_id(), s);
-    std::set<uint32_t> doneTasks;
-    if (done) doneTasks = std::move(done).value();
+    if (done) doneByStage[s] = std::move(done).value();
+    const auto& doneTasks = doneByStage[s];
     sp->set_done(static_cast<uint32_t>(doneTasks.size()));
     auto read = co_await store_->taskMap(req.job_id(), s);
     if (!read) continue;
@@ -627,6 +684,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
     taskmaps[s] = *taskmap;
     sp->set_released(true);
     sp->set_tasks(static_cast<uint32_t>(taskmap->owner_site_size()));
+    totalTasks += static_cast<uint64_t>(taskmap->owner_site_size());
     std::map<std::string, std::pair<uint32_t, uint32_t>> bySite;
     for (int t = 0; t < taskmap->owner_site_size(); ++t) {
       auto& [owned, finished] = bySite[taskmap->owner_site(t)];
@@ -640,22 +698,36 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
       ss->set_done(counts.second);
     }
   }
-  // Where each task ran: output locations and executions started (from the audit nodes).
-  auto attempts = co_await store_->attemptCounts(req.job_id());
-  std::map<TaskId, uint32_t> executions;
-  if (attempts) executions = std::move(attempts).value();
-  for (uint32_t s = 0; s < static_cast<uint32_t>(resp.stages_size()); ++s) {
-    auto* sp = resp.mutable_stages(static_cast<int>(s));
-    const auto& taskmap = taskmaps[s];
-    if (!taskmap) continue;
-    for (uint32_t t = 0; t < static_cast<uint32_t>(taskmap->owner_site_size()); ++t) {
-      auto* tp = sp->add_task_placements();
-      tp->set_task(t);
-      tp->set_owner_site(taskmap->owner_site(static_cast<int>(t)));
-      tp->set_executions(executions[{s, t}]);
-      auto loc = co_await store_->output(req.job_id(), s, t);
-      if (loc) tp->set_worker_id(loc->worker_id());
+  resp.set_total_tasks(static_cast<uint32_t>(std::min<uint64_t>(totalTasks, UINT32_MAX)));
+  // Where each task ran, on request and one page at a time: each costs a ZooKeeper read, and
+  // a summary must answer in bounded time whatever the job's size.
+  if (req.tasks()) {
+    constexpr uint32_t kMaxTaskPage = 1000;
+    const uint64_t begin = req.task_offset();
+    const uint64_t end = std::min<uint64_t>(totalTasks, begin + (req.task_limit() == 0 ? kMaxTaskPage
+                                                                                      : std::min(req.task_limit(), kMaxTaskPage)));
+    auto attempts = co_await store_->attemptCounts(req.job_id());
+    std::map<TaskId, uint32_t> executions;
+    if (attempts) executions = std::move(attempts).value();
+    uint64_t first = 0;  // the job-wide index of the stage's task 0
+    for (uint32_t s = 0; s < static_cast<uint32_t>(resp.stages_size()) && first < end; ++s) {
+      const auto& taskmap = taskmaps[s];
+      if (!taskmap) continue;
+      const uint64_t n = static_cast<uint64_t>(taskmap->owner_site_size());
+      auto* sp = resp.mutable_stages(static_cast<int>(s));
+      for (uint64_t i = std::max(begin, first); i < std::min(end, first + n); ++i) {
+        const auto t = static_cast<uint32_t>(i - first);
+        auto* tp = sp->add_task_placements();
+        tp->set_task(t);
+        tp->set_owner_site(taskmap->owner_site(static_cast<int>(t)));
+        tp->set_executions(executions[{s, t}]);
+        if (!doneByStage[s].count(t)) continue;
+        auto loc = co_await store_->output(req.job_id(), s, t);
+        if (loc) tp->set_worker_id(loc->worker_id());
+      }
+      first += n;
     }
+    resp.set_next_task_offset(static_cast<uint32_t>(std::max(begin, end)));
   }
   auto jms = co_await store_->jmSites(req.job_id());
   if (jms) {
@@ -761,11 +833,63 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
 }
 
 awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallContext ctx) {
+  // Every field is checked before anything is stored: names, counts, sizes.
+  const auto& limits = config_.limits;
+  if (auto st = checkName("dataset", req.dataset()); !st) co_return st.error();
+  if (auto st = checkName("upload id", req.upload_id()); !st) co_return st.error();
+  if (req.partitions() == 0 || req.partitions() > limits.max_partitions_per_put) {
+    co_return makeError(ErrorCode::kInvalidArgument,
+                        fmt::format("put of dataset '{}': {} partitions, expected 1 to {} (limits.max_partitions_per_put)",
+                                    req.dataset(), req.partitions(), limits.max_partitions_per_put));
+  }
+  if (req.partition() >= req.partitions()) {
+    co_return makeError(ErrorCode::kInvalidArgument,
+                        fmt::format("put of dataset '{}': partition {} of {}", req.dataset(), req.partition(), req.partitions()));
+  }
+  if (req.offset() > limits.max_partition_bytes || req.data().size() > limits.max_partition_bytes - req.offset()) {
+    co_return makeError(ErrorCode::kInvalidArgument,
+                        fmt::format("put of dataset '{}': partition {} is larger than {} bytes (limits.max_partition_bytes)",
+                                    req.dataset(), req.partition(), limits.max_partition_bytes));
+  }
+  auto upload = uploads_.find(req.upload_id());
+  if (upload == uploads_.end()) {
+    if (req.offset() != 0) {
+      co_return makeError(ErrorCode::kNotFound, "put " + req.upload_id() + " is not in progress here (it failed or was dropped)");
+    }
+    if (std::any_of(config_.datasets.begin(), config_.datasets.end(), [&](const auto& d) { return d.name == req.dataset(); })) {
+      co_return makeError(ErrorCode::kInvalidArgument,
+                          "dataset '" + req.dataset() + "' is configured at site " + config_.site + ": put under another name");
+    }
+    uint64_t existing = 0;
+    if (auto ds = datasets_.find(req.dataset()); ds != datasets_.end()) existing = static_cast<uint64_t>(ds->second.partitions_size());
+    for (const auto& [id, u] : uploads_) {
+      if (u.dataset == req.dataset()) existing += u.partitions;
+    }
+    if (existing + req.partitions() > limits.max_partitions_per_dataset) {
+      co_return makeError(ErrorCode::kInvalidArgument,
+                          fmt::format("dataset '{}' would have {} partitions at site {}, over the limit of {} "
+                                      "(limits.max_partitions_per_dataset)",
+                                      req.dataset(), existing + req.partitions(), config_.site,
+                                      limits.max_partitions_per_dataset));
+    }
+    Upload fresh;
+    fresh.dataset = req.dataset();
+    fresh.residencyLocal = req.residency_local();
+    fresh.partitions = req.partitions();
+    upload = uploads_.emplace(req.upload_id(), std::move(fresh)).first;
+  } else if (upload->second.dataset != req.dataset() || upload->second.partitions != req.partitions() ||
+             upload->second.residencyLocal != req.residency_local()) {
+    co_return makeError(ErrorCode::kInvalidArgument, "put " + req.upload_id() + ": a chunk disagrees with the put's dataset, "
+                                                     "partition count or residency");
+  }
+  if (upload->second.stored.count(req.partition())) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("put {}: partition {} is already stored", req.upload_id(), req.partition()));
+  }
+  upload->second.lastChunk = Clock::now();
   // Each partition is stored on two workers (one if the site has one), so a raw input
   // partition survives the loss of a VM.
-  std::string key = req.upload_id() + "/" + std::to_string(req.partition());
-  auto chosen = putWorkers_.find(key);
-  if (chosen == putWorkers_.end()) {
+  auto chosen = upload->second.targets.find(req.partition());
+  if (chosen == upload->second.targets.end()) {
     std::vector<std::string> live;
     for (const auto& [id, w] : workers_) {
       if (w.alive) live.push_back(id);
@@ -774,11 +898,12 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     std::vector<std::string> targets;
     uint64_t first = nextPut_++;
     for (size_t i = 0; i < std::min<size_t>(2, live.size()); ++i) targets.push_back(live[(first + i) % live.size()]);
-    chosen = putWorkers_.emplace(key, std::move(targets)).first;
+    chosen = upload->second.targets.emplace(req.partition(), std::move(targets)).first;
   }
-  // A copy: the entry is erased below (and may be by another call for this partition while
-  // this one waits for a worker), and the ids are still needed after that.
+  // Copies: the upload may be dropped (by a failure of another chunk, or as idle) while this
+  // call waits for a worker.
   const std::vector<std::string> targets = chosen->second;
+  const std::string uploadId = req.upload_id();
   pb::WriteDatasetRequest write;
   write.set_dataset(req.dataset());
   write.set_upload_id(req.upload_id());
@@ -788,48 +913,114 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   write.set_last_chunk(req.last_chunk());
   std::vector<pb::WriteDatasetResponse> written;
   for (const auto& workerId : targets) {
-    const auto& w = workers_[workerId];
-    auto ep = net::Endpoint::parse(w.address);
-    if (!ep) co_return ep.error();
-    auto client = server_.client(*ep);
-    auto r = co_await client->call<rpc::Worker::WriteDataset>(write, ctx.remaining());
+    auto ep = net::Endpoint::parse(workers_[workerId].address);
+    Result<pb::WriteDatasetResponse> r = ep.isOk() ? Result<pb::WriteDatasetResponse>(pb::WriteDatasetResponse())
+                                                   : Result<pb::WriteDatasetResponse>(ep.error());
+    if (ep) r = co_await server_.client(*ep)->call<rpc::Worker::WriteDataset>(write, ctx.remaining());
     if (!r) {
-      auto error = r.error().prepend("storing on worker " + workerId);
-      putWorkers_.erase(key);
-      co_return error;
+      auto error = r.error().prepend("storing partition " + std::to_string(req.partition()) + " on worker " + workerId);
+      co_await abortUpload(uploadId);
+      co_return error.prepend("put of dataset '" + req.dataset() + "' dropped (nothing registered)");
     }
     written.push_back(*r);
   }
+  upload = uploads_.find(uploadId);
+  if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + uploadId + " was dropped meanwhile");
   pb::PutResponse resp;
   resp.set_worker_id(targets.front());
   resp.set_file(written.front().file());
   for (size_t i = 1; i < targets.size(); ++i) resp.add_replica_worker_ids(targets[i]);
-  if (req.last_chunk()) {
-    auto& ds = datasets_[req.dataset()];
-    ds.set_name(req.dataset());
-    ds.set_residency_local(req.residency_local());
-    auto* p = ds.add_partitions();
-    p->set_index(static_cast<uint32_t>(ds.partitions_size() - 1));
-    p->set_file(written.front().file());
-    p->set_worker_id(targets.front());
-    p->set_bytes(written.front().bytes());
-    for (size_t i = 1; i < targets.size(); ++i) {
-      auto* r = p->add_replicas();
-      r->set_worker_id(targets[i]);
-      r->set_file(written[i].file());
-    }
-    putWorkers_.erase(key);
-    auto path = siteDatasetsPath(config_.site) + "/" + req.dataset();
-    auto set = co_await server_.coordinator().set(path, ds.SerializeAsString(), -1);
-    if (!set && set.error().code == ErrorCode::kNotFound) {
-      auto created = co_await server_.coordinator().create(path, ds.SerializeAsString(), coord::CreateMode::kPersistent);
-      if (!created) co_return created.error().prepend("recording dataset " + req.dataset());
-    } else if (!set) {
-      co_return set.error().prepend("recording dataset " + req.dataset());
-    }
-    (void)co_await publishSite();
+  if (!req.last_chunk()) co_return resp;
+
+  pb::DatasetPartition p;
+  p.set_file(written.front().file());
+  p.set_worker_id(targets.front());
+  p.set_bytes(written.front().bytes());
+  for (size_t i = 1; i < targets.size(); ++i) {
+    auto* r = p.add_replicas();
+    r->set_worker_id(targets[i]);
+    r->set_file(written[i].file());
+  }
+  upload->second.stored[req.partition()] = std::move(p);
+  if (upload->second.stored.size() < upload->second.partitions) co_return resp;
+  // Every partition is stored: the dataset (or its new partitions) is published in one write.
+  if (auto published = co_await publishUpload(uploadId); !published) {
+    co_await abortUpload(uploadId);
+    co_return published.error().prepend("put of dataset '" + req.dataset() + "' dropped (nothing registered)");
   }
   co_return resp;
+}
+
+awaitable<Status> Master::publishUpload(std::string uploadId) {
+  auto upload = uploads_.find(uploadId);
+  if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + uploadId + " was dropped meanwhile");
+  const std::string dataset = upload->second.dataset;
+  // One publisher per dataset at a time: two puts finishing together would each write the
+  // record from the same old value. The other waits (bounded by its caller's deadline).
+  while (publishing_.count(dataset) && !server_.stopping()) co_await server_.sleepFor(milliseconds(5));
+  upload = uploads_.find(uploadId);
+  if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + uploadId + " was dropped meanwhile");
+  pb::SiteDataset ds;
+  if (auto old = datasets_.find(dataset); old != datasets_.end()) ds = old->second;
+  ds.set_name(dataset);
+  ds.set_residency_local(upload->second.residencyLocal);
+  size_t added = 0;
+  for (auto& [index, part] : upload->second.stored) {
+    auto* p = ds.add_partitions();
+    *p = part;
+    p->set_index(static_cast<uint32_t>(ds.partitions_size() - 1));
+    // The record carries each copy's worker address too.
+    added += p->ByteSizeLong() + 32 * (1 + static_cast<size_t>(p->replicas_size()));
+  }
+  const size_t record = siteInfo().ByteSizeLong() + added;
+  if (record > config_.limits.max_site_record_bytes) {
+    co_return makeError(ErrorCode::kInvalidArgument,
+                        fmt::format("the site record of {} would be {} bytes, over the limit of {} "
+                                    "(limits.max_site_record_bytes): put fewer partitions",
+                                    config_.site, record, config_.limits.max_site_record_bytes));
+  }
+  publishing_.insert(dataset);
+  auto path = siteDatasetsPath(config_.site) + "/" + dataset;
+  auto bytes = ds.SerializeAsString();
+  auto set = co_await server_.coordinator().set(path, bytes, -1);
+  Status written = Status::ok();
+  if (!set && set.error().code == ErrorCode::kNotFound) {
+    auto created = co_await server_.coordinator().create(path, bytes, coord::CreateMode::kPersistent);
+    if (!created) written = created.error().prepend("recording dataset " + dataset);
+  } else if (!set) {
+    written = set.error().prepend("recording dataset " + dataset);
+  }
+  publishing_.erase(dataset);
+  if (!written) co_return written;
+  datasets_[dataset] = std::move(ds);
+  uploads_.erase(uploadId);
+  spdlog::info("dataset {}: put {} published", dataset, uploadId);
+  (void)co_await publishSite();
+  co_return Status::ok();
+}
+
+awaitable<void> Master::abortUpload(std::string uploadId) {
+  auto upload = uploads_.find(uploadId);
+  if (upload == uploads_.end()) co_return;
+  // Taken out first: chunks still in flight find the put gone and stop.
+  Upload dropped = std::move(upload->second);
+  uploads_.erase(upload);
+  std::set<std::string> holders;
+  for (const auto& [p, workers] : dropped.targets) holders.insert(workers.begin(), workers.end());
+  pb::WriteDatasetRequest abort;
+  abort.set_dataset(dropped.dataset);
+  abort.set_upload_id(uploadId);
+  abort.set_abort(true);
+  for (const auto& workerId : holders) {
+    auto w = workers_.find(workerId);
+    if (w == workers_.end()) continue;
+    auto ep = net::Endpoint::parse(w->second.address);
+    if (!ep) continue;
+    auto r = co_await server_.client(*ep)->call<rpc::Worker::WriteDataset>(abort, kPeerCallTimeout);
+    // A dead worker cannot be told; it drops staged chunks when it starts again.
+    if (!r) spdlog::warn("put {}: worker {} could not drop its files: {}", uploadId, workerId, r.message());
+  }
+  spdlog::info("put {} of dataset {} dropped", uploadId, dropped.dataset);
 }
 
 awaitable<void> Master::stopJobTasks(std::string jobId) {

@@ -84,6 +84,10 @@ class Master {
   struct ResultMeta;
   boost::asio::awaitable<Result<ResultMeta*>> resultMeta(const std::string& jobId);
   boost::asio::awaitable<Result<pb::PutResponse>> put(pb::PutRequest req, net::CallContext ctx);
+  // A put whose partitions are all stored becomes visible in one write of the dataset record.
+  boost::asio::awaitable<Status> publishUpload(std::string uploadId);
+  // A failed or idle put: its workers drop every file of it, and it is forgotten.
+  boost::asio::awaitable<void> abortUpload(std::string uploadId);
   Result<pb::RegisterWorkerResponse> registerWorker(const pb::RegisterWorkerRequest& req);
   Result<pb::HeartbeatResponse> heartbeat(const pb::WorkerHeartbeat& req);
   Result<pb::JmUpdateResponse> jmUpdate(const pb::JmUpdateRequest& req);
@@ -104,7 +108,19 @@ class Master {
   std::map<SlotKey, std::string> slots_;  // every live worker's slots -> holder job ("" = free)
   std::map<std::string, SubJob> subJobs_;
   std::map<std::string, pb::SiteDataset> datasets_;  // configured + put, by name
-  std::map<std::string, std::vector<std::string>> putWorkers_;  // upload/partition -> workers storing it
+  // Puts in progress, by upload id: nothing of them is visible until every partition is stored.
+  struct Upload {
+    std::string dataset;
+    bool residencyLocal = false;
+    uint32_t partitions = 0;                                   // in this put
+    std::map<uint32_t, std::vector<std::string>> targets;      // partition -> workers storing it
+    std::map<uint32_t, pb::DatasetPartition> stored;           // complete partitions (index unset)
+    Clock::time_point lastChunk;
+  };
+  std::map<std::string, Upload> uploads_;
+  std::set<std::string> publishing_;  // datasets whose record is being written
+  std::string publishedSite_;         // the site record as last written (skip identical rewrites)
+  int64_t publishedSession_ = 0;
   std::map<std::string, std::string> jmWorker_;  // job -> worker running this site's JM (as launched here)
   std::map<std::string, uint32_t> jmCrashes_;    // job -> non-zero exits of its JM here
   // The status of every job holding containers or a JM here, kept by a watch (nullopt: the

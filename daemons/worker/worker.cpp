@@ -15,9 +15,11 @@
 #include "coord/event_flag.h"
 #include "data/checksum.h"
 #include "data/dataset.h"
+#include "job/spec.h"
 #include "jobstate/paths.h"
 #include "monitor/process_table.h"
 #include "util/log.h"
+#include "util/names.h"
 
 namespace tellus::worker {
 
@@ -87,6 +89,10 @@ Status Worker::start() {
   std::filesystem::create_directories(dataDir_ / "datasets", ec);
   std::filesystem::create_directories(dataDir_ / "logs", ec);
   if (ec) return makeError(ErrorCode::kInternal, "cannot create " + dataDir_.string() + ": " + ec.message());
+  // Chunks of puts that were in flight when this worker last stopped: their puts failed.
+  for (const auto& e : std::filesystem::directory_iterator(dataDir_ / "datasets", ec)) {
+    if (e.path().filename().string().rfind(".upload-", 0) == 0) std::filesystem::remove_all(e.path(), ec);
+  }
   auto store = data::PartitionStore::open(dataDir_ / "partitions");
   if (!store) return store.status().prepend("partition store");
   store_ = std::make_unique<data::PartitionStore>(std::move(store).value());
@@ -304,6 +310,8 @@ awaitable<void> Worker::reapLoop() {
 }
 
 awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req, net::CallContext) {
+  // The job id becomes a directory under data_dir/jms.
+  if (auto st = checkName("job id", req.job_id()); !st) co_return st.error();
   auto existing = jms_.find(req.job_id());
   if (existing != jms_.end() && existing->second.running()) {
     pb::LaunchJmResponse resp;
@@ -417,6 +425,30 @@ awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& wo
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
+  // Everything is checked before the container directory is made: the job id becomes a
+  // directory, the counts bound what the executor writes and what we fetch.
+  const auto& limits = config_.limits;
+  if (auto st = checkName("job id", req.job_id()); !st) co_return st.error();
+  if (req.buckets() > limits.max_tasks_per_stage) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("RunTask: {} buckets, over the limit of {} (limits.max_tasks_per_stage)",
+                                                                 req.buckets(), limits.max_tasks_per_stage));
+  }
+  if (static_cast<uint64_t>(req.inputs_size()) > limits.max_tasks_per_job) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("RunTask: {} inputs, over the limit of {} (limits.max_tasks_per_job)",
+                                                                 req.inputs_size(), limits.max_tasks_per_job));
+  }
+  if (req.container().slot() >= config_.containers) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("RunTask: container slot {} does not exist on {} ({} containers)",
+                                                                 req.container().slot(), config_.id, config_.containers));
+  }
+  for (const auto& in : req.inputs()) {
+    if (in.has_partition()) {
+      if (auto st = checkName("input job id", in.partition().job_id()); !st) co_return st.error();
+    }
+  }
+  if (auto st = job::checkOperatorLimits("s" + std::to_string(req.stage()), req.op(), req.params(), limits); !st) {
+    co_return st.error();
+  }
   auto dir = dataDir_ / "containers" / req.job_id() /
              ("s" + std::to_string(req.stage()) + "-t" + std::to_string(req.task()) + "-a" +
               std::to_string(req.attempt()) + "-" + std::to_string(++nextRun_));
@@ -471,6 +503,8 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
   }
   executors_[req.job_id()].insert(child->pid());
+  const auto runKey = std::make_tuple(req.job_id(), req.stage(), req.task());
+  ++taskRuns_[runKey];
   // The executor's exit is polled on our loop: no thread blocks in waitpid.
   std::optional<proc::ExitStatus> exit;
   while (!(exit = child->tryWait())) co_await daemon::sleepFor(kChildPoll);
@@ -480,12 +514,38 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   }
   if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
+  if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
   auto result = co_await recordOutput(req, *exit, dir);
+  if (!result) removePartialOutputs(req, dir);
   // The marker goes only once the output is recorded (or the task failed), so a JM never
   // sees the task as neither running nor done.
   Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
   if (!unmarked) spdlog::warn("{}", unmarked.message());
   co_return result;
+}
+
+void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir) {
+  std::error_code ec;
+  // Fetched inputs can be as large as the outputs; task.pb, report.pb and stderr stay.
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("input-", 0) == 0) std::filesystem::remove(e.path(), ec);
+  }
+  // Another attempt of the same task still running here writes into the same names.
+  if (taskRuns_.count(std::make_tuple(req.job_id(), req.stage(), req.task()))) return;
+  // A killed executor's writer never ran its destructor: its partial bucket is a .tmp-*
+  // directory of the partition store (PartitionStore's layout). Committed buckets stay: they
+  // are complete, and identical to what a re-run writes.
+  const std::string prefix = fmt::format(".tmp-s{}-t{}-b", req.stage(), req.task());
+  size_t removed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(store_->root() / req.job_id(), ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::filesystem::remove_all(e.path(), ec);
+    ++removed;
+  }
+  if (removed > 0) {
+    spdlog::info("task {}/s{}-t{} attempt {}: removed {} partial outputs", req.job_id(), req.stage(), req.task(),
+                 req.attempt(), removed);
+  }
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, proc::ExitStatus exit,
@@ -581,8 +641,45 @@ Result<pb::Empty> Worker::killJobTasks(const pb::KillJobTasksRequest& req) {
 Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequest& req) {
   TELLUS_RETURN_IF_ERROR(data::validateStoreName("dataset", req.dataset()));
   TELLUS_RETURN_IF_ERROR(data::validateStoreName("upload id", req.upload_id()));
-  auto dir = dataDir_ / "datasets" / req.dataset();
-  auto temp = dataDir_ / "datasets" / (".upload-" + req.upload_id() + "-" + std::to_string(req.partition()));
+  const auto& limits = config_.limits;
+  const auto root = dataDir_ / "datasets";
+  // A chunk is staged as .upload-<upload>-<partition> and a complete partition is kept as
+  // <dataset>/<upload>-part-NNNNN; neither is visible until the master publishes the put.
+  const std::string staged = ".upload-" + req.upload_id() + "-";
+  const std::string stored = req.upload_id() + "-part-";
+  if (req.abort()) {
+    // Exact names only: the rest after the prefix is the partition number, so the put
+    // "a" never takes a file of the put "a-part".
+    auto ofThisUpload = [](const std::string& name, const std::string& prefix) {
+      if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return false;
+      return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                         [](char c) { return c >= '0' && c <= '9'; });
+    };
+    std::error_code ec;
+    size_t removed = 0;
+    for (const auto& [dir, prefix] : {std::pair{root, staged}, std::pair{root / req.dataset(), stored}}) {
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        if (!ofThisUpload(e.path().filename().string(), prefix)) continue;
+        std::filesystem::remove(e.path(), ec);
+        ++removed;
+      }
+    }
+    // The dataset's directory goes with its last file (a first put that failed).
+    std::filesystem::remove(root / req.dataset(), ec);  // fails harmlessly when not empty
+    spdlog::info("put {} of dataset {} dropped: {} files removed", req.upload_id(), req.dataset(), removed);
+    return pb::WriteDatasetResponse();
+  }
+  if (req.partition() >= limits.max_partitions_per_put) {
+    return makeError(ErrorCode::kInvalidArgument, fmt::format("partition {} is over the limit of {} per put "
+                                                              "(limits.max_partitions_per_put)",
+                                                              req.partition(), limits.max_partitions_per_put));
+  }
+  if (req.offset() > limits.max_partition_bytes || req.data().size() > limits.max_partition_bytes - req.offset()) {
+    return makeError(ErrorCode::kInvalidArgument, fmt::format("partition {} would be over {} bytes (limits.max_partition_bytes)",
+                                                              req.partition(), limits.max_partition_bytes));
+  }
+  auto dir = root / req.dataset();
+  auto temp = root / (staged + std::to_string(req.partition()));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::ofstream out(temp, std::ios::binary | (req.offset() == 0 ? std::ios::trunc : std::ios::app));
@@ -601,7 +698,7 @@ Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequ
   resp.set_bytes(req.offset() + req.data().size());
   if (req.last_chunk()) {
     std::filesystem::rename(temp, final, ec);
-    if (ec) return makeError(ErrorCode::kInternal, "cannot publish " + final.string() + ": " + ec.message());
+    if (ec) return makeError(ErrorCode::kInternal, "cannot store " + final.string() + ": " + ec.message());
   }
   return resp;
 }

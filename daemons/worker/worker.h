@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "config/config.h"
 #include "coord/coordinator.h"
@@ -86,6 +87,12 @@ class Worker {
   };
   std::map<std::string, TrackedTask> tracked_;  // monitor key -> what it runs for
   std::map<std::string, std::set<pid_t>> executors_;  // job -> executor processes running for it
+  // Executors running here per (job, stage, task): a task's partial outputs are removed only
+  // when none of its attempts is still writing.
+  std::map<std::tuple<std::string, uint32_t, uint32_t>, int> taskRuns_;
+  // Removes what a failed or killed executor of the task left: its uncommitted buckets in the
+  // partition store and the inputs fetched into `dir` (its stderr stays, for the log).
+  void removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir);
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)
   uint64_t nextRun_ = 0;

@@ -73,7 +73,7 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
     std::string cfg = "site: " + site + "\nlisten: " + master + "\n" + zkYaml + "data_dir: " +
                       (siteDir / "master-data").string() + "\nschedule_period_ms: " +
                       std::to_string(options.schedulePeriodMs) + "\nworker_timeout_ms: " +
-                      std::to_string(options.workerTimeoutMs) + "\n";
+                      std::to_string(options.workerTimeoutMs) + "\n" + options.masterExtraYaml;
     TELLUS_RETURN_IF_ERROR(writeAll(siteDir / "master.yaml", cfg));
     Daemon m{"master-" + site, {(c->binDir() / "tellus-master").string(), "--config", (siteDir / "master.yaml").string()},
              c->dir() / ("master-" + site + ".log"), std::nullopt, true};
@@ -86,6 +86,7 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
                          "\nheartbeat_ms: " + std::to_string(options.heartbeatMs) + "\n";
       auto extra = options.workerExtraYaml.find(site);
       if (extra != options.workerExtraYaml.end()) wcfg += extra->second;
+      if (auto own = options.workerIdExtraYaml.find(id); own != options.workerIdExtraYaml.end()) wcfg += own->second;
       TELLUS_RETURN_IF_ERROR(writeAll(siteDir / (id + ".yaml"), wcfg));
       Daemon d{id, {(c->binDir() / "tellus-worker").string(), "--config", (siteDir / (id + ".yaml")).string()},
                c->dir() / (id + ".log"), std::nullopt, true};

@@ -151,18 +151,32 @@ int cmdSubmit(const Globals& g, const std::string& path, bool wait, std::ostream
   return waitForJob(client, resp.job_id(), g.json, out);
 }
 
-int cmdStatus(const Globals& g, const std::string& jobId, bool watch, bool tasks, std::ostream& out) {
+int cmdStatus(const Globals& g, const std::string& jobId, bool watch, bool tasks, uint32_t taskOffset,
+              uint32_t taskLimit, std::ostream& out) {
   Client client(g);
   if (watch) return waitForJob(client, jobId, g.json, out);
   pb::JobRequest req;
   req.set_job_id(jobId);
   auto st = client.call<rpc::Master::Status>(req);
-  if (g.json) {
-    out << toJson(st) << "\n";
-  } else {
-    printStatus(st, out);
-    if (tasks) printTasks(st, out);
+  if (!g.json) printStatus(st, out);
+  if (tasks) {
+    // Page by page (the master caps a page): a 100,000-task job is never one answer.
+    uint32_t offset = taskOffset;
+    const uint64_t end = taskLimit == 0 ? UINT64_MAX : uint64_t{taskOffset} + taskLimit;
+    req.set_tasks(true);
+    while (offset < end) {
+      req.set_task_offset(offset);
+      req.set_task_limit(static_cast<uint32_t>(std::min<uint64_t>(end - offset, UINT32_MAX)));
+      auto page = client.call<rpc::Master::Status>(req);
+      if (!g.json) printTasks(page, out);
+      for (int s = 0; s < page.stages_size() && s < st.stages_size(); ++s) {
+        for (const auto& t : page.stages(s).task_placements()) *st.mutable_stages(s)->add_task_placements() = t;
+      }
+      if (page.next_task_offset() <= offset || page.next_task_offset() >= page.total_tasks()) break;
+      offset = page.next_task_offset();
+    }
   }
+  if (g.json) out << toJson(st) << "\n";
   return 0;
 }
 
@@ -257,7 +271,8 @@ int cmdPut(const Globals& g, const std::string& path, const std::string& dataset
   if (!ep) throw Failure{1, "site " + site + " publishes a bad address: " + ep.message()};
 
   auto cuts = data::lineAlignedSplitPoints(content, partitions);
-  std::string uploadId = dataset + "-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  // Unique per put (the dataset name is not part of it: it may be up to the name limit itself).
+  std::string uploadId = "put-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
   for (uint32_t p = 0; p + 1 < cuts.size(); ++p) {
     uint64_t begin = cuts[p], end = cuts[p + 1];
     uint64_t offset = begin;
@@ -271,6 +286,7 @@ int cmdPut(const Globals& g, const std::string& path, const std::string& dataset
       req.set_last_chunk(offset + n == end);
       req.set_residency_local(residencyLocal);
       req.set_upload_id(uploadId);
+      req.set_partitions(static_cast<uint32_t>(cuts.size() - 1));
       auto resp = client.call<rpc::Master::Put>(*ep, req);
       offset += n;
       if (req.last_chunk() && !g.json) {
@@ -307,7 +323,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   std::string jobFile, jobId, output, putFile, dataset, site, planFile, policy;
   bool wait = false, watch = false, tasks = false, residencyLocal = false;
-  uint32_t partitions = 1;
+  uint32_t partitions = 1, taskOffset = 0, taskLimit = 0;
 
   auto* submit = app.add_subcommand("submit", "submit a job spec (YAML)");
   submit->add_option("JOB", jobFile, "job spec")->required();
@@ -316,6 +332,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   status->add_option("JOB", jobId, "job id")->required();
   status->add_flag("--watch", watch, "follow until the job ends");
   status->add_flag("--tasks", tasks, "also show where each task's output is and how often it ran");
+  status->add_option("--task-offset", taskOffset, "with --tasks: start at this task (stages in order)");
+  status->add_option("--task-limit", taskLimit, "with --tasks: show at most this many tasks (0: all)");
   auto* list = app.add_subcommand("list", "list jobs");
   auto* sites = app.add_subcommand("sites", "list live sites, workers, containers and datasets");
   auto* result = app.add_subcommand("result", "print (or write) a finished job's output");
@@ -367,7 +385,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (*plan) return plan::runPlanCommand(planFile, policy, g.json, out, err);
     if (g.master.empty()) throw Failure{2, "no master: pass --master HOST:PORT or set TELLUS_MASTER"};
     if (*submit) return cmdSubmit(g, jobFile, wait, out);
-    if (*status) return cmdStatus(g, jobId, watch, tasks, out);
+    if (*status) return cmdStatus(g, jobId, watch, tasks, taskOffset, taskLimit, out);
     if (*list) return cmdList(g, out);
     if (*sites) return cmdSites(g, out);
     if (*result) return cmdResult(g, jobId, output, out);

@@ -35,6 +35,10 @@ struct MiniClusterOptions {
   uint32_t workerTimeoutMs = 1500;
   // Extra YAML appended to every worker config (e.g. a `wan:` list), by site.
   std::map<std::string, std::string> workerExtraYaml;
+  // Extra YAML appended to the config of the worker with this id (e.g. its `limits:`).
+  std::map<std::string, std::string> workerIdExtraYaml;
+  // Extra YAML appended to every master config (e.g. `limits:`).
+  std::string masterExtraYaml;
   std::chrono::milliseconds startTimeout{60000};
   // 1: a standalone ZooKeeper server; 3 (or 5): an ensemble of that many servers.
   size_t zkServers = 1;

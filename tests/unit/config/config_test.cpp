@@ -215,7 +215,7 @@ TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][con
     CHECK(masterError(masterWithLine(16, "    residency: global\n")) ==
           "master.yaml:16: datasets[1].residency: expected local or any, got 'global'");
     CHECK(masterError(masterWithLine(13, "  - name: my corpus\n")) ==
-          "master.yaml:13: datasets[1].name: expected a dataset name ([A-Za-z0-9_.-]+), got 'my corpus'");
+          "master.yaml:13: datasets[1].name: expected a dataset name (1-128 of [A-Za-z0-9_.-], not starting with '.'), got 'my corpus'");
     CHECK(masterError(masterWithLine(11, "    dir: ''\n")) ==
           "master.yaml:11: datasets[0].dir: expected a directory, got an empty string");
   }
@@ -352,6 +352,65 @@ TEST_CASE("value rules", "[unit][config]") {
   CHECK_FALSE(isZkChroot("a"));
   CHECK_FALSE(isZkChroot("/a/"));
   CHECK_FALSE(isZkChroot("//"));
+}
+
+}  // namespace
+}  // namespace tellus::config
+
+namespace tellus::config {
+namespace {
+
+TEST_CASE("limits: documented defaults, every field settable, bad values named", "[unit][config]") {
+  auto r = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(r.isOk());
+  const LimitsConfig& d = r->limits;
+  CHECK(d.max_stages_per_job == 64u);
+  CHECK(d.max_tasks_per_stage == 10000u);
+  CHECK(d.max_tasks_per_job == 20000u);
+  CHECK(d.max_spec_bytes == 65536u);
+  CHECK(d.max_partitions_per_put == 1000u);
+  CHECK(d.max_partitions_per_dataset == 1000u);
+  CHECK(d.max_partition_bytes == (uint64_t{1} << 30));
+  CHECK(d.max_site_record_bytes == 524288u);
+  CHECK(d.max_containers_per_worker == 256u);
+  CHECK(d.max_output_bytes == (uint64_t{16} << 30));
+  CHECK(r->put_idle_timeout_ms == 60000u);
+
+  auto set = parseMasterConfig(kMinimalMaster +
+                                   "put_idle_timeout_ms: 500\n"
+                                   "limits:\n  max_stages_per_job: 2\n  max_tasks_per_stage: 3\n  max_tasks_per_job: 4\n"
+                                   "  max_spec_bytes: 5\n  max_partitions_per_put: 6\n  max_partitions_per_dataset: 7\n"
+                                   "  max_partition_bytes: 8\n  max_site_record_bytes: 9000\n"
+                                   "  max_containers_per_worker: 10\n  max_output_bytes: 11\n",
+                               "master.yaml");
+  REQUIRE(set.isOk());
+  const LimitsConfig& l = set->limits;
+  CHECK(set->put_idle_timeout_ms == 500u);
+  CHECK(l.max_stages_per_job == 2u);
+  CHECK(l.max_tasks_per_stage == 3u);
+  CHECK(l.max_tasks_per_job == 4u);
+  CHECK(l.max_spec_bytes == 5u);
+  CHECK(l.max_partitions_per_put == 6u);
+  CHECK(l.max_partitions_per_dataset == 7u);
+  CHECK(l.max_partition_bytes == 8u);
+  CHECK(l.max_site_record_bytes == 9000u);
+  CHECK(l.max_containers_per_worker == 10u);
+  CHECK(l.max_output_bytes == 11u);
+
+  CHECK_THAT(masterError(kMinimalMaster + "limits:\n  max_tasks_per_stage: 0\n"),
+             Catch::Contains("max_tasks_per_stage"));
+  // Over ZooKeeper's node limit: the record could never be written.
+  CHECK_THAT(masterError(kMinimalMaster + "limits:\n  max_site_record_bytes: 2000000\n"),
+             Catch::Contains("max_site_record_bytes"));
+  CHECK_THAT(masterError(kMinimalMaster + "limits:\n  max_taks_per_stage: 5\n"), Catch::Contains("max_taks_per_stage"));
+}
+
+TEST_CASE("limits: a worker may not offer more containers than its limit", "[unit][config]") {
+  auto ok = parseWorkerConfig(kWorker + "limits: {max_containers_per_worker: 8}\n", "worker.yaml");
+  REQUIRE(ok.isOk());
+  CHECK(ok->limits.max_containers_per_worker == 8u);
+  CHECK_THAT(workerError(kWorker + "limits: {max_containers_per_worker: 7}\n"),
+             Catch::Contains("containers") && Catch::Contains("max_containers_per_worker (7)"));
 }
 
 }  // namespace

@@ -184,11 +184,11 @@ TEST_CASE("structural errors name the stage, with the line when parsed from YAML
   }
   SECTION("bad names") {
     CHECK(specError(replaced(kWordcount, "name: wordcount\n", "name: word count\n")) ==
-          "job.yaml:1: name: expected a job name ([A-Za-z0-9_.-]+), got 'word count'");
+          "job.yaml:1: name: expected a job name (1-128 of [A-Za-z0-9_.-], not starting with '.'), got 'word count'");
     CHECK(specError(replaced(kWordcount, "  - name: reduce\n", "  - name: re/duce\n")) ==
-          "job.yaml:6: stages[1]: name: expected a stage name ([A-Za-z0-9_.-]+), got 're/duce'");
+          "job.yaml:6: stages[1]: name: expected a stage name (1-128 of [A-Za-z0-9_.-], not starting with '.'), got 're/duce'");
     CHECK(specError(replaced(kWordcount, "{dataset: corpus}", "{dataset: 'my corpus'}")) ==
-          "job.yaml:5: stage 'map': input 0: expected a dataset name ([A-Za-z0-9_.-]+), got 'my corpus'");
+          "job.yaml:5: stage 'map': input 0: expected a dataset name (1-128 of [A-Za-z0-9_.-], not starting with '.'), got 'my corpus'");
   }
   SECTION("dataset stage with tasks") {
     CHECK(specError(replaced(kWordcount, "    op: wordcount.map\n", "    op: wordcount.map\n    tasks: 3\n")) ==
@@ -330,4 +330,93 @@ TEST_CASE("DAG helpers on out-of-range and unread stages", "[unit][job]") {
 }
 
 }  // namespace
+}  // namespace tellus::job
+
+namespace tellus::job {
+namespace {
+
+config::LimitsConfig smallLimits() {
+  config::LimitsConfig l;
+  l.max_stages_per_job = 3;
+  l.max_tasks_per_stage = 10;
+  l.max_tasks_per_job = 15;
+  l.max_spec_bytes = 4096;
+  l.max_output_bytes = 1000;
+  return l;
+}
+
+pb::StageSpec* addSynthetic(pb::JobSpec& spec, const std::string& name, uint32_t tasks, const std::string& outputBytes) {
+  auto* s = spec.add_stages();
+  s->set_name(name);
+  s->set_op("synthetic");
+  s->set_tasks(tasks);
+  (*s->mutable_params())["output_bytes"] = outputBytes;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("limits: a spec within the limits passes; each limit is refused in one line naming it", "[unit][job]") {
+  const auto limits = smallLimits();
+  CHECK(validateJobSpec(rpcSpec(), limits).isOk());
+
+  auto refused = [&](const pb::JobSpec& spec, const std::string& limitName) {
+    Status st = validateJobSpec(spec, limits);
+    REQUIRE_FALSE(st.isOk());
+    CHECK(st.code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::EndsWith("(limits." + limitName + ")"));
+    CHECK(st.message().find('\n') == std::string::npos);
+  };
+  SECTION("tasks per stage: the issue's tasks 1000000000") {
+    pb::JobSpec spec = rpcSpec();
+    spec.mutable_stages(1)->set_tasks(1000000000);
+    refused(spec, "max_tasks_per_stage");
+  }
+  SECTION("tasks per job") {
+    pb::JobSpec spec;
+    spec.set_name("big");
+    spec.set_placement("proportional");
+    addSynthetic(spec, "a", 10, "1");
+    addSynthetic(spec, "b", 10, "1");
+    refused(spec, "max_tasks_per_job");
+  }
+  SECTION("stages per job, before anything else is walked") {
+    pb::JobSpec spec;
+    spec.set_name("many");
+    spec.set_placement("proportional");
+    for (int i = 0; i < 4; ++i) addSynthetic(spec, "s" + std::to_string(i), 1, "1");
+    refused(spec, "max_stages_per_job");
+  }
+  SECTION("spec bytes") {
+    pb::JobSpec spec = rpcSpec();
+    (*spec.mutable_stages(1)->mutable_params())["pad"] = std::string(8192, 'x');
+    refused(spec, "max_spec_bytes");
+  }
+  SECTION("synthetic output_bytes: the issue's 1 TiB") {
+    pb::JobSpec spec;
+    spec.set_name("tib");
+    spec.set_placement("proportional");
+    addSynthetic(spec, "write", 1, "1099511627776");
+    refused(spec, "max_output_bytes");
+    CHECK(validateJobSpec(spec).isOk() == false);  // over the default 16 GiB too
+  }
+}
+
+TEST_CASE("limits: resolved task counts (dataset partitions, forward edges) are checked at Submit", "[unit][job]") {
+  const auto limits = smallLimits();
+  pb::JobSpec spec = rpcSpec();  // map reads a dataset, reduce has 4 tasks
+  CHECK(checkResolvedTasks(spec, {{0, 10}}, limits).isOk());
+  Status perStage = checkResolvedTasks(spec, {{0, 11}}, limits);
+  REQUIRE_FALSE(perStage.isOk());
+  CHECK(perStage.message() == "stage 'map': tasks 11 is over the limit of 10 (limits.max_tasks_per_stage)");
+  // A forward stage with tasks 0 has its upstream's count: 8 + 8 > 15.
+  pb::JobSpec forward = rpcSpec();
+  forward.mutable_stages(1)->set_tasks(0);
+  forward.mutable_stages(1)->mutable_inputs(0)->set_edge(pb::EDGE_FORWARD);
+  CHECK(checkResolvedTasks(forward, {{0, 7}}, limits).isOk());
+  Status perJob = checkResolvedTasks(forward, {{0, 8}}, limits);
+  REQUIRE_FALSE(perJob.isOk());
+  CHECK(perJob.message() == "job: total tasks 16 is over the limit of 15 (limits.max_tasks_per_job)");
+}
+
 }  // namespace tellus::job

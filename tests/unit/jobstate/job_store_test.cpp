@@ -43,3 +43,32 @@ TEST_CASE("node contents: malformed or oversized bytes are error values", "[jobs
   CHECK(oversized.error().code == ErrorCode::kInternal);
   CHECK_THAT(oversized.message(), Catch::Contains("more than any tellus.pb.TaskMap may"));
 }
+
+TEST_CASE("createJobBytes: a job's creating transaction must fit in one ZooKeeper request", "[unit][jobstate]") {
+  pb::JobSpec spec;
+  spec.set_name("wc");
+  spec.add_stages()->set_name("map");
+  pb::JobStatus status;
+  status.set_name("wc");
+  auto inputsOf = [](int partitions) {
+    pb::StageInputs in;
+    for (int i = 0; i < partitions; ++i) {
+      auto* ref = in.add_partitions();
+      ref->set_site("us-east");
+      ref->set_worker_id("us-east-w1");
+      ref->set_worker_address("127.0.0.1:40000");
+      ref->set_dataset_file("/var/lib/tellus/us-east-w1/datasets/corpus/put-1700000000000000000-part-" + std::to_string(i));
+      ref->set_bytes(1 << 20);
+    }
+    return in;
+  };
+  auto small = tellus::jobstate::createJobBytes(spec, status, {{0, inputsOf(1000)}});
+  REQUIRE(small.isOk());
+  CHECK(*small < tellus::jobstate::kMaxCreateJobBytes);
+  // The issue's 1,000,000-task job: refused before the first write, naming the largest part.
+  auto huge = tellus::jobstate::createJobBytes(spec, status, {{0, inputsOf(20000)}});
+  REQUIRE_FALSE(huge.isOk());
+  CHECK(huge.error().code == tellus::ErrorCode::kInvalidArgument);
+  CHECK(huge.error().message.find("stage 0's inputs (20000 partitions") != std::string::npos);
+  CHECK(huge.error().message.find('\n') == std::string::npos);
+}

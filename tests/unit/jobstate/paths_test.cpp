@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "jobstate/paths.h"
+#include "util/names.h"
 
 using namespace tellus::jobstate;
 using TaskId = std::pair<uint32_t, uint32_t>;
@@ -36,6 +37,6 @@ TEST_CASE("job ids: what ZooKeeper makes is accepted, paths and oversized names 
     INFO(bad);
     CHECK_FALSE(isJobId(bad));
   }
-  CHECK_FALSE(isJobId(std::string(65, 'a')));
-  CHECK(isJobId(std::string(64, 'a')));
+  CHECK_FALSE(isJobId(std::string(tellus::kMaxNameBytes + 1, 'a')));
+  CHECK(isJobId(std::string(tellus::kMaxNameBytes, 'a')));
 }
