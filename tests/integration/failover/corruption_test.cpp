@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <set>
 
 #include "failover/scenario.h"
 #include "harness/eventually.h"
@@ -117,7 +118,7 @@ pb::PartitionLocation forgedFrom(const JobSnapshot& before) {
   return forged;
 }
 
-std::vector<Fault> faults() {
+std::vector<Fault> faults(harness::MiniCluster& cluster) {
   const std::string garbage("\xff\xfe\x01garbage", 10);
   std::vector<Fault> all;
   all.push_back({"a garbage taskMap (does not decode)",
@@ -150,6 +151,41 @@ std::vector<Fault> faults() {
                  [](harness::ZkReader& zk, const std::string& job, const JobSnapshot&) { return removeJob(zk, job); },
                  {Outcome::kGone, ""},
                  true});
+  // Not state but a fault: a JM that keeps dying. Its worker reports each exit, its master
+  // replaces it, and after max_jm_crashes (5) fails the job with the last exit in the reason.
+  all.push_back({"an sJM that keeps crashing",
+                 [&cluster](harness::ZkReader& zk, const std::string& job, const JobSnapshot&) {
+                   // JM processes of the job at the site (its workers' data are under
+                   // <cluster>/<site>/), by command line.
+                   const std::string site = cluster.sites()[1];
+                   const std::string where = (cluster.dir() / site).string() + "/";
+                   std::set<pid_t> killed;
+                   for (int kill = 0; kill < 6; ++kill) {
+                     pid_t victim = 0;
+                     bool found = harness::eventually(
+                         [&] {
+                           auto st = zk.run(zk.jobs().status(job));
+                           if (st && jobstate::isTerminal(st->value.state())) return true;  // ended meanwhile
+                           for (const auto& p : jobProcesses(cluster.dir(), job)) {
+                             const pid_t pid = static_cast<pid_t>(std::atoi(p.c_str()));
+                             if (p.find("tellus-jm") != std::string::npos && p.find(where) != std::string::npos &&
+                                 !killed.count(pid)) {
+                               victim = pid;
+                               return true;
+                             }
+                           }
+                           return false;
+                         },
+                         kRecoveryDeadline, 20ms);
+                     if (!found) return Status(makeError(ErrorCode::kDeadlineExceeded, "no JM to kill at " + site));
+                     if (victim == 0) break;
+                     Status st = cluster.signalJmPid(victim, SIGKILL);
+                     if (!st) return st;
+                     killed.insert(victim);
+                   }
+                   return Status::ok();
+                 },
+                 {Outcome::kFails, "exited with an error 6 times, last: killed by signal 9"}});
   all.push_back({"forged output records for every reduce task",
                  [](harness::ZkReader& zk, const std::string& job, const JobSnapshot& before) {
                    for (uint32_t t = 0; t < 3; ++t) {
@@ -169,7 +205,9 @@ std::vector<Fault> faults() {
 TEST_CASE("every single corruption of a running job's state ends it with a reason or heals it; nothing of it "
           "spins, and a kill leaves no process of it",
           "[integration][failover][corruption]") {
-  auto started = Scenario::start(ScenarioOptions{});
+  ScenarioOptions options;
+  options.taskSleepS = 2.0;  // the first stage lasts long enough for a JM to crash six times
+  auto started = Scenario::start(options);
   INFO("starting the scenario: " << (started ? std::string() : started.message()));
   REQUIRE(started.isOk());
   auto& sc = **started;
@@ -177,7 +215,7 @@ TEST_CASE("every single corruption of a running job's state ends it with a reaso
   auto& zk = cluster.zkReader();
   const std::string site = cluster.sites()[0];
 
-  for (const auto& fault : faults()) {
+  for (const auto& fault : faults(cluster)) {
     INFO("fault: " << fault.name);
     auto jobId = sc.submit(site);
     INFO("submit: " << (jobId ? std::string() : jobId.message()));
