@@ -224,8 +224,11 @@ awaitable<Result<std::vector<TaskId>>> JobStore::runningTasks(std::string jobId)
 
 awaitable<Result<pb::RunningTask>> JobStore::runningMarker(std::string jobId, TaskId task) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
-  auto marker = co_await read<pb::RunningTask>(runningTaskPath(jobId, task.first, task.second));
+  const std::string path = runningTaskPath(jobId, task.first, task.second);
+  auto marker = co_await read<pb::RunningTask>(path);
   if (!marker) co_return marker.error();
+  // A worker's marker is ephemeral (it goes with the worker): a persistent one is not ours.
+  if (marker->stat.ephemeralOwner == 0) co_return makeError(ErrorCode::kInternal, path + " is not a worker's marker (persistent)");
   co_return std::move(marker->value);
 }
 
@@ -442,6 +445,13 @@ awaitable<Result<std::string>> JobStore::startAttempt(std::string jobId, TaskId 
     if (r.error().code == ErrorCode::kAlreadyExists) {
       // Ours, from a try whose reply was lost? Otherwise the task really is running elsewhere.
       auto stat = co_await zk_.exists(markerPath);
+      if (stat && *stat && (*stat)->ephemeralOwner == 0 && attempt < retry_.retries) {
+        // Persistent: no worker's marker (forged or left by hand). It would block the task
+        // forever; removed, and the attempt starts.
+        spdlog::warn("removing {}: not a worker's marker (persistent)", markerPath);
+        (void)co_await zk_.remove(markerPath);
+        continue;
+      }
       if (stat && *stat && (*stat)->ephemeralOwner == zk_.sessionId()) {
         // Rare (a lost reply): our audit node is the task's newest one naming this worker.
         auto names = co_await zk_.children(attemptsPath(jobId));

@@ -107,6 +107,7 @@ class JobStore {
   Awaitable<Result<std::set<std::string>>> finishRecords(std::string jobId, uint32_t stage);
   // Tasks with a running marker.
   Awaitable<Result<std::vector<TaskId>>> runningTasks(std::string jobId);
+  // kInternal for a persistent node: a worker's marker is ephemeral.
   Awaitable<Result<pb::RunningTask>> runningMarker(std::string jobId, TaskId task);
   // Executors started per task (from the audit nodes' names alone).
   Awaitable<Result<std::map<TaskId, uint32_t>>> attemptCounts(std::string jobId);
@@ -160,7 +161,8 @@ class JobStore {
   Awaitable<Status> recordOutput(std::string jobId, TaskId task, pb::PartitionLocation location);
   // The running marker (ephemeral, ours) and the execution's audit node (naming `workerId`) in
   // one transaction; returns the audit node's name (the attempt id). kAlreadyExists when the
-  // task is running under another session.
+  // task is running under another session. A persistent node in the marker's place (no
+  // worker's) is removed first.
   Awaitable<Result<std::string>> startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
                                               std::string workerId);
   // A missing marker is fine.

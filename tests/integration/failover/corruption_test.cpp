@@ -186,6 +186,11 @@ std::vector<Fault> faults(harness::MiniCluster& cluster) {
                    return Status::ok();
                  },
                  {Outcome::kFails, "exited with an error 6 times, last: killed by signal 9"}});
+  all.push_back({"a forged (persistent) running marker for a task not started yet",
+                 [garbage](harness::ZkReader& zk, const std::string& job, const JobSnapshot&) {
+                   return zk.create(jobstate::runningTaskPath(job, 2, 1), garbage);
+                 },
+                 {Outcome::kSucceeds, ""}});
   all.push_back({"forged output records for every reduce task",
                  [](harness::ZkReader& zk, const std::string& job, const JobSnapshot& before) {
                    for (uint32_t t = 0; t < 3; ++t) {
