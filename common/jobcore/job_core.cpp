@@ -29,7 +29,7 @@ AttemptEnd classifyRunTaskError(ErrorCode code) {
 
 bool Actions::empty() const {
   return launches.empty() && lostOutputs.empty() && !needSiteRecords && releases.empty() && !succeed && !fail &&
-         startJms.empty() && !request && !steal && !publish && !exit;
+         startJms.empty() && !request && !steal && !publish && readFinishRecords.empty() && !exit;
 }
 
 namespace {
@@ -61,6 +61,9 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
   view_.stages.assign(stages, StageView{});
   unfinishedHere_.assign(stages, {});
   unfinishedElsewhere_.assign(stages, {});
+  finishKeys_.assign(stages, {});
+  verified_.assign(stages, {});
+  untrusted_.assign(stages, {});
   for (uint32_t s = 0; s < stages; ++s) {
     if (!isDatasetStage(spec, s)) continue;
     if (s >= inputs.size()) {
@@ -74,12 +77,58 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
 }
 
 void JobCore::onStatus(const pb::JobStatus& status, int32_t version) {
-  status_ = status;
   statusVersion_ = version;
+  // Validated where it is read: acting on a status that makes no sense would hang the job.
+  const bool known = pb::JobState_IsValid(status.state());
+  std::string problem;
+  if (!known) {
+    problem = "unknown state " + std::to_string(static_cast<int>(status.state()));
+  } else if (isTerminal(status.state())) {
+    // Over, whatever else it says.
+  } else if (status.sites_size() == 0) {
+    problem = "no sites";
+  } else if (!status.job_id().empty() && status.job_id() != config_.jobId) {
+    problem = "it names job '" + status.job_id().substr(0, 64) + "'";
+  } else {
+    for (const auto& site : status.sites()) {
+      if (site.empty() || site.size() > 256) problem = "a site name of " + std::to_string(site.size()) + " bytes";
+    }
+  }
+  if (!problem.empty()) {
+    failJob("the job's status is inconsistent (" + problem + ")");
+    return;
+  }
+  status_ = status;
+}
+
+void JobCore::onStatusUnreadable(const std::string& reason) { failJob("the job's status is unreadable: " + reason); }
+
+void JobCore::onJobDeleted() { deleted_ = true; }
+
+void JobCore::onTaskMapUnreadable(uint32_t stage, const std::string& reason) {
+  failJob("stage " + std::to_string(stage) + ": " + reason);
 }
 
 void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version) {
   if (stage >= view_.stages.size()) return;
+  // A map that does not match its stage is not applied: tasks without an owner (or with one
+  // that is not a site of the job) would never run, and the job would hang.
+  const uint32_t tasks = taskCount(view_, stage);
+  std::string problem;
+  if (static_cast<uint32_t>(map.owner_site_size()) != tasks) {
+    problem = "has " + std::to_string(map.owner_site_size()) + " tasks, the stage " + std::to_string(tasks);
+  } else if (status_.sites_size() > 0) {
+    for (int t = 0; t < map.owner_site_size() && problem.empty(); ++t) {
+      const auto& owner = map.owner_site(t);
+      if (std::find(status_.sites().begin(), status_.sites().end(), owner) == status_.sites().end()) {
+        problem = "gives task " + std::to_string(t) + " to '" + owner.substr(0, 64) + "', not a site of the job";
+      }
+    }
+  }
+  if (!problem.empty()) {
+    failJob("stage " + view_.spec.stages(static_cast<int>(stage)).name() + ": its taskMap " + problem);
+    return;
+  }
   auto& st = view_.stages[stage];
   // A reading older than what we wrote ourselves (a steal's CAS) is not applied.
   if (st.taskmap && version < st.taskmapVersion) return;
@@ -90,8 +139,27 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
   refreshRunningElsewhere();
 }
 
-void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts) {
+void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts,
+                      const std::map<uint32_t, std::string>& finishKeys) {
   if (stage >= view_.stages.size()) return;
+  {
+    // A part that went, or came back under another key, must be confirmed afresh.
+    auto& keys = finishKeys_[stage];
+    for (auto it = keys.begin(); it != keys.end();) {
+      if (parts.count(it->first)) {
+        ++it;
+        continue;
+      }
+      untrusted_[stage].erase(it->first);
+      it = keys.erase(it);
+    }
+    for (const auto& [t, key] : finishKeys) {
+      if (!parts.count(t)) continue;
+      auto& known = keys[t];
+      if (known != key) untrusted_[stage].erase(t);
+      known = key;
+    }
+  }
   auto& known = view_.stages[stage].parts;
   auto& listed = listedParts_[stage];
   std::vector<uint32_t> removed;
@@ -103,13 +171,61 @@ void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLoca
     notePart(stage, t, false);
   }
   std::set<uint32_t> present;
+  const uint32_t tasks = taskCount(view_, stage);
   for (const auto& [t, loc] : parts) {
+    // A record for a task the stage does not have would make it look complete.
+    if (t >= tasks) continue;
     present.insert(t);
     known[t] = loc;
     notePart(stage, t, true);
   }
   listed = std::move(present);
   refreshRunningElsewhere();
+}
+
+void JobCore::onFinishRecords(uint32_t stage, const std::set<std::string>& records) {
+  readingFinish_.erase(stage);
+  if (stage >= view_.stages.size()) return;
+  for (const auto& [t, loc] : view_.stages[stage].parts) {
+    auto key = finishKeys_[stage].find(t);
+    if (key == finishKeys_[stage].end()) continue;  // not listed yet: asked again later
+    if (records.count(key->second)) {
+      verified_[stage][t] = key->second;
+    } else {
+      untrusted_[stage].insert(t);
+    }
+  }
+}
+
+bool JobCore::stageVerified(uint32_t s) const {
+  if (!config_.verifyOutputs) return true;
+  for (const auto& [t, loc] : view_.stages[s].parts) {
+    auto key = finishKeys_[s].find(t);
+    auto ok = verified_[s].find(t);
+    if (key == finishKeys_[s].end() || ok == verified_[s].end() || ok->second != key->second) return false;
+  }
+  return true;
+}
+
+bool JobCore::decideVerification(Actions& out) {
+  if (!config_.verifyOutputs) return true;
+  bool trusted = true;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    const auto& stage = view_.stages[s];
+    // Checked once a stage looks complete: one read of its finish records for all its parts.
+    if (!stage.taskmap || stage.parts.size() != taskCount(view_, s) || stageVerified(s)) continue;
+    trusted = false;
+    for (uint32_t t : untrusted_[s]) {
+      auto part = stage.parts.find(t);
+      if (part == stage.parts.end()) continue;
+      out.lostOutputs.push_back({{s, t}, part->second.worker_id(),
+                                 "its record names no finished execution of the task (forged or inconsistent)"});
+    }
+    bool keyed = true;
+    for (const auto& [t, loc] : stage.parts) keyed = keyed && finishKeys_[s].count(t) > 0;
+    if (untrusted_[s].empty() && keyed && readingFinish_.insert(s).second) out.readFinishRecords.push_back(s);
+  }
+  return trusted;
 }
 
 void JobCore::onRunningMarkers(const std::map<TaskId, pb::RunningTask>& markers) {
@@ -265,6 +381,9 @@ void JobCore::onStageReleased(const ReleaseStage& release, bool ok) {
 
 void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   if (!ok || removal.task.first >= view_.stages.size()) return;
+  finishKeys_[removal.task.first].erase(removal.task.second);
+  verified_[removal.task.first].erase(removal.task.second);
+  untrusted_[removal.task.first].erase(removal.task.second);
   view_.stages[removal.task.first].parts.erase(removal.task.second);
   notePart(removal.task.first, removal.task.second, false);
   refreshRunningElsewhere();
@@ -516,9 +635,15 @@ void JobCore::notePart(uint32_t s, uint32_t t, bool recorded) {
 
 Actions JobCore::step(double now) {
   Actions out;
+  if (deleted_) {
+    out.exit = true;
+    out.exitReason = "job " + config_.jobId + " was deleted: nothing left to manage";
+    return out;
+  }
   if (!loaded_) return out;
   if (isTerminal(status_.state())) {
     out.exit = true;
+    out.exitReason = "job " + config_.jobId + " is over (" + jobStateName(status_.state()) + ")";
     return out;
   }
   if (failure_ && !failReported_) {
@@ -555,13 +680,26 @@ void JobCore::decidePrimary(double now, Actions& out) {
       for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
       if (!needed) continue;
       for (const auto& [t, loc] : view_.stages[u].parts) {
-        if (!live.count(loc.worker_id())) out.lostOutputs.push_back({{u, t}, loc.worker_id()});
+        if (!live.count(loc.worker_id())) {
+          out.lostOutputs.push_back({{u, t}, loc.worker_id(), "its only copy was on dead worker " + loc.worker_id()});
+        }
       }
     }
   }
   if (!out.lostOutputs.empty()) return;  // release only on a state without known losses
+  // Output records are trusted only once confirmed: nothing is released or finished on a
+  // forged one.
+  const bool trusted = decideVerification(out);
+  if (!out.lostOutputs.empty()) return;
 
   auto releasable = releasableStages(view_);
+  std::erase_if(releasable, [&](uint32_t s) {
+    for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+      const int u = in.has_stage() ? job::stageIndex(view_.spec, in.stage()) : -1;
+      if (u >= 0 && !stageVerified(static_cast<uint32_t>(u))) return true;
+    }
+    return false;
+  });
   if (!releasable.empty()) {
     if (!siteCapacities_) {
       out.needSiteRecords = true;
@@ -587,7 +725,7 @@ void JobCore::decidePrimary(double now, Actions& out) {
       siteCapacities_.reset();  // capacities are read afresh for the next release
     }
   }
-  if (jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
+  if (trusted && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
     out.succeed = true;
     return;
   }

@@ -56,6 +56,10 @@ struct CoreConfig {
   // longest-waiting-first rule picks; the bound keeps a step O(containers + stages) for
   // stages of 10^4 tasks.
   size_t launchWindow = 256;
+  // The primary trusts an output record only once its stage's finish records name it
+  // (onParts' finish keys, onFinishRecords): a forged or inconsistent record is removed and its
+  // task runs again. A driver whose records cannot be forged (the simulator) leaves it off.
+  bool verifyOutputs = false;
 };
 
 // How an attempt ended, as the driver saw it.
@@ -86,6 +90,7 @@ struct ReleaseStage {
 struct RemoveLostOutput {
   TaskId task;
   std::string deadWorker;
+  std::string why;  // for the log: its worker is dead, or the record is not trusted
 };
 
 struct ContainerRequest {
@@ -112,7 +117,12 @@ struct Actions {
   std::optional<ContainerRequest> request;
   std::optional<StealWork> steal;
   bool publish = false;                  // desire/grant/role changed: rewrite our JmInfo
-  bool exit = false;                     // the job is over: say goodbye to the master and exit
+  // The primary must read these stages' finish records and call onFinishRecords().
+  std::vector<uint32_t> readFinishRecords;
+  // Nothing left to manage: the job is over (or deleted). Say goodbye to the master and exit
+  // 0 (docs/design.md, "exit codes"); exitReason says why, for the log.
+  bool exit = false;
+  std::string exitReason;
   // The earliest time at which step() may decide something new without a new event (a
   // Parades wait threshold, a backoff, the Af period, a retried request). The driver calls
   // step() again by then; nullopt: only an event can change anything.
@@ -139,11 +149,30 @@ class JobCore {
   // -- the job's state, as read (full values; a newer reading replaces an older one) --
   // The spec and, for dataset stages, their inputs (indexed by stage; others empty).
   Status onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::StageInputs>& inputs);
+  // The status as read. One that is inconsistent (unknown state, no sites, another job's id)
+  // fails the job with the reason; a terminal one ends this JM.
   void onStatus(const pb::JobStatus& status, int32_t version);
+  // The status node does not decode: the job fails with the reason (the fail write replaces
+  // the node, so every JM then reads a terminal status).
+  void onStatusUnreadable(const std::string& reason);
+  // The job's status node is gone (/jobs/<id> deleted): nothing left to manage; step() exits.
+  void onJobDeleted();
+  // A taskMap that does not match its stage (task count, owners that are not sites of the
+  // job) is not applied: the job fails with the reason rather than hang on it.
   void onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version);
+  // The taskMap node does not decode: the job fails with the reason.
+  void onTaskMapUnreadable(uint32_t stage, const std::string& reason);
   // Every recorded output of the stage. A part an earlier listing showed and this one does not
   // was removed (lineage): it is forgotten. One recorded by our own task since is kept.
-  void onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts);
+  // `finishKeys`: each part's finish key (JobStore::recordedOutput), checked by the primary
+  // against the stage's finish records when verifyOutputs is on.
+  void onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts,
+               const std::map<uint32_t, std::string>& finishKeys = {});
+  // The stage's finish records, after step() asked for them (readFinishRecords): a part whose
+  // finish key is not among them names no finished execution and is removed (lostOutputs).
+  void onFinishRecords(uint32_t stage, const std::set<std::string>& records);
+  // Reading them failed: asked again on a later step.
+  void onFinishRecordsUnread(uint32_t stage) { readingFinish_.erase(stage); }
   // Every running marker of the job.
   void onRunningMarkers(const std::map<TaskId, pb::RunningTask>& markers);
   // The live workers of one of the job's sites.
@@ -258,6 +287,11 @@ class JobCore {
   void addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std::vector<std::string>>& shuffleWorkers,
                            std::vector<std::string>& out) const;
   void decidePrimary(double now, Actions& out);
+  // verifyOutputs: every part of stage s is confirmed by its finish record.
+  bool stageVerified(uint32_t s) const;
+  // Asks for finish records of complete stages with parts not confirmed yet; queues removal
+  // of parts found untrusted. False while a stage's trust is open (nothing is released then).
+  bool decideVerification(Actions& out);
   void decideContainers(double now, Actions& out);
   void finishAttempt(const LaunchTask& launch);
 
@@ -287,6 +321,14 @@ class JobCore {
   std::vector<std::set<uint32_t>> unfinishedHere_, unfinishedElsewhere_;  // by stage
   std::optional<std::string> failure_;
   bool failReported_ = false;
+  bool deleted_ = false;
+
+  // Output trust (verifyOutputs), by stage: each part's finish key as last listed, the parts
+  // confirmed (task -> the key confirmed), those found untrusted, stages being read.
+  std::vector<std::map<uint32_t, std::string>> finishKeys_;
+  std::vector<std::map<uint32_t, std::string>> verified_;
+  std::vector<std::set<uint32_t>> untrusted_;
+  std::set<uint32_t> readingFinish_;
 
   // Af
   sched::AfState af_;

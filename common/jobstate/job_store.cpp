@@ -1,6 +1,9 @@
 #include "jobstate/job_store.h"
 
+#include <zlib.h>
+
 #include <charconv>
+#include <cstdio>
 
 #include "coord/election.h"
 #include "jobstate/job_view.h"
@@ -62,6 +65,14 @@ std::vector<TaskId> JobStore::taskIds(const std::vector<std::string>& names, con
     tasks.push_back(*id);
   }
   return tasks;
+}
+
+std::string JobStore::finishRecordName(const std::string& attemptId, const std::string& recordBytes) {
+  const auto crc = static_cast<uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(recordBytes.data()),
+                                                 static_cast<uInt>(recordBytes.size())));
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc);
+  return attemptId + "-" + hex;
 }
 
 std::string JobStore::electionPath(const std::string& jobId) { return jobstate::electionPath(jobId); }
@@ -129,6 +140,7 @@ awaitable<Result<std::string>> JobStore::createJob(pb::JobSpec spec, pb::JobStat
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec.stages_size()); ++s) {
     ops.push_back(coord::ZkOp::create(stagePath(jobId, s), ""));
     ops.push_back(coord::ZkOp::create(partsPath(jobId, s), ""));
+    ops.push_back(coord::ZkOp::create(finishedPath(jobId, s), ""));
   }
   for (const auto& [s, stageInputs] : inputs) {
     ops.push_back(coord::ZkOp::create(inputsPath(jobId, s), stageInputs.SerializeAsString()));
@@ -212,6 +224,24 @@ awaitable<Result<pb::PartitionLocation>> JobStore::output(std::string jobId, uin
   co_return std::move(location->value);
 }
 
+awaitable<Result<RecordedOutput>> JobStore::recordedOutput(std::string jobId, uint32_t stage, uint32_t task) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  const std::string path = partPath(jobId, stage, task);
+  auto node = co_await zk_.get(path);
+  if (!node) co_return node.error();
+  auto location = decodeNode<pb::PartitionLocation>(node->data, path);
+  if (!location) co_return location.error();
+  std::string key = finishRecordName(location->attempt_id(), node->data);
+  co_return RecordedOutput{std::move(location).value(), std::move(key)};
+}
+
+awaitable<Result<std::set<std::string>>> JobStore::finishRecords(std::string jobId, uint32_t stage) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  auto names = co_await zk_.children(finishedPath(jobId, stage));
+  if (!names) co_return names.error();
+  co_return std::set<std::string>(names->begin(), names->end());
+}
+
 awaitable<Result<std::vector<TaskId>>> JobStore::runningTasks(std::string jobId) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   auto names = co_await zk_.children(runningPath(jobId));
@@ -221,8 +251,11 @@ awaitable<Result<std::vector<TaskId>>> JobStore::runningTasks(std::string jobId)
 
 awaitable<Result<pb::RunningTask>> JobStore::runningMarker(std::string jobId, TaskId task) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
-  auto marker = co_await read<pb::RunningTask>(runningTaskPath(jobId, task.first, task.second));
+  const std::string path = runningTaskPath(jobId, task.first, task.second);
+  auto marker = co_await read<pb::RunningTask>(path);
   if (!marker) co_return marker.error();
+  // A worker's marker is ephemeral (it goes with the worker): a persistent one is not ours.
+  if (marker->stat.ephemeralOwner == 0) co_return makeError(ErrorCode::kInternal, path + " is not a worker's marker (persistent)");
   co_return std::move(marker->value);
 }
 
@@ -399,10 +432,20 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId
 
 awaitable<Status> JobStore::recordOutput(std::string jobId, TaskId task, pb::PartitionLocation location) {
   if (auto st = checkJobId(jobId); !st) co_return st;
+  if (!parseTaskName(location.attempt_id())) {
+    co_return makeError(ErrorCode::kInvalidArgument, "output record without a valid attempt id '" +
+                                                         location.attempt_id().substr(0, 64) + "'");
+  }
   const std::string path = partPath(jobId, task.first, task.second);
   const std::string data = location.SerializeAsString();
+  const std::string finish = finishedPath(jobId, task.first) + "/" + finishRecordName(location.attempt_id(), data);
   for (int attempt = 0;; ++attempt) {
-    auto created = co_await zk_.create(path, data, coord::CreateMode::kPersistent);
+    // The record, its finish record and a check that its execution was audited, together
+    // (an audit node is written once: version 0).
+    std::vector<coord::ZkOp> ops{coord::ZkOp::check(attemptsPath(jobId) + "/" + location.attempt_id(), 0),
+                                 coord::ZkOp::create(path, data, coord::CreateMode::kPersistent),
+                                 coord::ZkOp::create(finish, "", coord::CreateMode::kPersistent)};
+    auto created = co_await zk_.multi(std::move(ops));
     // "Already exists": an earlier try whose reply was lost, or another copy of the task.
     if (created || created.error().code == ErrorCode::kAlreadyExists) co_return Status::ok();
     if (created.error().code != ErrorCode::kUnavailable || attempt >= retry_.retries) co_return created.status();
@@ -410,24 +453,49 @@ awaitable<Status> JobStore::recordOutput(std::string jobId, TaskId task, pb::Par
   }
 }
 
-awaitable<Status> JobStore::startAttempt(std::string jobId, TaskId task, pb::RunningTask marker, std::string workerId) {
-  if (auto st = checkJobId(jobId); !st) co_return st;
+awaitable<Result<std::string>> JobStore::startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
+                                                      std::string workerId) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
   const std::string markerPath = runningTaskPath(jobId, task.first, task.second);
-  const std::string audit = attemptsPath(jobId) + "/" + runningTaskName(task.first, task.second) + "-";
+  const std::string prefix = runningTaskName(task.first, task.second) + "-";
+  const std::string audit = attemptsPath(jobId) + "/" + prefix;
   const std::string data = marker.SerializeAsString();
   for (int attempt = 0;; ++attempt) {
     std::vector<coord::ZkOp> ops{coord::ZkOp::create(markerPath, data, coord::CreateMode::kEphemeral),
                                  coord::ZkOp::create(audit, workerId, coord::CreateMode::kPersistentSequential)};
     auto r = co_await zk_.multi(std::move(ops));
-    if (r) co_return Status::ok();
+    if (r) {
+      if (r->size() != 2 || (*r)[1].createdPath.empty()) co_return makeError(ErrorCode::kInternal, "starting an attempt: no path returned");
+      const auto& created = (*r)[1].createdPath;
+      co_return created.substr(created.rfind('/') + 1);
+    }
     if (r.error().code == ErrorCode::kAlreadyExists) {
       // Ours, from a try whose reply was lost? Otherwise the task really is running elsewhere.
       auto stat = co_await zk_.exists(markerPath);
-      if (stat && *stat && (*stat)->ephemeralOwner == zk_.sessionId()) co_return Status::ok();
+      if (stat && *stat && (*stat)->ephemeralOwner == 0 && attempt < retry_.retries) {
+        // Persistent: no worker's marker (forged or left by hand). It would block the task
+        // forever; removed, and the attempt starts.
+        spdlog::warn("removing {}: not a worker's marker (persistent)", markerPath);
+        (void)co_await zk_.remove(markerPath);
+        continue;
+      }
+      if (stat && *stat && (*stat)->ephemeralOwner == zk_.sessionId()) {
+        // Rare (a lost reply): our audit node is the task's newest one naming this worker.
+        auto names = co_await zk_.children(attemptsPath(jobId));
+        if (!names) co_return names.error().prepend("finding the audit node of a started attempt");
+        std::string newest;
+        for (const auto& name : *names) {
+          if (name.rfind(prefix, 0) != 0 || name <= newest) continue;
+          auto node = co_await zk_.get(attemptsPath(jobId) + "/" + name);
+          if (node && node->data == workerId) newest = name;
+        }
+        if (newest.empty()) co_return makeError(ErrorCode::kInternal, "started attempt without an audit node");
+        co_return newest;
+      }
       co_return makeError(ErrorCode::kAlreadyExists, "task " + std::to_string(task.first) + "/" +
                                                          std::to_string(task.second) + " is already running");
     }
-    if (r.error().code != ErrorCode::kUnavailable || attempt >= retry_.retries) co_return r.status();
+    if (r.error().code != ErrorCode::kUnavailable || attempt >= retry_.retries) co_return r.error();
     co_await awaitReconnect();
   }
 }

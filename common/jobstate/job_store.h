@@ -52,6 +52,13 @@ struct Attempt {
   std::string workerId;
 };
 
+// An output record as read, with the key its execution's finish record must carry
+// (JobStore::finishRecordName of its attempt id and the CRC-32 of the record's bytes).
+struct RecordedOutput {
+  pb::PartitionLocation location;
+  std::string finishKey;
+};
+
 // How the self-retrying writes ride out a connection loss: up to `retries` more tries, each
 // after waiting (at most `reconnectWait`) for the session to come back.
 struct RetryPolicy {
@@ -104,8 +111,13 @@ class JobStore {
   // Tasks of the stage with a recorded output.
   Awaitable<Result<std::set<uint32_t>>> outputTasks(std::string jobId, uint32_t stage);
   Awaitable<Result<pb::PartitionLocation>> output(std::string jobId, uint32_t stage, uint32_t task);
+  // The same with the finish key it must match (see recordOutput).
+  Awaitable<Result<RecordedOutput>> recordedOutput(std::string jobId, uint32_t stage, uint32_t task);
+  // The stage's finish records: one name per execution that recorded an output (one read).
+  Awaitable<Result<std::set<std::string>>> finishRecords(std::string jobId, uint32_t stage);
   // Tasks with a running marker.
   Awaitable<Result<std::vector<TaskId>>> runningTasks(std::string jobId);
+  // kInternal for a persistent node: a worker's marker is ephemeral.
   Awaitable<Result<pb::RunningTask>> runningMarker(std::string jobId, TaskId task);
   // Executors started per task (from the audit nodes' names alone).
   Awaitable<Result<std::map<TaskId, uint32_t>>> attemptCounts(std::string jobId);
@@ -151,11 +163,18 @@ class JobStore {
                                                        std::function<Status(pb::TaskMap&)> edit, int tries);
 
   // ---- a worker's writes (retried through connection loss, see RetryPolicy) ----
-  // Records a finished task's output. The first copy recorded wins: kAlreadyExists is success.
+  // Records a finished task's output, in one transaction with its execution's finish record
+  // (stages/<s>/finished/<attempt_id>-<crc of the record>) and a check that the execution's
+  // audit node exists: an output record is trusted only with its finish record (a forged or
+  // half-written one is not). `location.attempt_id` names the execution (startAttempt). The
+  // first copy recorded wins: kAlreadyExists is success.
   Awaitable<Status> recordOutput(std::string jobId, TaskId task, pb::PartitionLocation location);
   // The running marker (ephemeral, ours) and the execution's audit node (naming `workerId`) in
-  // one transaction. kAlreadyExists when the task is running under another session.
-  Awaitable<Status> startAttempt(std::string jobId, TaskId task, pb::RunningTask marker, std::string workerId);
+  // one transaction; returns the audit node's name (the attempt id). kAlreadyExists when the
+  // task is running under another session. A persistent node in the marker's place (no
+  // worker's) is removed first.
+  Awaitable<Result<std::string>> startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
+                                              std::string workerId);
   // A missing marker is fine.
   Awaitable<Status> removeRunningMarker(std::string jobId, TaskId task);
 
@@ -189,6 +208,8 @@ class JobStore {
   // ---- node names (pure; exposed for tests) ----
   // Outputs' names "<t>" -> task ids; other names skipped with a warning naming `where`.
   static std::set<uint32_t> outputTaskIds(const std::vector<std::string>& names, const std::string& where);
+  // The finish record of an output record: "<attemptId>-<crc32 of its bytes, 8 hex digits>".
+  static std::string finishRecordName(const std::string& attemptId, const std::string& recordBytes);
   // Running markers' "<s>-<t>" or attempts' "<s>-<t>-<n>" -> (stage, task); others skipped.
   static std::vector<TaskId> taskIds(const std::vector<std::string>& names, const std::string& where);
 

@@ -17,6 +17,8 @@
 //   /jobs/<id>/stages/<s>/inputs       StageInputs (dataset stages: one InputRef per task)
 //   /jobs/<id>/stages/<s>/taskmap      TaskMap (created when the stage is released; CAS)
 //   /jobs/<id>/stages/<s>/parts/<t>    PartitionLocation of finished task t
+//   /jobs/<id>/stages/<s>/finished/<a>-<crc>  empty: execution <a> (its attempts/ name) finished
+//                                      and recorded an output whose bytes have CRC-32 <crc>
 //   /jobs/<id>/running/<s>-<t>         ephemeral RunningTask, owned by the worker running it
 //   /jobs/<id>/attempts/<s>-<t>-<n>    one node per executor started (audit: no task runs twice)
 //
@@ -59,6 +61,7 @@ inline std::string partsPath(const std::string& id, uint32_t s) { return stagePa
 inline std::string partPath(const std::string& id, uint32_t s, uint32_t t) {
   return partsPath(id, s) + "/" + std::to_string(t);
 }
+inline std::string finishedPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/finished"; }
 inline std::string attemptsPath(const std::string& id) { return jobPath(id) + "/attempts"; }
 inline std::string runningPath(const std::string& id) { return jobPath(id) + "/running"; }
 inline std::string runningTaskName(uint32_t s, uint32_t t) { return std::to_string(s) + "-" + std::to_string(t); }

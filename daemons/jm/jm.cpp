@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"  // site records (not job state): sites/<site>/live, workers
@@ -39,6 +40,8 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   core.timings.stealIntervalS = c.steal_interval_ms / 1000.0;
   core.timings.jmGraceS = c.jm_grace_ms / 1000.0;
   core.timings.jmRequestIntervalS = c.jm_request_interval_ms / 1000.0;
+  // Output records in ZooKeeper can be forged or half-written: the primary checks them.
+  core.verifyOutputs = true;
   return core;
 }
 
@@ -97,6 +100,11 @@ void JobManager::stop() {
 void JobManager::exitWith(bool failed, const std::string& why) {
   if (failed) {
     spdlog::critical("JM exits: {}", why);
+    // One line for the worker, which reports it with the exit status to the master.
+    if (!config_.exit_reason_file.empty()) {
+      std::ofstream out(config_.exit_reason_file, std::ios::trunc);
+      out << why.substr(0, 480) << "\n";
+    }
   } else {
     spdlog::info("JM exits: {}", why);
   }
@@ -123,9 +131,9 @@ Status JobManager::watchJob() {
   auto st = add(store_->watchStatus(job,
                                     [this](const Result<std::optional<Versioned<pb::JobStatus>>>& status) {
                                       if (!status) {
-                                        core_.failJob(status.message());
+                                        core_.onStatusUnreadable(status.message());
                                       } else if (!*status) {
-                                        exit_ = "job " + config_.job_id + " was deleted";
+                                        core_.onJobDeleted();
                                       } else {
                                         core_.onStatus((*status)->value, (*status)->stat.version);
                                         watchSiteWorkers((*status)->value);
@@ -139,7 +147,7 @@ Status JobManager::watchJob() {
                                   [this, s](const Result<std::optional<Versioned<pb::TaskMap>>>& map) {
                                     if (map && !*map) return;  // not released yet
                                     if (!map) {
-                                      core_.failJob(map.message());
+                                      core_.onTaskMapUnreadable(s, map.message());
                                     } else {
                                       core_.onTaskMap(s, (*map)->value, (*map)->stat.version);
                                     }
@@ -222,22 +230,25 @@ awaitable<void> JobManager::readParts(uint32_t s) {
   auto listing = std::move(*partNames_[s]);
   partNames_[s].reset();
   auto& cache = parts_[s];
+  auto& keys = finishKeys_[s];
   // The watch fired but the names are the same: a part was removed and recorded again
   // (lineage) between two listings. Read them all again.
   if (listing == partListing_[s]) cache.clear();
   std::erase_if(cache, [&](const auto& kv) { return !listing.count(kv.first); });
+  std::erase_if(keys, [&](const auto& kv) { return !cache.count(kv.first); });
   for (uint32_t t : listing) {
     if (cache.count(t)) continue;
-    auto loc = co_await store_->output(config_.job_id, s, t);
-    if (!loc) {
+    auto record = co_await store_->recordedOutput(config_.job_id, s, t);
+    if (!record) {
       // Removed meanwhile (lineage recovery) is expected; anything else is worth a line.
-      if (loc.error().code != ErrorCode::kNotFound) spdlog::warn("{}", loc.message());
+      if (record.error().code != ErrorCode::kNotFound) spdlog::warn("{}", record.message());
       continue;
     }
-    cache[t] = *loc;
+    cache[t] = record->location;
+    keys[t] = record->finishKey;
   }
   partListing_[s] = listing;
-  core_.onParts(s, cache);
+  core_.onParts(s, cache, keys);
 }
 
 awaitable<void> JobManager::readMarkers() {
@@ -415,10 +426,6 @@ awaitable<void> JobManager::mainLoop() {
   }
   while (!server_.stopping()) {
     wake_.reset();
-    if (exit_) {
-      exitWith(false, *exit_);
-      break;
-    }
     co_await readChangedState();
     if (server_.stopping()) break;
     if (!registered_) {
@@ -442,7 +449,7 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     if (auto master = net::Endpoint::parse(config_.master)) {
       (void)co_await server_.client(*master)->call<rpc::Master::JmUpdate>(bye, kMasterCallTimeout);
     }
-    exitWith(false, "job " + config_.job_id + " is over (" + pb::JobState_Name(core_.status().state()) + ")");
+    exitWith(false, actions.exitReason);
     co_return;
   }
   if (actions.fail) {
@@ -450,16 +457,29 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     core_.onFailWritten(written);
   }
   for (const auto& lost : actions.lostOutputs) {
-    spdlog::warn("output of task {} was only on dead worker {}: recomputing it", taskLabel(lost.task), lost.deadWorker);
+    spdlog::warn("output of task {} is dropped and recomputed: {}", taskLabel(lost.task), lost.why);
     Status st = makeError(ErrorCode::kConflict, "not primary");
     if (core_.primary()) {
       Status removed = co_await store_->removeOutputFenced(config_.job_id, lost.task, epochVersion_);
       st = noteFence(removed);
     }
     bool gone = st || st.code() == ErrorCode::kNotFound;
-    if (gone) parts_[lost.task.first].erase(lost.task.second);  // a later listing re-reads it
+    if (gone) {
+      parts_[lost.task.first].erase(lost.task.second);  // a later listing re-reads it
+      finishKeys_[lost.task.first].erase(lost.task.second);
+    }
     core_.onLostOutputRemoved(lost, gone);
     if (!gone) break;
+  }
+  for (uint32_t s : actions.readFinishRecords) {
+    auto records = co_await store_->finishRecords(config_.job_id, s);
+    if (!records) {
+      spdlog::warn("reading the finish records of stage {}: {}", s, records.message());
+      core_.onFinishRecordsUnread(s);  // asked again on a later step
+      continue;
+    }
+    core_.onFinishRecords(s, *records);
+    wake();
   }
   if (actions.needSiteRecords) {
     co_await readSiteRecords();

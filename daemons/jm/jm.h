@@ -40,8 +40,10 @@ class JobManager {
 
   double nowS() const;
   void wake() { wake_.set(); }
-  // Ends the process: 0 when the job is over or this JM was replaced, 1 when it could not do
-  // its job (its worker reports that, and its master replaces it).
+  // Ends the process: 0 when there is nothing left to manage (the job is over or deleted),
+  // 1 when it could not do its job: then `why` also goes to config_.exit_reason_file, and its
+  // worker reports both to the master, which replaces it (or fails the job after
+  // max_jm_crashes, with `why` in `tellus status`).
   void exitWith(bool failed, const std::string& why);
 
   boost::asio::awaitable<void> mainLoop();
@@ -85,6 +87,7 @@ class JobManager {
   std::map<uint32_t, std::optional<std::set<uint32_t>>> partNames_;     // new listing per stage
   std::map<uint32_t, std::map<uint32_t, pb::PartitionLocation>> parts_;  // outputs read so far
   std::map<uint32_t, std::set<uint32_t>> partListing_;                   // tasks of the last listing
+  std::map<uint32_t, std::map<uint32_t, std::string>> finishKeys_;       // each cached part's finish key
   std::optional<std::vector<jobcore::TaskId>> markerNames_;
   std::map<jobcore::TaskId, pb::RunningTask> markers_;
   std::set<jobcore::TaskId> markerListing_;
@@ -104,7 +107,6 @@ class JobManager {
   int32_t epochVersion_ = -1;  // version of the epoch node we wrote: the fencing token
   std::optional<jobstate::Versioned<uint64_t>> epochNode_;  // as last watched
 
-  std::optional<std::string> exit_;  // set by a watch callback, acted on by the loop
   bool requestInFlight_ = false;
 };
 

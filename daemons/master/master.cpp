@@ -348,7 +348,7 @@ awaitable<void> Master::scheduleLoop() {
       }
       if (watched->second.ended) {
         watchedJobs_.erase(watched);
-        server_.spawn(stopJobTasks(jobId), "stopping the tasks of " + jobId);
+        server_.spawn(stopEndedJob(jobId), "stopping the tasks of " + jobId);
         for (auto& [key, holder] : slots_) {
           if (holder == jobId) holder.clear();
         }
@@ -435,10 +435,13 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
     if (rates.size() >= kMaxRatedSites && !rates.count(rate.from_site())) continue;
     rates[rate.from_site()] = rate.mbps();
   }
-  for (const auto& job : req.dead_jms()) {
-    if (!isJobId(job)) continue;  // not a job: nothing to replace
-    spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
-    server_.spawn(replaceJm(job, true), "replacing the JM of " + job);
+  for (int i = 0; i < req.dead_jms_size(); ++i) {
+    const auto& job = req.dead_jms(i);
+    if (!isJobId(job)) continue;  // from the network: never a path
+    // Bounded: a one-line reason, shown to users if the job fails of it.
+    std::string reason = i < req.dead_jm_reasons_size() ? req.dead_jm_reasons(i).substr(0, 512) : "no reason reported";
+    spdlog::warn("worker {} reports the JM of job {} died: {}", req.worker_id(), job, reason);
+    server_.spawn(replaceJm(job, true, std::move(reason)), "replacing the JM of " + job);
   }
   return resp;
 }
@@ -758,11 +761,52 @@ awaitable<Result<pb::ListSitesResponse>> Master::sites(pb::ListSitesRequest, net
   co_return resp;
 }
 
-awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext) {
-  auto ended = co_await store_->endJob(req.job_id(), pb::JOB_KILLED, "killed by a user through site " + config_.site);
-  if (!ended) co_return ended.error();
-  spdlog::info("job {} killed", req.job_id());
-  co_return pb::KillResponse();
+awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext ctx) {
+  if (!isJobId(req.job_id())) co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + req.job_id().substr(0, 64) + "'");
+  // The status first (JMs that still read it leave on their own), but the stop does not
+  // depend on it: a job whose state is corrupt or deleted is stopped by job id all the same.
+  Status ended = Status::ok();
+  if (!req.this_site_only()) {
+    ended = co_await store_->endJob(req.job_id(), pb::JOB_KILLED, "killed by a user through site " + config_.site);
+    if (!ended && ended.code() != ErrorCode::kNotFound && ended.code() != ErrorCode::kInvalidArgument) {
+      spdlog::warn("job {}: cannot mark it killed ({}); stopping its processes anyway", req.job_id(), ended.message());
+    }
+  }
+  pb::KillResponse resp = co_await stopJobTasks(req.job_id());
+  if (!req.this_site_only()) {
+    // Every other live site: one hop (they do not fan out again).
+    auto sites = co_await liveSites();
+    if (!sites) resp.add_unreachable("sites: " + sites.message());
+    for (const auto& site : sites ? *sites : std::vector<pb::SiteInfo>{}) {
+      if (site.site() == config_.site) continue;
+      auto ep = net::Endpoint::parse(site.master_address());
+      if (!ep) {
+        resp.add_unreachable(site.site());
+        continue;
+      }
+      pb::JobRequest local;
+      local.set_job_id(req.job_id());
+      local.set_this_site_only(true);
+      auto client = server_.client(*ep);
+      auto r = co_await client->call<rpc::Master::Kill>(local, std::min(ctx.remaining(), kPeerCallTimeout));
+      if (!r) {
+        spdlog::warn("kill of {}: site {} not reached: {}", req.job_id(), site.site(), r.message());
+        resp.add_unreachable(site.site());
+        continue;
+      }
+      resp.set_jms_killed(resp.jms_killed() + r->jms_killed());
+      resp.set_executors_killed(resp.executors_killed() + r->executors_killed());
+      resp.set_workers_reached(resp.workers_reached() + r->workers_reached());
+      for (const auto& u : r->unreachable()) resp.add_unreachable(u);
+    }
+  }
+  spdlog::info("job {} killed{}: {} JMs and {} executors stopped on {} workers", req.job_id(),
+               req.this_site_only() ? " (here, asked by another site)" : "", resp.jms_killed(), resp.executors_killed(),
+               resp.workers_reached());
+  // Already over, or unknown: still reported (after the stop, which is harmless then).
+  if (!ended && ended.code() != ErrorCode::kNotFound) co_return ended.error();
+  if (!ended && resp.jms_killed() + resp.executors_killed() == 0) co_return ended.error();
+  co_return resp;
 }
 
 awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& jobId) {
@@ -1023,38 +1067,50 @@ awaitable<void> Master::abortUpload(std::string uploadId) {
   spdlog::info("put {} of dataset {} dropped", uploadId, dropped.dataset);
 }
 
-awaitable<void> Master::stopJobTasks(std::string jobId) {
+awaitable<pb::KillResponse> Master::stopJobTasks(std::string jobId) {
   pb::KillJobTasksRequest req;
   req.set_job_id(jobId);
   std::vector<std::pair<std::string, std::string>> targets;
   for (const auto& [id, w] : workers_) {
     if (w.alive) targets.emplace_back(id, w.address);
   }
+  pb::KillResponse resp;
   for (const auto& [id, address] : targets) {
     auto ep = net::Endpoint::parse(address);
     if (!ep) continue;
     auto client = server_.client(*ep);
     auto r = co_await client->call<rpc::Worker::KillJobTasks>(req, kPeerCallTimeout);
-    if (!r) spdlog::warn("worker {} could not stop the tasks of {}: {}", id, jobId, r.message());
+    if (!r) {
+      spdlog::warn("worker {} could not stop the tasks of {}: {}", id, jobId, r.message());
+      resp.add_unreachable(config_.site + "/" + id);
+      continue;
+    }
+    resp.set_workers_reached(resp.workers_reached() + 1);
+    resp.set_jms_killed(resp.jms_killed() + r->jms_killed());
+    resp.set_executors_killed(resp.executors_killed() + r->executors_killed());
   }
+  if (resp.jms_killed() > 0) jmWorker_.erase(jobId);
+  co_return resp;
 }
+
+awaitable<void> Master::stopEndedJob(std::string jobId) { (void)co_await stopJobTasks(std::move(jobId)); }
 
 void Master::replaceJmsOf(const std::string& workerId) {
   std::vector<std::string> jobs;
   for (const auto& [job, worker] : jmWorker_) {
     if (worker == workerId) jobs.push_back(job);
   }
-  for (const auto& job : jobs) server_.spawn(replaceJm(job, false), "replacing the JM of " + job);
+  for (const auto& job : jobs) server_.spawn(replaceJm(job, false, ""), "replacing the JM of " + job);
 }
 
-awaitable<void> Master::replaceJm(std::string jobId, bool crashed) {
+awaitable<void> Master::replaceJm(std::string jobId, bool crashed, std::string reason) {
   // Early recovery from a local signal (a dead child, missed heartbeats); the pJM's watch on
   // the JM's ephemeral node is the slower path that correctness rests on.
   jmWorker_.erase(jobId);
   if (crashed && ++jmCrashes_[jobId] > config_.max_jm_crashes) {
     // A JM that keeps failing (it logs why before it exits) would be restarted forever.
-    std::string reason = "the JM of site " + config_.site + " exited with an error " +
-                         std::to_string(jmCrashes_[jobId]) + " times (see its log: jm.log under the job's directory on the worker)";
+    reason = fmt::format("the JM of site {} exited with an error {} times, last: {} (its log: jm.log under the "
+                         "job's directory on the worker)", config_.site, jmCrashes_[jobId], reason);
     auto ended = co_await store_->endJob(jobId, pb::JOB_FAILED, reason);
     if (ended) {
       spdlog::error("job {} failed: {}", jobId, reason);

@@ -68,10 +68,14 @@ class Master {
   void replaceJmsOf(const std::string& workerId);
   // `crashed`: the JM process exited non-zero (counted against max_jm_crashes), rather than
   // being lost with its VM.
-  boost::asio::awaitable<void> replaceJm(std::string jobId, bool crashed);
+  // `reason`: what the worker reported (exit status and the JM's own line).
+  boost::asio::awaitable<void> replaceJm(std::string jobId, bool crashed, std::string reason);
 
-  // A job has ended: every live worker of the site stops its executors.
-  boost::asio::awaitable<void> stopJobTasks(std::string jobId);
+  // Every live worker of the site kills the job's JM and executors (by job id); what they
+  // killed, and the workers not reached.
+  boost::asio::awaitable<pb::KillResponse> stopJobTasks(std::string jobId);
+  // The same for a job seen ending (spawned: nobody waits for the counts).
+  boost::asio::awaitable<void> stopEndedJob(std::string jobId);
 
   // RPC handlers
   boost::asio::awaitable<Result<pb::SubmitResponse>> submit(pb::SubmitRequest req, net::CallContext ctx);

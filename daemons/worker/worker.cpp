@@ -241,7 +241,9 @@ awaitable<void> Worker::livenessLoop() {
 awaitable<void> Worker::masterLoop() {
   auto master = net::Endpoint::parse(config_.master);
   if (!master) {
+    // Exits non-zero: a worker without its master cannot do its job.
     spdlog::critical("master address {}: {}", config_.master, master.message());
+    server_.runtime().fail();
     server_.runtime().shutdown();
     co_return;
   }
@@ -272,8 +274,11 @@ awaitable<void> Worker::masterLoop() {
       }
       // Taken out of deadJms_ for the call: the reap loop may add a death while it is in
       // flight, and clearing the list afterwards would drop that report.
-      std::vector<std::string> reported = std::exchange(deadJms_, {});
-      for (const auto& j : reported) hb.add_dead_jms(j);
+      std::vector<DeadJm> reported = std::exchange(deadJms_, {});
+      for (const auto& j : reported) {
+        hb.add_dead_jms(j.jobId);
+        hb.add_dead_jm_reasons(j.reason);
+      }
       auto r = co_await client->call<rpc::Master::Heartbeat>(hb, kMasterCallTimeout);
       // Sent again only if the call failed: a master that asks us to register again has declared
       // us dead and already replaced every JM it had placed here.
@@ -290,13 +295,25 @@ awaitable<void> Worker::masterLoop() {
   }
 }
 
+std::string Worker::jmExitReason(const std::string& jobId) const {
+  // Bounded: a line from the JM, not its log.
+  constexpr size_t kMaxReasonBytes = 512;
+  std::ifstream in(dataDir_ / "jms" / jobId / "exit-reason", std::ios::binary);
+  std::string reason(kMaxReasonBytes, '\0');
+  in.read(reason.data(), static_cast<std::streamsize>(reason.size()));
+  reason.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
+  return reason.empty() ? "no reason left (see its jm.log)" : reason;
+}
+
 awaitable<void> Worker::reapLoop() {
   while (!server_.stopping()) {
     for (auto it = jms_.begin(); it != jms_.end();) {
       if (auto st = it->second.tryWait()) {
         if (!st->success()) {
-          spdlog::warn("JM of job {} exited: {}", it->first, st->toString());
-          deadJms_.push_back(it->first);
+          std::string reason = st->toString() + ": " + jmExitReason(it->first);
+          spdlog::warn("JM of job {} exited: {}", it->first, reason);
+          deadJms_.push_back({it->first, std::move(reason)});
         } else {
           spdlog::info("JM of job {} finished", it->first);
         }
@@ -312,6 +329,9 @@ awaitable<void> Worker::reapLoop() {
 awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req, net::CallContext) {
   // The job id becomes a directory under data_dir/jms.
   if (auto st = checkName("job id", req.job_id()); !st) co_return st.error();
+  if (killedJobs_.count(req.job_id())) {
+    co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
+  }
   auto existing = jms_.find(req.job_id());
   if (existing != jms_.end() && existing->second.running()) {
     pb::LaunchJmResponse resp;
@@ -337,6 +357,9 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   auto dir = dataDir_ / "jms" / req.job_id();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  // Where the JM leaves the reason it could not do its job; read when it is reaped.
+  jm.exit_reason_file = (dir / "exit-reason").string();
+  std::filesystem::remove(jm.exit_reason_file, ec);
   auto cfgPath = dir / ("jm-" + std::to_string(++nextRun_) + ".yaml");
   if (auto st = writeFile(cfgPath, config::toYaml(jm)); !st) co_return st.error();
 
@@ -482,8 +505,11 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   const jobstate::TaskId taskId{req.stage(), req.task()};
   // The marker and the execution's audit node in one transaction, so neither exists without
   // the other however a connection loss falls.
-  Status marked = co_await jobStore_->startAttempt(req.job_id(), taskId, marker, config_.id);
-  if (!marked) co_return marked.error();
+  if (killedJobs_.count(req.job_id())) {
+    co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
+  }
+  auto attemptId = co_await jobStore_->startAttempt(req.job_id(), taskId, marker, config_.id);
+  if (!attemptId) co_return attemptId.error();
   auto& busy = busySlots_[req.container().slot()];
   busy.jobId = req.job_id();
   ++busy.tasks;
@@ -515,7 +541,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
-  auto result = co_await recordOutput(req, *exit, dir);
+  auto result = co_await recordOutput(req, *attemptId, *exit, dir);
   if (!result) removePartialOutputs(req, dir);
   // The marker goes only once the output is recorded (or the task failed), so a JM never
   // sees the task as neither running nor done.
@@ -548,8 +574,8 @@ void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::file
   }
 }
 
-awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, proc::ExitStatus exit,
-                                                            std::filesystem::path dir) {
+awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
+                                                            proc::ExitStatus exit, std::filesystem::path dir) {
   auto reportBytes = readFile(dir / "report.pb");
   if (!reportBytes) co_return makeError(ErrorCode::kInternal, "executor " + exit.toString() + " without a report");
   auto report = daemon::parseProto<pb::ExecutorReport>(*reportBytes, (dir / "report.pb").string());
@@ -564,6 +590,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   loc.set_attempt(req.attempt());
   loc.set_elapsed_s(report->elapsed_s());
   loc.set_finish_unix_ms(daemon::nowUnixMs());
+  loc.set_attempt_id(attemptId);
   // The worker, not the JM, records the output: a task that finishes while its JM is being
   // replaced is not lost. The first copy recorded wins; a duplicate finish is harmless.
   // Retried through a ZooKeeper connection loss (an ensemble electing a leader): "already
@@ -628,14 +655,37 @@ awaitable<Result<pb::FetchResponse>> Worker::fetch(pb::FetchRequest req, net::Ca
   co_return resp;
 }
 
-Result<pb::Empty> Worker::killJobTasks(const pb::KillJobTasksRequest& req) {
-  auto it = executors_.find(req.job_id());
-  if (it == executors_.end()) return pb::Empty();
-  spdlog::info("job {} has ended: killing its {} executors", req.job_id(), it->second.size());
-  // Still-unreaped children (the runTask coroutines reap them), so the pids are ours; their
-  // commands go with them.
-  for (pid_t pid : it->second) monitor::signalProcessTree(pid, SIGKILL);
-  return pb::Empty();
+Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequest& req) {
+  // By job id alone: nothing of the job's state is needed, so a job whose state is corrupt or
+  // deleted stops all the same.
+  if (!jobstate::isJobId(req.job_id())) {
+    return makeError(ErrorCode::kInvalidArgument, "KillJobTasks: bad job_id '" + req.job_id().substr(0, 64) + "'");
+  }
+  // Remembered (bounded), so that a launch already on its way starts nothing for the job.
+  if (killedJobs_.insert(req.job_id()).second) {
+    killedOrder_.push_back(req.job_id());
+    if (killedOrder_.size() > kMaxKilledJobs) {
+      killedJobs_.erase(killedOrder_.front());
+      killedOrder_.pop_front();
+    }
+  }
+  pb::KillJobTasksResponse resp;
+  if (auto jm = jms_.find(req.job_id()); jm != jms_.end()) {
+    // Erasing the Subprocess kills and reaps it; it is not reported as a dead JM (not replaced).
+    if (jm->second.running()) resp.set_jms_killed(1);
+    jms_.erase(jm);
+  }
+  if (auto it = executors_.find(req.job_id()); it != executors_.end()) {
+    // Still-unreaped children (the runTask coroutines reap them), so the pids are ours; their
+    // commands go with them.
+    for (pid_t pid : it->second) monitor::signalProcessTree(pid, SIGKILL);
+    resp.set_executors_killed(static_cast<uint32_t>(it->second.size()));
+  }
+  if (resp.jms_killed() + resp.executors_killed() > 0) {
+    spdlog::info("job {} stopped here: killed {} JM and {} executors", req.job_id(), resp.jms_killed(),
+                 resp.executors_killed());
+  }
+  return resp;
 }
 
 Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequest& req) {

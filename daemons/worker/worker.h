@@ -4,6 +4,7 @@
 // locations in ZooKeeper, serves its partitions and dataset files to other sites (with
 // optional WAN emulation), and launches the job managers its master asks for.
 
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -47,11 +48,14 @@ class Worker {
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
   // After the executor exits: read its report and record the output location in ZooKeeper.
-  boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req,
+  boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
                                                                    proc::ExitStatus exit, std::filesystem::path dir);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
-  Result<pb::Empty> killJobTasks(const pb::KillJobTasksRequest& req);
+  // Kills the job's JM and every executor of it here, by job id; reports what it killed.
+  Result<pb::KillJobTasksResponse> killJobTasks(const pb::KillJobTasksRequest& req);
+  // The reason a JM of `jobId` left in its exit file (bounded), for the master.
+  std::string jmExitReason(const std::string& jobId) const;
   // Brings one input partition to a local file (or points at it when it is already here).
   boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                          size_t index);
@@ -73,7 +77,15 @@ class Worker {
   WanShaper wan_;
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
   std::map<std::string, proc::Subprocess> jms_;        // job id -> JM process on this worker
-  std::vector<std::string> deadJms_;                   // reported with the next heartbeat
+  struct DeadJm {
+    std::string jobId;
+    std::string reason;  // "exit code 1: <what the JM said>"
+  };
+  std::vector<DeadJm> deadJms_;                        // reported with the next heartbeat
+  // Jobs killed here (the last kMaxKilledJobs): nothing more is started for them.
+  static constexpr size_t kMaxKilledJobs = 1024;
+  std::set<std::string> killedJobs_;
+  std::deque<std::string> killedOrder_;
   struct BusySlot {
     std::string jobId;
     int tasks = 0;

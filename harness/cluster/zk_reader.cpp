@@ -44,4 +44,16 @@ Result<bool> ZkReader::exists(const std::string& path) {
   return found->has_value();
 }
 
+Status ZkReader::set(const std::string& path, const std::string& data) {
+  auto set = io_.run(client_->set(path, data, -1));
+  return set.status();
+}
+
+Status ZkReader::create(const std::string& path, const std::string& data) {
+  auto created = io_.run(client_->create(path, data, coord::CreateMode::kPersistent));
+  return created.status();
+}
+
+Status ZkReader::removeRecursive(const std::string& path) { return io_.run(client_->removeRecursive(path)); }
+
 }  // namespace tellus::harness

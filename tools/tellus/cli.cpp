@@ -219,8 +219,15 @@ int cmdKill(const Globals& g, const std::string& jobId, std::ostream& out) {
   Client client(g);
   pb::JobRequest req;
   req.set_job_id(jobId);
-  client.call<rpc::Master::Kill>(req);
-  out << "killed " << jobId << "\n";
+  auto resp = client.call<rpc::Master::Kill>(req);
+  if (g.json) {
+    out << toJson(resp) << "\n";
+    return 0;
+  }
+  // What stopped, so that a kill of a job with corrupt or deleted state can be seen to work.
+  out << "killed " << jobId << ": " << resp.jms_killed() << " JMs and " << resp.executors_killed()
+      << " executors stopped on " << resp.workers_reached() << " workers\n";
+  for (const auto& u : resp.unreachable()) out << "not reached: " << u << " (kill again)\n";
   return 0;
 }
 

@@ -45,6 +45,12 @@ class ZkReader {
   // Whether the node exists.
   Result<bool> exists(const std::string& path);
 
+  // Writes for tests that corrupt a job's state behind the daemons' backs (fault injection):
+  // overwrite a node's bytes, create one, or delete a subtree.
+  Status set(const std::string& path, const std::string& data);
+  Status create(const std::string& path, const std::string& data);
+  Status removeRecursive(const std::string& path);
+
   // The job store over this session. Its operations are coroutines: run them with run(), e.g.
   //   auto status = zk.run(zk.jobs().status(jobId));
   jobstate::JobStore& jobs() { return *jobs_; }

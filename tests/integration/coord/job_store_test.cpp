@@ -166,8 +166,12 @@ TEST_CASE("JobStore: fenced writes apply only under the current epoch", "[integr
   // (Named arguments: GCC 12 may destroy a temporary coroutine argument twice.)
   const pb::TaskMap mapTasks = ownedBy({"s1", "s2"});
   const pb::TaskMap reduceTasks = ownedBy({"s1"});
-  const pb::PartitionLocation somewhere;
   const TaskId mapTask1{0, 1};
+  const pb::RunningTask started;
+  auto attemptId = f.run(f.store->startAttempt(jobId, mapTask1, started, "s1-w1"));
+  REQUIRE(attemptId.isOk());
+  pb::PartitionLocation somewhere;
+  somewhere.set_attempt_id(*attemptId);
   REQUIRE(f.run(f.store->createTaskMapFenced(jobId, 0, mapTasks, staleFence)).isOk());
   // Releasing twice: the stage is released already.
   CHECK(f.run(f.store->createTaskMapFenced(jobId, 0, reduceTasks, staleFence)).code() == ErrorCode::kAlreadyExists);
@@ -257,7 +261,9 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
 
   // The marker and the audit node are made, the reply lost: the retry finds our own marker.
   f.faulty->injectNext(Fault::kAfter, "multi");
-  REQUIRE(f.run(f.store->startAttempt(jobId, task, marker, "s1-w1")).isOk());
+  auto attemptId = f.run(f.store->startAttempt(jobId, task, marker, "s1-w1"));
+  REQUIRE(attemptId.isOk());
+  CHECK(*attemptId == "0-1-0000000000");  // found again after the lost reply
   CHECK(*f.run(f.store->runningTasks(jobId)) == std::vector<TaskId>{task});
   auto attempts = f.run(f.store->attempts(jobId));
   REQUIRE(attempts.isOk());
@@ -271,7 +277,7 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
   REQUIRE(other.run(other->waitConnected(10s)).isOk());
   JobStore otherStore(*other);
   auto twice = f.run(otherStore.startAttempt(jobId, task, marker, "s2-w1"));
-  CHECK(twice.code() == ErrorCode::kAlreadyExists);
+  CHECK(twice.error().code == ErrorCode::kAlreadyExists);
   CHECK_THAT(twice.message(), Catch::Contains("already running"));
   CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 1);
   other.release();
@@ -280,10 +286,21 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
   pb::PartitionLocation location;
   location.set_site("s1");
   location.set_worker_id("s1-w1");
-  f.faulty->injectNext(Fault::kAfter, "create");
+  location.set_attempt_id(*attemptId);
+  f.faulty->injectNext(Fault::kAfter, "multi");
   REQUIRE(f.run(f.store->recordOutput(jobId, task, location)).isOk());
   CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{1});
   CHECK(f.run(f.store->output(jobId, 0, 1))->worker_id() == "s1-w1");
+  // Its finish record names the execution and the record's checksum: what a JM checks.
+  auto recorded = f.run(f.store->recordedOutput(jobId, 0, 1));
+  REQUIRE(recorded.isOk());
+  CHECK_THAT(recorded->finishKey, Catch::StartsWith("0-1-0000000000-"));
+  CHECK(*f.run(f.store->finishRecords(jobId, 0)) == std::set<std::string>{recorded->finishKey});
+  // A record naming an execution the audit does not have is refused.
+  pb::PartitionLocation unaudited = location;
+  unaudited.set_attempt_id("0-0-0000000099");
+  CHECK(f.run(f.store->recordOutput(jobId, TaskId{0, 0}, unaudited)).code() == ErrorCode::kNotFound);
+  CHECK(f.run(f.store->outputTasks(jobId, 0))->count(0) == 0);
   // A second copy of the task finishing later is harmless; the first record stays.
   pb::PartitionLocation late = location;
   late.set_worker_id("s2-w1");
@@ -298,7 +315,7 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
 
   // Out of retries: the error comes back as a value.
   JobStore impatient(*f.faulty, jobstate::RetryPolicy{0, 100ms});
-  f.faulty->injectNext(Fault::kBefore, "create");
+  f.faulty->injectNext(Fault::kBefore, "multi");
   const TaskId mapTask0{0, 0};
   auto gaveUp = f.run(impatient.recordOutput(jobId, mapTask0, location));
   CHECK(gaveUp.code() == ErrorCode::kUnavailable);

@@ -474,3 +474,186 @@ TEST_CASE("ownership as the taskMap says, unknown counting as ours", "[unit][job
   CHECK_FALSE(core.ownedHereOrUnknown({0, 3}));  // b's
   CHECK(core.ownedHereOrUnknown({7, 0}));        // no such stage
 }
+
+// ---- corrupt or inconsistent job state: the job fails with a reason or heals, never hangs ----
+
+namespace {
+
+pb::TaskMap ownedBy(std::initializer_list<const char*> owners) {
+  pb::TaskMap m;
+  for (const char* s : owners) m.add_owner_site(s);
+  m.set_epoch(1);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("corrupt status: unreadable or inconsistent fails the job with the reason, once", "[unit][jobcore][corrupt]") {
+  JobCore unreadable = loadedAt("b");
+  unreadable.onStatusUnreadable("malformed tellus.pb.JobStatus in /jobs/job-1/status");
+  auto actions = unreadable.step(1);
+  REQUIRE(actions.fail);
+  CHECK_THAT(*actions.fail, Catch::Contains("status is unreadable: malformed"));
+  CHECK_FALSE(unreadable.step(2).fail);  // asked once; again only if the write did not land
+  unreadable.onFailWritten(false);
+  CHECK(unreadable.step(3).fail);
+
+  // Decodes, but makes no sense: an unknown state, no sites, another job's id.
+  for (int variant = 0; variant < 3; ++variant) {
+    JobCore core = loadedAt("a");
+    pb::JobStatus bad = running();
+    if (variant == 0) bad.set_state(static_cast<pb::JobState>(77));
+    if (variant == 1) bad.clear_sites();
+    if (variant == 2) bad.set_job_id("job-2");
+    core.onStatus(bad, 3);
+    auto step = core.step(1);
+    INFO("variant " << variant);
+    REQUIRE(step.fail);
+    CHECK_THAT(*step.fail, Catch::Contains("status is inconsistent"));
+    CHECK(core.status().sites_size() == 2);  // the bad reading was not applied
+  }
+
+  // The fail write replaced the node: a terminal status ends every JM, whatever else it says.
+  JobCore core = loadedAt("a");
+  pb::JobStatus failed;
+  failed.set_state(pb::JOB_FAILED);
+  core.onStatus(failed, 4);
+  auto end = core.step(5);
+  CHECK(end.exit);
+  CHECK_THAT(end.exitReason, Catch::Contains("is over (failed)"));
+}
+
+TEST_CASE("corrupt taskMap: a map that does not match its stage fails the job instead of hanging it",
+          "[unit][jobcore][corrupt]") {
+  // Unreadable.
+  JobCore unreadable = loadedAt("a");
+  unreadable.onTaskMapUnreadable(0, "malformed tellus.pb.TaskMap in /jobs/job-1/stages/0/taskmap");
+  auto failed = unreadable.step(1);
+  REQUIRE(failed.fail);
+  CHECK_THAT(*failed.fail, Catch::Contains("stage 0: malformed"));
+
+  // Decodes (garbage often does, e.g. an empty node), but: too few tasks, or an owner that is
+  // not a site of the job. Not applied: no task of it runs on a bad map.
+  for (const auto& bad : {pb::TaskMap(), ownedBy({"a", "a", "a"}), ownedBy({"a", "a", "mars", "b"})}) {
+    JobCore core = loadedAt("a");
+    core.onGrants({container("a-w1", 0)});
+    core.onTaskMap(0, bad, 2);
+    CHECK_FALSE(core.view().stages[0].taskmap.has_value());
+    auto step = core.step(1);
+    REQUIRE(step.fail);
+    CHECK_THAT(*step.fail, Catch::Contains("stage map: its taskMap"));
+    CHECK(step.launches.empty());
+  }
+
+  // Garbage at a stage's taskmap before its release (the primary's create finds a node): the
+  // watch's reading decides, and the job fails rather than waiting for a release forever.
+  JobCore primary = loadedAt("a");
+  releaseMaps(primary, 0);
+  primary.onTaskMap(1, pb::TaskMap(), 0);
+  auto step = primary.step(2);
+  REQUIRE(step.fail);
+  CHECK_THAT(*step.fail, Catch::Contains("stage reduce: its taskMap has 0 tasks, the stage 2"));
+}
+
+TEST_CASE("deleted job: every JM exits, with the reason", "[unit][jobcore][corrupt]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  core.onJobDeleted();
+  auto actions = core.step(1);
+  CHECK(actions.exit);
+  CHECK_THAT(actions.exitReason, Catch::Contains("job-1 was deleted"));
+  CHECK(actions.releases.empty());
+  CHECK_FALSE(actions.fail);
+  // Also before the job was ever loaded (its nodes went first).
+  JobCore early(configAt("b"));
+  early.onJobDeleted();
+  CHECK(early.step(0).exit);
+}
+
+TEST_CASE("forged output records: the primary confirms each against its stage's finish records; an unconfirmed one "
+          "is removed and re-run, and nothing is released or succeeds on it",
+          "[unit][jobcore][corrupt]") {
+  CoreConfig config = configAt("a");
+  config.verifyOutputs = true;
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  releaseMaps(core, 0);
+
+  // The map stage's four records, as listed, with their finish keys.
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  std::map<uint32_t, std::string> keys;
+  for (uint32_t t = 0; t < 4; ++t) {
+    parts[t] = t == 3 ? outputAt("b-w1", "b") : outputAt("a-w1");
+    keys[t] = "0-" + std::to_string(t) + "-000000000" + std::to_string(t) + "-0000abcd";
+  }
+  core.onParts(0, parts, keys);
+  // Complete but not confirmed: one read of the finish records, nothing released meanwhile.
+  auto actions = core.step(1);
+  CHECK(actions.readFinishRecords == std::vector<uint32_t>{0});
+  CHECK(actions.releases.empty());
+  CHECK_FALSE(actions.needSiteRecords);
+  CHECK(core.step(1.1).readFinishRecords.empty());  // not asked twice while reading
+  core.onFinishRecords(0, {keys[0], keys[1], keys[2], keys[3]});
+  actions = core.step(1.2);
+  CHECK(actions.lostOutputs.empty());
+  CHECK(actions.needSiteRecords);  // confirmed: the reduce stage may be released
+  core.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
+  actions = core.step(1.3);
+  REQUIRE(actions.releases.size() == 1);
+  core.onStageReleased(actions.releases[0], true);
+
+  // Records for both reduce tasks appear without a finished execution behind one of them.
+  std::map<uint32_t, std::string> reduceKeys{{0, "1-0-0000000007-11111111"}, {1, "1-1-0000000042-22222222"}};
+  core.onParts(1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, reduceKeys);
+  actions = core.step(2);
+  CHECK_FALSE(actions.succeed);
+  REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{1});
+  core.onFinishRecords(1, {reduceKeys[0]});  // task 1's record names no finished execution
+  actions = core.step(2.1);
+  CHECK_FALSE(actions.succeed);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{1, 1});
+  CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("forged"));
+  core.onLostOutputRemoved(actions.lostOutputs[0], true);
+  core.onParts(1, {{0, outputAt("a-w1")}}, {{0, reduceKeys[0]}});
+  CHECK_FALSE(core.step(2.2).succeed);
+
+  // Its owner runs it again; the new record is confirmed, and only then does the job succeed.
+  const std::string rerun = "1-1-0000000050-33333333";
+  core.onParts(1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, {{0, reduceKeys[0]}, {1, rerun}});
+  actions = core.step(3);
+  CHECK_FALSE(actions.succeed);
+  REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{1});
+  core.onFinishRecords(1, {reduceKeys[0], rerun});
+  CHECK(core.step(3.1).succeed);
+}
+
+TEST_CASE("forged output records: a failed read of the finish records is asked again, and confirms nothing",
+          "[unit][jobcore][corrupt]") {
+  CoreConfig config = configAt("a");
+  config.verifyOutputs = true;
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  releaseMaps(core, 0);
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  std::map<uint32_t, std::string> keys;
+  for (uint32_t t = 0; t < 4; ++t) {
+    parts[t] = outputAt("a-w1");
+    keys[t] = "k" + std::to_string(t);
+  }
+  core.onParts(0, parts, keys);
+  REQUIRE(core.step(1).readFinishRecords.size() == 1);
+  core.onFinishRecordsUnread(0);
+  auto again = core.step(1.5);
+  CHECK(again.readFinishRecords == std::vector<uint32_t>{0});
+  CHECK(again.lostOutputs.empty());
+  CHECK_FALSE(again.needSiteRecords);
+}
