@@ -18,6 +18,7 @@ AttemptEnd classifyRunTaskError(ErrorCode code) {
   switch (code) {
     case ErrorCode::kUnavailable:
     case ErrorCode::kDeadlineExceeded:
+    case ErrorCode::kResourceExhausted:  // the worker's rate limit: retry, the task is fine
       return AttemptEnd::kWorkerUnreachable;
     case ErrorCode::kNotFound:
     case ErrorCode::kAlreadyExists:
