@@ -77,7 +77,7 @@ Status Master::start() {
     return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(subJobs_.size())}};
   });
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc}));
   store_.emplace(server_.coordinator());
   spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, server_.address(),
                server_.httpAddress(), config_.zookeeper.connect, config_.zookeeper.chroot);

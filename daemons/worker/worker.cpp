@@ -88,7 +88,7 @@ Status Worker::start() {
   server_.handle<rpc::Worker::KillJobTasks>([this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); });
   server_.handle<rpc::Worker::WriteDataset>([this](const pb::WriteDatasetRequest& r) { return writeDataset(r); });
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
                     jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
@@ -277,6 +277,8 @@ awaitable<void> Worker::reapLoop() {
 }
 
 awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req, net::CallContext) {
+  // The job id names a directory (found by fuzzing).
+  if (auto valid = data::validateStoreName("job id", req.job_id()); !valid) co_return valid.error();
   auto existing = jms_.find(req.job_id());
   if (existing != jms_.end() && existing->second.running()) {
     pb::LaunchJmResponse resp;
@@ -291,6 +293,7 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   jm.master = config_.master;
   jm.worker_id = config_.id;
   jm.zookeeper = config_.zookeeper;
+  jm.rpc = config_.rpc;
   jm.log_level = config_.log_level;
   auto dir = dataDir_ / "jms" / req.job_id();
   std::error_code ec;
@@ -383,6 +386,8 @@ awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& wo
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
+  // The job id names a directory: "../x" or "/" must not reach the file system (found by fuzzing).
+  if (auto valid = data::validateStoreName("job id", req.job_id()); !valid) co_return valid.error();
   auto dir = dataDir_ / "containers" / req.job_id() /
              ("s" + std::to_string(req.stage()) + "-t" + std::to_string(req.task()) + "-a" +
               std::to_string(req.attempt()) + "-" + std::to_string(++nextRun_));
