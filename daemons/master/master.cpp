@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "job/spec.h"
+#include "net/endpoint.h"
 #include "jobstate/job_view.h"
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"
@@ -328,6 +329,19 @@ awaitable<void> Master::scheduleLoop() {
 Result<pb::RegisterWorkerResponse> Master::registerWorker(const pb::RegisterWorkerRequest& req) {
   if (req.worker_id().empty() || req.address().empty() || req.containers() == 0) {
     return makeError(ErrorCode::kInvalidArgument, "registration needs worker_id, address and containers >= 1");
+  }
+  // Tasks and puts go to this address: a peer must not register one that is not host:port
+  // (found by fuzzing).
+  if (auto address = net::Endpoint::parse(req.address()); !address || address->port == 0) {
+    return makeError(ErrorCode::kInvalidArgument, "registration address '" + req.address() + "' is not host:port");
+  }
+  // One slot is kept per container: a forged count of 4 billion hung this thread (found by
+  // fuzzing). No host offers more containers than this.
+  constexpr uint32_t kMaxContainersPerWorker = 4096;
+  if (req.containers() > kMaxContainersPerWorker) {
+    return makeError(ErrorCode::kInvalidArgument, "registration of " + std::to_string(req.containers()) +
+                                                      " containers exceeds the limit of " +
+                                                      std::to_string(kMaxContainersPerWorker));
   }
   auto& w = workers_[req.worker_id()];
   bool known = w.alive && !w.id.empty();
