@@ -25,7 +25,7 @@ endfunction()
 # registered with ctest under LABEL (ctest -L unit runs only the no-I/O tests). LABEL may be a
 # list ("unit;fuzz"): ctest -L fuzz runs the fuzz tests of both kinds.
 function(tellus_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "LABEL;SOURCES;DEPS" ${ARGN})
   # A test whose sources are still being written is skipped loudly rather than breaking the
   # configure step for everyone else working in the tree.
   foreach(src IN LISTS ARG_SOURCES)

@@ -1,6 +1,7 @@
 #include "master/master.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -378,7 +379,12 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
     return resp;
   }
   it->second.lastHeartbeat = Clock::now();
-  for (const auto& rate : req.inbound()) it->second.inboundMbps[rate.from_site()] = rate.mbps();
+  for (const auto& rate : req.inbound()) {
+    // Measurements from the network feed placement: a NaN or infinite rate made every later
+    // job fail to place (found by fuzzing). 1 Tbit/s bounds any real link.
+    if (!std::isfinite(rate.mbps()) || rate.mbps() < 0 || rate.mbps() > 1e6) continue;
+    it->second.inboundMbps[rate.from_site()] = rate.mbps();
+  }
   for (const auto& job : req.dead_jms()) {
     spdlog::warn("worker {} reports the JM of job {} died", req.worker_id(), job);
     server_.spawn(replaceJm(job, true), "replacing the JM of " + job);
