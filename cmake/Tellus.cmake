@@ -22,9 +22,10 @@ function(tellus_library name)
 endfunction()
 
 # tellus_test(NAME LABEL unit|integration SOURCES ... DEPS ...): a Catch2 test binary
-# registered with ctest under LABEL (ctest -L unit runs only the no-I/O tests).
+# registered with ctest under LABEL (ctest -L unit runs only the no-I/O tests). LABEL may be a
+# list ("unit;fuzz"): ctest -L fuzz runs the fuzz tests of both kinds.
 function(tellus_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "LABEL;SOURCES;DEPS" ${ARGN})
   # A test whose sources are still being written is skipped loudly rather than breaking the
   # configure step for everyone else working in the tree.
   foreach(src IN LISTS ARG_SOURCES)
@@ -42,7 +43,7 @@ function(tellus_test name)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "TELLUS_BUILD_DIR=${PROJECT_BINARY_DIR};TELLUS_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
-  if(ARG_LABEL STREQUAL "integration")
+  if("integration" IN_LIST ARG_LABEL)
     # Integration tests run real ZooKeeper JVMs and daemons with second-scale session
     # timeouts: two of them at once on a 2-core machine starve each other's heartbeats.
     set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)

@@ -159,6 +159,44 @@ LimitsConfig readLimits(YamlMap& root) {
   return l;
 }
 
+RpcLimitsConfig readRpcLimits(YamlMap& root) {
+  RpcLimitsConfig r;
+  auto section = root.optionalMap("rpc");
+  if (!section) return r;
+  YamlMap& m = *section;
+  // A frame must hold the largest request (a 64 MiB put partition by default) and the meta.
+  r.max_frame_bytes = m.optional<uint64_t>("max_frame_bytes", r.max_frame_bytes,
+                                           between<uint64_t>(4096, uint64_t{1} << 30));
+  r.max_connections = m.optional<uint32_t>("max_connections", r.max_connections);
+  r.max_connections_per_peer = m.optional<uint32_t>("max_connections_per_peer", r.max_connections_per_peer);
+  if (m.ok() && r.max_connections != 0 && r.max_connections_per_peer > r.max_connections) {
+    m.fail("max_connections_per_peer", "expected at most max_connections (" + std::to_string(r.max_connections) +
+                                           "), got " + std::to_string(r.max_connections_per_peer));
+  }
+  r.idle_timeout_ms = m.optional<uint32_t>("idle_timeout_ms", r.idle_timeout_ms);
+  r.frame_deadline_ms = m.optional<uint32_t>("frame_deadline_ms", r.frame_deadline_ms);
+  r.frame_min_bytes_per_s = m.optional<uint32_t>("frame_min_bytes_per_s", r.frame_min_bytes_per_s);
+  r.max_calls_per_s = m.optional<uint32_t>("max_calls_per_s", r.max_calls_per_s);
+  r.call_burst = m.optional<uint32_t>("call_burst", r.call_burst);
+  if (m.ok() && r.max_calls_per_s != 0 && r.call_burst == 0) {
+    m.fail("call_burst", "expected at least 1 when max_calls_per_s is set, got 0");
+  }
+  return r;
+}
+
+void writeRpcLimits(YAML::Emitter& out, const RpcLimitsConfig& r) {
+  out << YAML::Key << "rpc" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "max_frame_bytes" << YAML::Value << r.max_frame_bytes;
+  out << YAML::Key << "max_connections" << YAML::Value << r.max_connections;
+  out << YAML::Key << "max_connections_per_peer" << YAML::Value << r.max_connections_per_peer;
+  out << YAML::Key << "idle_timeout_ms" << YAML::Value << r.idle_timeout_ms;
+  out << YAML::Key << "frame_deadline_ms" << YAML::Value << r.frame_deadline_ms;
+  out << YAML::Key << "frame_min_bytes_per_s" << YAML::Value << r.frame_min_bytes_per_s;
+  out << YAML::Key << "max_calls_per_s" << YAML::Value << r.max_calls_per_s;
+  out << YAML::Key << "call_burst" << YAML::Value << r.call_burst;
+  out << YAML::EndMap;
+}
+
 template <class Config, class ReadFields>
 Result<Config> parseWith(const std::string& yaml, const std::string& file, ReadFields readFields) {
   auto root = parseYamlDocument(yaml, file);
@@ -192,6 +230,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.max_jm_crashes = m.optional<uint32_t>("max_jm_crashes", c.max_jm_crashes, kPositive);
     c.put_idle_timeout_ms = m.optional<uint32_t>("put_idle_timeout_ms", c.put_idle_timeout_ms, kPositive);
     c.limits = readLimits(m);
+    c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
     return c;
   });
@@ -218,6 +257,7 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
                                std::to_string(c.limits.max_containers_per_worker) + "), got " +
                                std::to_string(c.containers));
     }
+    c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
     return c;
   });
@@ -248,6 +288,7 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.jm_request_interval_ms = m.optional<uint32_t>("jm_request_interval_ms", c.jm_request_interval_ms, kPositive);
     c.safety_reread_ms = m.optional<uint32_t>("safety_reread_ms", c.safety_reread_ms, kPositive);
     c.exit_reason_file = m.optional<std::string>("exit_reason_file", c.exit_reason_file);
+    c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
     return c;
   });
@@ -281,6 +322,7 @@ std::string toYaml(const JmConfig& c) {
   if (!c.exit_reason_file.empty()) {
     out << YAML::Key << "exit_reason_file" << YAML::Value << YAML::DoubleQuoted << c.exit_reason_file;
   }
+  writeRpcLimits(out, c.rpc);
   out << YAML::Key << "log_level" << YAML::Value << c.log_level;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -18,6 +18,19 @@ struct ZooKeeperConfig {
   uint32_t session_timeout_ms = 6000;
 };
 
+// Transport limits of a daemon's RPC server (YAML section `rpc`, every field optional; 0
+// disables a limit). See net::ServerOptions for what each one bounds and docs/config.md.
+struct RpcLimitsConfig {
+  uint64_t max_frame_bytes = 64 * 1024 * 1024;  // in [4096, 1 GiB]
+  uint32_t max_connections = 4096;               // open connections in total
+  uint32_t max_connections_per_peer = 256;       // per peer IP (a host's executors and JMs share one)
+  uint32_t idle_timeout_ms = 300000;             // no call running, nothing sent or received
+  uint32_t frame_deadline_ms = 30000;            // a frame's bytes must arrive within this ...
+  uint32_t frame_min_bytes_per_s = 65536;        // ... plus its size at this rate
+  uint32_t max_calls_per_s = 10000;              // per connection, token bucket rate ...
+  uint32_t call_burst = 20000;                   // ... and depth
+};
+
 // A dataset held by this site: every regular file in `dir` (sorted by name) is one partition,
 // stored on worker `worker`.
 struct DatasetConfig {
@@ -64,6 +77,7 @@ struct MasterConfig {
   uint32_t max_jm_crashes = 5;         // a job whose JM here exits non-zero more often fails
   uint32_t put_idle_timeout_ms = 60000;  // an unfinished put with no chunk this long is dropped
   LimitsConfig limits;
+  RpcLimitsConfig rpc;
   std::string log_level = "info";
 };
 
@@ -82,6 +96,7 @@ struct WorkerConfig {
   uint32_t heartbeat_ms = 500;
   std::vector<WanLink> wan;            // outgoing links to other sites
   LimitsConfig limits;
+  RpcLimitsConfig rpc;                 // also given to the JMs this worker starts
   std::string log_level = "info";
 };
 
@@ -102,6 +117,7 @@ struct JmConfig {
   // Where the JM writes, in one line, why it exits non-zero (its worker reports it to the
   // master, which shows it in `tellus status` when the job fails of it). Empty: nowhere.
   std::string exit_reason_file;
+  RpcLimitsConfig rpc;
   std::string log_level = "info";
 };
 

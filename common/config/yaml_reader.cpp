@@ -10,6 +10,10 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
+#include <sstream>
 
 namespace tellus::config {
 
@@ -359,23 +363,71 @@ std::string YamlSeq::elementPath(std::size_t i) const { return path_ + "[" + std
 
 // ---- documents and files ----
 
+namespace {
+
+// Counts documents without building them, remembering where the second one's content starts.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { note(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { note(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override { note(mark); }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    note(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    note(mark);
+  }
+  void OnMapEnd() override {}
+
+  bool inSecondDocument = false;
+  int secondDocumentLine = 1;
+
+ private:
+  void note(const YAML::Mark& mark) {
+    if (inSecondDocument && !noted_) {
+      noted_ = true;
+      if (!mark.is_null() && mark.line >= 0) secondDocumentLine = mark.line + 1;
+    }
+  }
+  bool noted_ = false;
+};
+
+// yaml-cpp 0.7's LoadAll() never returns on some malformed input: a stream starting with ','
+// yields empty documents until memory runs out (found by fuzzing). So documents are counted
+// by hand, and only up to this many.
+constexpr int kMaxDocumentsCounted = 16;
+
+}  // namespace
+
 Result<YamlMap> parseYamlDocument(const std::string& text, const std::string& file) {
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
+  DocumentCounter counter;
+  int documents = 0;
   try {
-    documents = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (documents <= kMaxDocumentsCounted) {
+      counter.inSecondDocument = documents == 1;
+      if (!parser.HandleNextDocument(counter)) break;
+      ++documents;
+    }
+    if (documents == 1) root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     const int line = e.mark.is_null() || e.mark.line < 0 ? 1 : e.mark.line + 1;
     return makeError(ErrorCode::kInvalidArgument, file + ":" + std::to_string(line) + ": malformed YAML: " + e.msg);
   }
-  if (documents.empty()) {
+  if (documents == 0) {
     return makeError(ErrorCode::kInvalidArgument, file + ":1: expected a map of fields, got an empty document");
   }
-  if (documents.size() > 1) {
-    return makeError(ErrorCode::kInvalidArgument, file + ":" + std::to_string(lineOf(documents[1], 1)) +
-                                                      ": expected one YAML document, got " +
-                                                      std::to_string(documents.size()));
+  if (documents > 1) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     file + ":" + std::to_string(counter.secondDocumentLine) + ": expected one YAML document, got " +
+                         (documents > kMaxDocumentsCounted ? "more than " + std::to_string(kMaxDocumentsCounted)
+                                                           : std::to_string(documents)));
   }
-  const YAML::Node& root = documents.front();
   if (!root.IsMap()) {
     return makeError(ErrorCode::kInvalidArgument, file + ":" + std::to_string(lineOf(root, 1)) +
                                                       ": expected a map of fields at the top level, got " +

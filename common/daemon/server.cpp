@@ -1,8 +1,24 @@
 #include "daemon/server.h"
 
 #include "daemon/zookeeper.h"
+#include "util/log.h"
 
 namespace tellus::daemon {
+
+namespace {
+net::ServerOptions rpcServerOptions(const config::RpcLimitsConfig& r) {
+  net::ServerOptions o;
+  o.maxFrameBytes = static_cast<std::size_t>(r.max_frame_bytes);
+  o.maxConnections = r.max_connections;
+  o.maxConnectionsPerPeer = r.max_connections_per_peer;
+  o.idleTimeout = std::chrono::milliseconds(r.idle_timeout_ms);
+  o.frameDeadline = std::chrono::milliseconds(r.frame_deadline_ms);
+  o.frameMinBytesPerSecond = r.frame_min_bytes_per_s;
+  o.maxCallsPerSecondPerConnection = r.max_calls_per_s;
+  o.callBurstPerConnection = r.call_burst;
+  return o;
+}
+}  // namespace
 
 Server::Server(Runtime& runtime)
     : runtime_(runtime),
@@ -16,6 +32,12 @@ Server::~Server() { stop(); }
 Status Server::start(const ServerOptions& options) {
   auto listen = net::Endpoint::parse(options.listen);
   if (!listen) return listen.status().prepend("listen");
+  const auto& r = options.rpc;
+  spdlog::info("rpc limits: max_frame_bytes={} max_connections={} max_connections_per_peer={} idle_timeout_ms={} "
+               "frame_deadline_ms={} frame_min_bytes_per_s={} max_calls_per_s={} call_burst={} (0 = unlimited)",
+               r.max_frame_bytes, r.max_connections, r.max_connections_per_peer, r.idle_timeout_ms, r.frame_deadline_ms,
+               r.frame_min_bytes_per_s, r.max_calls_per_s, r.call_burst);
+  rpc_.setOptions(rpcServerOptions(r));
   auto port = rpc_.start(*listen);
   if (!port) return port.status().prepend("listen on " + options.listen);
   address_ = listen->host + ":" + std::to_string(*port);

@@ -37,6 +37,7 @@ struct ServerOptions {
   std::string listen;      // RPC host:port (port 0: any free port); config field `listen`
   std::string httpListen;  // /status and /metrics host:port; "" = no HTTP server (`http_listen`)
   config::ZooKeeperConfig zookeeper;
+  config::RpcLimitsConfig rpc;  // transport limits of the RPC server (`rpc` section)
 };
 
 class Server {

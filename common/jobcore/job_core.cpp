@@ -18,6 +18,7 @@ AttemptEnd classifyRunTaskError(ErrorCode code) {
   switch (code) {
     case ErrorCode::kUnavailable:
     case ErrorCode::kDeadlineExceeded:
+    case ErrorCode::kResourceExhausted:  // the worker's rate limit: retry, the task is fine
       return AttemptEnd::kWorkerUnreachable;
     case ErrorCode::kNotFound:
     case ErrorCode::kAlreadyExists:
@@ -239,7 +240,10 @@ void JobCore::refreshRunningElsewhere() {
   runningElsewhere_.clear();
   for (const auto& [id, marker] : markers_) {
     if (running_.count(id)) continue;
-    if (id.first < view_.stages.size() && view_.stages[id.first].parts.count(id.second)) continue;
+    // A marker of a stage the job does not have is garbage (a forged RunTask made a worker
+    // write it; indexing per-stage state with it crashed the JM: found by fuzzing).
+    if (id.first >= view_.stages.size()) continue;
+    if (view_.stages[id.first].parts.count(id.second)) continue;
     runningElsewhere_[id] = marker;
   }
 }

@@ -32,6 +32,7 @@ pb::RpcStatus toRpcStatus(ErrorCode code) {
     case ErrorCode::kDeadlineExceeded: return pb::RPC_DEADLINE_EXCEEDED;
     case ErrorCode::kConflict: return pb::RPC_CONFLICT;
     case ErrorCode::kInternal: return pb::RPC_INTERNAL;
+    case ErrorCode::kResourceExhausted: return pb::RPC_RESOURCE_EXHAUSTED;
   }
   return pb::RPC_INTERNAL;
 }
@@ -44,6 +45,7 @@ ErrorCode fromRpcStatus(pb::RpcStatus status) {
     case pb::RPC_UNAVAILABLE: return ErrorCode::kUnavailable;
     case pb::RPC_DEADLINE_EXCEEDED: return ErrorCode::kDeadlineExceeded;
     case pb::RPC_CONFLICT: return ErrorCode::kConflict;
+    case pb::RPC_RESOURCE_EXHAUSTED: return ErrorCode::kResourceExhausted;
     default: return ErrorCode::kInternal;  // RPC_INTERNAL, RPC_OK misused as an error, future values
   }
 }
@@ -91,6 +93,12 @@ void FrameDecoder::feed(std::string_view bytes) {
     consumed_ = 0;
   }
   buffer_.append(bytes);
+}
+
+std::optional<std::size_t> FrameDecoder::pendingFrameBytes() const {
+  if (error_ || bufferedBytes() < kFrameHeaderBytes) return std::nullopt;
+  const char* p = buffer_.data() + consumed_;
+  return std::size_t{kFrameHeaderBytes} + getUint32(p + 4) + getUint32(p + 8);
 }
 
 Error FrameDecoder::fail(std::string message) {

@@ -67,6 +67,10 @@ class FrameDecoder {
   // Bytes received but not yet returned as frames.
   std::size_t bufferedBytes() const { return buffer_.size() - consumed_; }
 
+  // The size (header + meta + body) the next frame declares, once its header has arrived;
+  // std::nullopt before that. Not validated: next() judges it.
+  std::optional<std::size_t> pendingFrameBytes() const;
+
  private:
   Error fail(std::string message);
 

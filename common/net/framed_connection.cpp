@@ -7,10 +7,14 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <limits>
 #include <memory>
 
+#include "net/limits.h"
 #include "util/log.h"
 
 namespace tellus::net::detail {
@@ -28,13 +32,17 @@ FramedConnection::FramedConnection(asio::ip::tcp::socket socket, ConnectionOptio
       options_(options),
       peer_(std::move(peer)),
       decoder_(options.maxFrameBytes),
-      readerWakeup_(socket_.get_executor()) {
+      readerWakeup_(socket_.get_executor()),
+      idleTimer_(socket_.get_executor()),
+      frameTimer_(socket_.get_executor()) {
   readerWakeup_.expires_at(asio::steady_timer::time_point::max());
 }
 
 void FramedConnection::start() {
   if (started_ || closed_) return;
   started_ = true;
+  lastActivity_ = std::chrono::steady_clock::now();
+  if (options_.idleTimeout.count() > 0) armIdleTimer(lastActivity_ + options_.idleTimeout);
   asio::co_spawn(socket_.get_executor(), readLoop(shared_from_this()), asio::detached);
   startWriting();
 }
@@ -69,12 +77,91 @@ void FramedConnection::close(const Error& reason) {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   readerWakeup_.cancel();
+  idleTimer_.cancel();
+  frameTimer_.cancel();
   sendQueue_.clear();
   queuedBytes_ = 0;
   onClosed(reason);
 }
 
 void FramedConnection::wakeReader() { readerWakeup_.cancel(); }
+
+bool FramedConnection::peerHasClosed() {
+  if (closed_ || !started_) return false;
+  char byte;
+  const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// The idle timer is not moved on every read: it fires at the first possible idle moment and
+// re-arms itself from the last activity, so a busy connection costs one timer wait per period.
+void FramedConnection::armIdleTimer(std::chrono::steady_clock::time_point at) {
+  idleTimer_.expires_at(at);
+  idleTimer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->onIdleTimer();
+  });
+}
+
+void FramedConnection::onIdleTimer() {
+  if (closed_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (busy() || queuedBytes_ > 0) {
+    armIdleTimer(now + options_.idleTimeout);
+    return;
+  }
+  if (now < lastActivity_ + options_.idleTimeout) {
+    armIdleTimer(lastActivity_ + options_.idleTimeout);
+    return;
+  }
+  spdlog::debug("rpc: closing connection with {}: idle for {} ms", peer_, options_.idleTimeout.count());
+  close(makeError(ErrorCode::kUnavailable, fmt::format("connection with {} closed after {} ms idle", peer_,
+                                                       options_.idleTimeout.count())));
+}
+
+// Called after every read: starts, extends (once the header tells the size) or ends the
+// deadline of the frame being received.
+void FramedConnection::trackPartialFrame(bool completedFrames) {
+  if (decoder_.bufferedBytes() == 0) {
+    if (frameDeadlineAt_) frameTimer_.cancel();
+    frameStarted_.reset();
+    frameDeadlineAt_.reset();
+    return;
+  }
+  // The partial frame began in this read when a frame was completed in it.
+  if (!frameStarted_ || completedFrames) frameStarted_ = std::chrono::steady_clock::now();
+  const auto allowed = net::frameDeadline(decoder_.pendingFrameBytes(), options_.frameDeadline,
+                                          options_.frameMinBytesPerSecond);
+  if (!allowed) return;
+  const auto at = *frameStarted_ + *allowed;
+  if (frameDeadlineAt_ == at) return;
+  frameDeadlineAt_ = at;
+  frameTimer_.expires_at(at);
+  frameTimer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->onFrameTimer();
+  });
+}
+
+void FramedConnection::onFrameTimer() {
+  if (closed_ || !frameDeadlineAt_ || std::chrono::steady_clock::now() < *frameDeadlineAt_) return;
+  if (!readingAllowed()) {
+    // We stopped reading (back-pressure), so the rest may be waiting in our socket: not the
+    // peer's fault. Give it a fresh deadline once reading resumes.
+    frameDeadlineAt_ = std::chrono::steady_clock::now() + options_.frameDeadline;
+    frameTimer_.expires_at(*frameDeadlineAt_);
+    frameTimer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) self->onFrameTimer();
+    });
+    return;
+  }
+  const auto declared = decoder_.pendingFrameBytes();
+  spdlog::warn("rpc: closing connection with {}: a frame ({} of {} bytes received) did not arrive within its deadline",
+               peer_, decoder_.bufferedBytes(), declared ? fmt::format("{}", *declared) : std::string("unknown"));
+  close(makeError(ErrorCode::kUnavailable, fmt::format("connection with {} closed: frame not received within its "
+                                                       "deadline", peer_)));
+}
 
 bool FramedConnection::readingAllowed() const {
   return queuedBytes_ <= options_.pauseReadingAboveQueuedBytes && mayRead();
@@ -119,7 +206,9 @@ asio::awaitable<void> FramedConnection::readLoop(std::shared_ptr<FramedConnectio
                             fmt::format("connection to {} lost: {}", self->peer_, ec.message())));
       co_return;
     }
+    self->lastActivity_ = std::chrono::steady_clock::now();
     self->decoder_.feed(std::string_view(chunk.get(), n));
+    bool completedFrames = false;
     while (!self->closed_) {
       auto frame = self->decoder_.next();
       if (!frame) {
@@ -128,8 +217,11 @@ asio::awaitable<void> FramedConnection::readLoop(std::shared_ptr<FramedConnectio
         co_return;
       }
       if (!*frame) break;
+      completedFrames = true;
       self->onFrame(std::move(**frame));
     }
+    if (self->closed_) co_return;
+    self->trackPartialFrame(completedFrames);
     boost::system::error_code availableError;
     if (chunkBytes > 0 && self->socket_.available(availableError) == 0) {
       chunk.reset();
@@ -167,6 +259,7 @@ asio::awaitable<void> FramedConnection::writeLoop(std::shared_ptr<FramedConnecti
     co_await asio::async_write(self->socket_, asio::buffer(*frame), asio::redirect_error(asio::use_awaitable, ec));
     if (self->closed_) co_return;  // close() already reset the queue accounting
     self->queuedBytes_ -= out.frameBytes;
+    self->lastActivity_ = std::chrono::steady_clock::now();
     if (ec) {
       spdlog::info("rpc: writing to {} failed: {}", self->peer_, ec.message());
       self->close(makeError(ErrorCode::kUnavailable,

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -34,6 +35,14 @@ struct ConnectionOptions {
   // send() refuses a frame that would grow the queue past this (a frame into an empty queue
   // is always accepted, so a single maximum-size frame can be sent).
   std::size_t maxQueuedBytes = 256 * 1024 * 1024;
+  // Closed after this long with nothing received or sent and !busy() (0: never). Servers
+  // only: a client's idle connection costs the server, not the client.
+  std::chrono::milliseconds idleTimeout{0};
+  // Once the first byte of a frame has arrived, the whole frame must arrive within
+  // net::frameDeadline(size, frameDeadline, frameMinBytesPerSecond) (net/limits.h), else the
+  // connection is closed: a peer trickling a frame (slowloris) cannot hold it forever.
+  std::chrono::milliseconds frameDeadline{0};
+  std::uint64_t frameMinBytesPerSecond = 0;
 };
 
 class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
@@ -61,6 +70,11 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   bool isClosed() const { return closed_; }
   bool isStarted() const { return started_; }
   const std::string& peer() const { return peer_; }
+  // Whether the peer's close (FIN or RST) is already waiting in our socket, not yet seen by the
+  // read loop. Does not consume anything.
+  bool peerHasClosed();
+  // When a byte was last received or a frame last written (start() counts as both).
+  std::chrono::steady_clock::time_point lastActivity() const { return lastActivity_; }
 
  protected:
   boost::asio::ip::tcp::socket& socket() { return socket_; }
@@ -72,6 +86,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   // An owner's extra read gate (e.g. too many calls in flight); call wakeReader() when it
   // may have turned true again.
   virtual bool mayRead() const { return true; }
+  // Work in progress for the peer (e.g. calls running): the connection is not idle.
+  virtual bool busy() const { return false; }
   void wakeReader();
 
  private:
@@ -79,6 +95,10 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   static boost::asio::awaitable<void> readLoop(std::shared_ptr<FramedConnection> self);
   static boost::asio::awaitable<void> writeLoop(std::shared_ptr<FramedConnection> self);
   void startWriting();
+  void armIdleTimer(std::chrono::steady_clock::time_point at);
+  void onIdleTimer();
+  void trackPartialFrame(bool completedFrames);
+  void onFrameTimer();
 
   struct Outgoing {
     pb::RpcMeta meta;
@@ -98,6 +118,12 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   bool closed_ = false;
   // Never expires; the paused reader waits on it and wakeReader() cancels the wait.
   boost::asio::steady_timer readerWakeup_;
+  // Transport limits (ConnectionOptions::idleTimeout, frameDeadline).
+  std::chrono::steady_clock::time_point lastActivity_;
+  boost::asio::steady_timer idleTimer_;
+  std::optional<std::chrono::steady_clock::time_point> frameStarted_;  // first byte of the partial frame
+  std::optional<std::chrono::steady_clock::time_point> frameDeadlineAt_;
+  boost::asio::steady_timer frameTimer_;
 };
 
 }  // namespace tellus::net::detail

@@ -41,4 +41,11 @@ std::string peerName(const tcp::socket& socket) {
   return fmt::format("{}:{}", address.to_string(), remote.port());
 }
 
+std::string peerAddress(const tcp::socket& socket) {
+  boost::system::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  if (ec) return "unknown peer";
+  return remote.address().to_string();
+}
+
 }  // namespace tellus::net::detail

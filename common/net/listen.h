@@ -17,4 +17,7 @@ namespace tellus::net::detail {
 // "ip:port" of a connected socket's peer, or "unknown peer".
 std::string peerName(const boost::asio::ip::tcp::socket& socket);
 
+// The peer's IP address alone ("10.0.0.7", "::1"), or "unknown peer"; what per-peer limits count.
+std::string peerAddress(const boost::asio::ip::tcp::socket& socket);
+
 }  // namespace tellus::net::detail

@@ -146,6 +146,12 @@ class ClientCore {
 
   // The live connection, or a new attempt when there is none or the last one failed.
   std::shared_ptr<ClientConnection> connection() {
+    // A server closes idle connections: when its close has already arrived, do not send into
+    // it (the read loop may not have run since).
+    if (connection_ && connection_->peerHasClosed()) {
+      connection_->close(makeError(ErrorCode::kUnavailable, fmt::format("{} closed the connection",
+                                                                        endpoint_.toString())));
+    }
     if (!connection_ || connection_->isClosed()) {
       connection_ = std::make_shared<ClientConnection>(executor_, endpoint_, options_);
       connection_->connect(options_.connectTimeout);
@@ -168,6 +174,12 @@ class ClientCore {
 
 namespace {
 
+// A call that is the first on a connection quiet for this long is retried once on a fresh
+// connection when that one turns out closed: the server closes idle connections, and its
+// close can cross our request on the wire (the server never read it: it closes only after
+// receiving nothing for its whole idle timeout).
+constexpr std::chrono::milliseconds kIdleRetryAfter{1000};
+
 asio::awaitable<Result<std::string>> runCall(std::shared_ptr<ClientCore> core, std::string method, std::string body,
                                              std::chrono::milliseconds timeout) {
   const std::string target = core->endpoint_.toString();
@@ -175,32 +187,43 @@ asio::awaitable<Result<std::string>> runCall(std::shared_ptr<ClientCore> core, s
   if (timeout <= std::chrono::milliseconds(0)) {
     co_return makeError(ErrorCode::kDeadlineExceeded, context() + ": deadline already passed");
   }
-  auto connection = core->connection();
-  const std::uint64_t callId = core->nextCallId_++;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  pb::RpcMeta meta;
-  meta.set_call_id(callId);
-  meta.set_method(method);
-  meta.set_timeout_ms(static_cast<std::uint32_t>(
-      std::min<std::chrono::milliseconds::rep>(timeout.count(), std::numeric_limits<std::uint32_t>::max())));
-  if (Status sent = connection->send(std::move(meta), std::move(body), deadline); !sent) {
-    co_return sent.error().prepend(context());
-  }
+  std::shared_ptr<ClientConnection> connection;
+  for (bool mayRetry = true;; mayRetry = false) {
+    connection = core->connection();
+    const bool afterQuiet = mayRetry && connection->isStarted() && connection->pending_.empty() &&
+                            std::chrono::steady_clock::now() - connection->lastActivity() >= kIdleRetryAfter;
+    const std::uint64_t callId = core->nextCallId_++;
+    pb::RpcMeta meta;
+    meta.set_call_id(callId);
+    meta.set_method(method);
+    meta.set_timeout_ms(static_cast<std::uint32_t>(
+        std::min<std::chrono::milliseconds::rep>(timeout.count(), std::numeric_limits<std::uint32_t>::max())));
+    // Kept for the retry only when one may happen (bodies can be 64 MiB).
+    Status sent = afterQuiet ? connection->send(std::move(meta), body, deadline)
+                             : connection->send(std::move(meta), std::move(body), deadline);
+    if (!sent) co_return sent.error().prepend(context());
 
-  auto call = std::make_shared<PendingCall>(core->executor_);
-  call->timer.expires_at(deadline);
-  connection->pending_.emplace(callId, call);
-  boost::system::error_code ec;
-  co_await call->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  if (call->outcome) {
-    Result<std::string> outcome = std::move(*call->outcome);
-    // Transport failures get the call as context; handler errors arrive exactly as sent.
-    if (call->failedInTransport) {
-      co_return outcome.error().prepend(context());
+    auto call = std::make_shared<PendingCall>(core->executor_);
+    call->timer.expires_at(deadline);
+    connection->pending_.emplace(callId, call);
+    boost::system::error_code ec;
+    co_await call->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (call->outcome) {
+      Result<std::string> outcome = std::move(*call->outcome);
+      // Transport failures get the call as context; handler errors arrive exactly as sent.
+      if (call->failedInTransport) {
+        if (afterQuiet && std::chrono::steady_clock::now() < deadline) {
+          spdlog::debug("{}: retrying once on a new connection ({})", context(), outcome.message());
+          continue;
+        }
+        co_return outcome.error().prepend(context());
+      }
+      co_return outcome;
     }
-    co_return outcome;
+    connection->pending_.erase(callId);
+    break;
   }
-  connection->pending_.erase(callId);
   co_return makeError(ErrorCode::kDeadlineExceeded,
                       fmt::format("{}: deadline of {} ms exceeded{}", context(), timeout.count(),
                                   connection->connecting() ? " while connecting" : ""));

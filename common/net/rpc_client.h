@@ -45,7 +45,9 @@ class ClientCore;
 
 class RpcClient {
  public:
-  // Connects lazily on the first call and reconnects on the next call after a failure.
+  // Connects lazily on the first call and reconnects on the next call after a failure. The
+  // first call on a connection that was quiet for a second or more is retried once on a new
+  // connection if that one turns out closed (servers close idle connections; see README).
   RpcClient(boost::asio::any_io_executor executor, Endpoint endpoint, ClientOptions options = {});
   ~RpcClient();  // close()
   RpcClient(const RpcClient&) = delete;

@@ -9,11 +9,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <optional>
 #include <unordered_map>
 
 #include "net/framed_connection.h"
+#include "net/limits.h"
 #include "net/listen.h"
 #include "util/log.h"
 
@@ -31,6 +33,8 @@ namespace detail {
 namespace {
 // Error messages travel in the frame meta, which has a hard size limit.
 constexpr std::size_t kMaxErrorMessageBytes = 16 * 1024;
+// Refused connections and rate-limited calls are logged at most this often (per server).
+constexpr std::chrono::seconds kRefusalLogInterval{10};
 }  // namespace
 
 class ServerSession;
@@ -38,7 +42,14 @@ class ServerSession;
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
   ServerCore(asio::any_io_executor executor, ServerOptions options)
-      : executor_(std::move(executor)), options_(options) {}
+      : executor_(std::move(executor)),
+        options_(options),
+        limiter_(options.maxConnections, options.maxConnectionsPerPeer) {}
+
+  void setOptions(const ServerOptions& options) {
+    options_ = options;
+    limiter_ = ConnectionLimiter(options.maxConnections, options.maxConnectionsPerPeer);
+  }
 
   static asio::awaitable<void> acceptLoop(std::shared_ptr<ServerCore> self);
   void stopNow();
@@ -51,26 +62,37 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   bool stopped_ = false;
   std::unordered_map<std::uint64_t, std::shared_ptr<ServerSession>> sessions_;
   std::uint64_t nextSessionId_ = 1;
+  ConnectionLimiter limiter_;
+  LogThrottle refusedLog_{kRefusalLogInterval};
+  LogThrottle rateLimitedLog_{kRefusalLogInterval};
 };
 
 // One accepted connection. Owned by ServerCore::sessions_ until closed; the read loop and
 // running calls keep it alive past that.
 class ServerSession final : public FramedConnection {
  public:
-  ServerSession(tcp::socket socket, const ServerOptions& options, std::string peer, std::weak_ptr<ServerCore> server,
-                std::uint64_t id)
+  ServerSession(tcp::socket socket, const ServerOptions& options, std::string peer, std::string peerIp,
+                std::weak_ptr<ServerCore> server, std::uint64_t id)
       : FramedConnection(std::move(socket),
                          ConnectionOptions{.maxFrameBytes = options.maxFrameBytes,
-                                           .pauseReadingAboveQueuedBytes = options.pauseReadingAboveQueuedBytes},
+                                           .pauseReadingAboveQueuedBytes = options.pauseReadingAboveQueuedBytes,
+                                           .idleTimeout = options.idleTimeout,
+                                           .frameDeadline = options.frameDeadline,
+                                           .frameMinBytesPerSecond = options.frameMinBytesPerSecond},
                          std::move(peer)),
         server_(std::move(server)),
+        peerIp_(std::move(peerIp)),
         id_(id),
-        maxCallsInFlight_(std::max<std::size_t>(1, options.maxCallsInFlightPerConnection)) {}
+        maxCallsInFlight_(std::max<std::size_t>(1, options.maxCallsInFlightPerConnection)),
+        callRate_(options.maxCallsPerSecondPerConnection, options.callBurstPerConnection,
+                  std::chrono::steady_clock::now()),
+        maxCallsPerSecond_(options.maxCallsPerSecondPerConnection) {}
 
  protected:
   void onFrame(Frame frame) override;
   void onClosed(const Error& reason) override;
   bool mayRead() const override { return callsInFlight_ < maxCallsInFlight_; }
+  bool busy() const override { return callsInFlight_ > 0; }
 
  private:
   static asio::awaitable<void> runCall(std::shared_ptr<ServerSession> self, RawHandler handler,
@@ -78,9 +100,12 @@ class ServerSession final : public FramedConnection {
   void respond(std::uint64_t callId, Result<std::string> result);
 
   std::weak_ptr<ServerCore> server_;
+  std::string peerIp_;  // counted in the server's ConnectionLimiter until closed
   std::uint64_t id_;
   std::size_t maxCallsInFlight_;
   std::size_t callsInFlight_ = 0;
+  TokenBucket callRate_;
+  double maxCallsPerSecond_;
 };
 
 void ServerSession::onFrame(Frame frame) {
@@ -98,6 +123,17 @@ void ServerSession::onFrame(Frame frame) {
   }
   auto server = server_.lock();
   if (!server || server->stopped_) return;
+  if (!callRate_.take(std::chrono::steady_clock::now())) {
+    if (auto suppressed = server->rateLimitedLog_.allow(std::chrono::steady_clock::now())) {
+      spdlog::warn("rpc: refusing call '{}' from {}: over the rate limit of {} calls/s per connection ({} more "
+                   "refusals not logged)",
+                   meta.method(), peer(), maxCallsPerSecond_, *suppressed);
+    }
+    respond(meta.call_id(),
+            makeError(ErrorCode::kResourceExhausted,
+                      fmt::format("rate limit: more than {} calls/s on this connection; retry later", maxCallsPerSecond_)));
+    return;
+  }
   auto handler = server->handlers_.find(meta.method());
   if (handler == server->handlers_.end()) {
     respond(meta.call_id(), makeError(ErrorCode::kNotFound, fmt::format("unknown RPC method '{}'", meta.method())));
@@ -158,7 +194,10 @@ void ServerSession::respond(std::uint64_t callId, Result<std::string> result) {
 
 void ServerSession::onClosed(const Error& reason) {
   spdlog::debug("rpc: connection with {} closed: {}", peer(), reason.message);
-  if (auto server = server_.lock()) server->sessions_.erase(id_);
+  if (auto server = server_.lock()) {
+    server->sessions_.erase(id_);
+    server->limiter_.release(peerIp_);
+  }
 }
 
 asio::awaitable<void> ServerCore::acceptLoop(std::shared_ptr<ServerCore> self) {
@@ -174,9 +213,24 @@ asio::awaitable<void> ServerCore::acceptLoop(std::shared_ptr<ServerCore> self) {
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);  // small RPCs must not wait for Nagle
-    const std::uint64_t id = self->nextSessionId_++;
     std::string peer = peerName(socket);
-    auto session = std::make_shared<ServerSession>(std::move(socket), self->options_, std::move(peer), self, id);
+    std::string peerIp = peerAddress(socket);
+    if (const auto verdict = self->limiter_.admit(peerIp); verdict != ConnectionLimiter::Verdict::kAdmit) {
+      // Accepted and closed at once: leaving it in the backlog would only make the peer wait.
+      if (auto suppressed = self->refusedLog_.allow(std::chrono::steady_clock::now())) {
+        const bool total = verdict == ConnectionLimiter::Verdict::kOverTotal;
+        spdlog::warn("rpc: refusing connection from {}: {} connections {} already open (limit {}; {} more refusals "
+                     "not logged)",
+                     peer, total ? self->limiter_.total() : self->limiter_.of(peerIp),
+                     total ? std::string("in total") : fmt::format("from {}", peerIp),
+                     total ? self->options_.maxConnections : self->options_.maxConnectionsPerPeer, *suppressed);
+      }
+      socket.close(ec);
+      continue;
+    }
+    const std::uint64_t id = self->nextSessionId_++;
+    auto session =
+        std::make_shared<ServerSession>(std::move(socket), self->options_, std::move(peer), std::move(peerIp), self, id);
     self->sessions_.emplace(id, session);
     session->start();
   }
@@ -205,6 +259,13 @@ RpcServer::~RpcServer() { stop(); }
 void RpcServer::handleRaw(std::string method, RawHandler handler) {
   core_->handlers_.insert_or_assign(std::move(method), std::move(handler));
 }
+
+void RpcServer::setOptions(const ServerOptions& options) {
+  assert(!core_->acceptor_ && "RpcServer::setOptions after start()");
+  core_->setOptions(options);
+}
+
+const ServerOptions& RpcServer::options() const { return core_->options_; }
 
 Result<std::uint16_t> RpcServer::start(const Endpoint& listenOn) {
   if (core_->acceptor_) return makeError(ErrorCode::kAlreadyExists, "RPC server already started");

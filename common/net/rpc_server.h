@@ -45,6 +45,24 @@ struct ServerOptions {
   std::size_t maxCallsInFlightPerConnection = 256;
   // ... or while this many response bytes wait to be written to it.
   std::size_t pauseReadingAboveQueuedBytes = 32 * 1024 * 1024;
+
+  // Limits enforced at the door (0 disables each). A connection over a cap is accepted and
+  // closed at once, with a rate-limited log line naming the peer and the limit.
+  std::size_t maxConnections = 4096;
+  // Per peer IP. Every executor and JM of a host shares its IP, hence the generous default.
+  std::size_t maxConnectionsPerPeer = 256;
+  // A connection with no call running and nothing received or sent for this long is closed
+  // (clients reconnect on their next call).
+  std::chrono::milliseconds idleTimeout{5 * 60 * 1000};
+  // Once a frame's first byte has arrived, the frame must be complete within frameDeadline
+  // plus its declared size at frameMinBytesPerSecond (64 MiB at 64 KiB/s: ~17 min on a slow
+  // WAN link), else the connection is closed. Stops a peer trickling a frame (slowloris).
+  std::chrono::milliseconds frameDeadline{30 * 1000};
+  std::uint64_t frameMinBytesPerSecond = 64 * 1024;
+  // Calls a connection may start per second on average, and in a burst (token bucket);
+  // calls beyond get kResourceExhausted ("rate limit ...") without running.
+  double maxCallsPerSecondPerConnection = 10000;
+  double callBurstPerConnection = 20000;
 };
 
 // Untyped handler: serialized request in, serialized response (or error) out.
@@ -92,6 +110,10 @@ class RpcServer {
 
   // Untyped: serialized request in, serialized response out (the wire layer under handle<M>).
   void handleRaw(std::string method, RawHandler handler);
+
+  // Replaces the options; only before start().
+  void setOptions(const ServerOptions& options);
+  const ServerOptions& options() const;
 
   // Binds and listens now (port 0 picks a free port) and returns the bound port; connections
   // are accepted once the io_context runs. Fails with kUnavailable when the address cannot be

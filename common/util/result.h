@@ -19,6 +19,7 @@ enum class ErrorCode {
   kDeadlineExceeded,  // retryable
   kConflict,          // CAS lost / version mismatch / fenced by a newer epoch
   kInternal,
+  kResourceExhausted,  // a limit of the callee (e.g. its call rate): retryable after a pause
 };
 
 struct Error {

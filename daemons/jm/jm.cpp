@@ -68,7 +68,7 @@ Status JobManager::start() {
     wake();
     return Result<pb::Empty>(pb::Empty());
   });
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc}));
   store_.emplace(server_.coordinator());
   subscriptions_.push_back(server_.coordinator().onSessionEvent([this](coord::SessionEvent e) {
     spdlog::info("zookeeper session: {}", coord::toString(e));

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "job/spec.h"
+#include "net/endpoint.h"
 #include "jobstate/job_view.h"
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"
@@ -82,7 +83,7 @@ Status Master::start() {
     return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(subJobs_.size())}};
   });
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc}));
   store_.emplace(server_.coordinator());
   spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, server_.address(),
                server_.httpAddress(), config_.zookeeper.connect, config_.zookeeper.chroot);
@@ -370,7 +371,8 @@ Result<pb::RegisterWorkerResponse> Master::registerWorker(const pb::RegisterWork
     return makeError(ErrorCode::kInvalidArgument, "registration: worker_id is not a worker id (" +
                                                       std::string(config::kSiteIdForm) + ", at most 128 bytes)");
   }
-  if (!net::Endpoint::parse(req.address())) {
+  // Tasks and puts go to this address (a bad one broke every later put: found by fuzzing).
+  if (auto address = net::Endpoint::parse(req.address()); !address || address->port == 0) {
     return makeError(ErrorCode::kInvalidArgument, "registration of worker " + req.worker_id() + ": address is not host:port");
   }
   if (req.containers() > config_.limits.max_containers_per_worker) {
@@ -428,7 +430,7 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
   constexpr size_t kMaxRatedSites = 64;
   for (const auto& rate : req.inbound()) {
     if (!config::isSiteId(rate.from_site()) || rate.from_site().size() > kMaxNameBytes || !std::isfinite(rate.mbps()) ||
-        rate.mbps() < 0) {
+        rate.mbps() < 0 || rate.mbps() > 1e6) {  // 1 Tbit/s bounds any real link
       continue;
     }
     auto& rates = it->second.inboundMbps;

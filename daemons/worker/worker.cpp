@@ -112,7 +112,7 @@ Status Worker::start() {
                                            std::to_string(config_.max_jms) + ")");
   for (const auto& why : limit->unchecked) spdlog::warn("cannot check ZooKeeper's connection limit: {}", why);
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
                     jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
@@ -353,6 +353,7 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   jm.master = config_.master;
   jm.worker_id = config_.id;
   jm.zookeeper = config_.zookeeper;
+  jm.rpc = config_.rpc;
   jm.log_level = config_.log_level;
   auto dir = dataDir_ / "jms" / req.job_id();
   std::error_code ec;

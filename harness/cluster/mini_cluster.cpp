@@ -80,7 +80,9 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
     c->masters_.emplace(site, std::move(m));
     for (int w = 1; w <= options.workersPerSite; ++w) {
       std::string id = site + "-w" + std::to_string(w);
-      std::string wcfg = "id: " + id + "\nsite: " + site + "\nlisten: 127.0.0.1:" + std::to_string((*free)[next++]) +
+      const std::string workerListen = "127.0.0.1:" + std::to_string((*free)[next++]);
+      c->workerAddresses_[id] = workerListen;
+      std::string wcfg = "id: " + id + "\nsite: " + site + "\nlisten: " + workerListen +
                          "\nmaster: " + master + "\n" + zkYaml + "containers: " +
                          std::to_string(options.containersPerWorker) + "\ndata_dir: " + (siteDir / id).string() +
                          "\nheartbeat_ms: " + std::to_string(options.heartbeatMs) + "\n";
@@ -162,6 +164,11 @@ std::vector<std::string> MiniCluster::workers(const std::string& site) const {
     if (id.rfind(site + "-w", 0) == 0) out.push_back(id);
   }
   return out;
+}
+
+std::string MiniCluster::workerAddress(const std::string& workerId) const {
+  auto it = workerAddresses_.find(workerId);
+  return it == workerAddresses_.end() ? std::string() : it->second;
 }
 
 CliResult MiniCluster::tellus(const std::vector<std::string>& args, const std::string& master,

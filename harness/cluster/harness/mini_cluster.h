@@ -61,6 +61,8 @@ class MiniCluster {
   std::string masterAddress(const std::string& site) const;
   // Worker ids of a site: "<site>-w1", ...
   std::vector<std::string> workers(const std::string& site) const;
+  // host:port of a worker's RPC server ("" for an unknown id).
+  std::string workerAddress(const std::string& workerId) const;
   // The connect string of the server, or of every member of the ensemble.
   std::string zkConnect() const;
   // The standalone server; with an ensemble, its first member.
@@ -128,6 +130,7 @@ class MiniCluster {
   std::unique_ptr<ZkReader> reader_;
   std::vector<std::string> sites_;
   std::map<std::string, std::string> masterAddresses_;
+  std::map<std::string, std::string> workerAddresses_;  // by worker id
   std::map<std::string, Daemon> masters_;  // by site
   std::map<std::string, Daemon> workers_;  // by worker id
 };

@@ -121,6 +121,51 @@ TEST_CASE("a minimal master config gets the documented defaults", "[unit][config
   CHECK(r->log_level == "info");
 }
 
+TEST_CASE("the rpc limits section is optional, with the documented defaults", "[unit][config]") {
+  auto r = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(r.isOk());
+  CHECK(r->rpc.max_frame_bytes == 64u * 1024 * 1024);
+  CHECK(r->rpc.max_connections == 4096u);
+  CHECK(r->rpc.max_connections_per_peer == 256u);
+  CHECK(r->rpc.idle_timeout_ms == 300000u);
+  CHECK(r->rpc.frame_deadline_ms == 30000u);
+  CHECK(r->rpc.frame_min_bytes_per_s == 65536u);
+  CHECK(r->rpc.max_calls_per_s == 10000u);
+  CHECK(r->rpc.call_burst == 20000u);
+
+  auto set = parseMasterConfig(kMinimalMaster +
+                                   "rpc:\n"
+                                   "  max_frame_bytes: 1048576\n"
+                                   "  max_connections: 100\n"
+                                   "  max_connections_per_peer: 0\n"
+                                   "  idle_timeout_ms: 1000\n"
+                                   "  frame_deadline_ms: 2000\n"
+                                   "  frame_min_bytes_per_s: 0\n"
+                                   "  max_calls_per_s: 50\n"
+                                   "  call_burst: 60\n",
+                               "master.yaml");
+  REQUIRE(set.isOk());
+  CHECK(set->rpc.max_frame_bytes == 1048576u);
+  CHECK(set->rpc.max_connections == 100u);
+  CHECK(set->rpc.max_connections_per_peer == 0u);
+  CHECK(set->rpc.idle_timeout_ms == 1000u);
+  CHECK(set->rpc.frame_deadline_ms == 2000u);
+  CHECK(set->rpc.frame_min_bytes_per_s == 0u);
+  CHECK(set->rpc.max_calls_per_s == 50u);
+  CHECK(set->rpc.call_burst == 60u);
+}
+
+TEST_CASE("rpc limits errors", "[unit][config]") {
+  CHECK(masterError(kMinimalMaster + "rpc: {max_frame_bytes: 100}\n").find("rpc.max_frame_bytes") !=
+        std::string::npos);
+  CHECK(masterError(kMinimalMaster + "rpc: {max_connections: 10, max_connections_per_peer: 11}\n")
+            .find("rpc.max_connections_per_peer: expected at most max_connections (10), got 11") != std::string::npos);
+  CHECK(masterError(kMinimalMaster + "rpc: {call_burst: 0}\n").find("rpc.call_burst") != std::string::npos);
+  CHECK(masterError(kMinimalMaster + "rpc: {idle_timeout: 5}\n").find("rpc.idle_timeout") != std::string::npos);
+  CHECK(masterError(kMinimalMaster + "rpc: {max_calls_per_s: -1}\n").find("rpc.max_calls_per_s") !=
+        std::string::npos);
+}
+
 TEST_CASE("a worker config is parsed", "[unit][config]") {
   auto r = parseWorkerConfig(kWorker, "worker.yaml");
   REQUIRE(r.isOk());
@@ -283,6 +328,18 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   CHECK(back->zookeeper.session_timeout_ms == c.zookeeper.session_timeout_ms);
   CHECK(back->period_ms == c.period_ms);
   CHECK(back->log_level == c.log_level);
+
+  c.rpc.max_connections = 10;
+  c.rpc.max_connections_per_peer = 3;
+  c.rpc.idle_timeout_ms = 0;
+  c.rpc.max_calls_per_s = 7;
+  auto limits = parseJmConfig(toYaml(c), "jm.yaml");
+  REQUIRE(limits.isOk());
+  CHECK(limits->rpc.max_connections == 10u);
+  CHECK(limits->rpc.max_connections_per_peer == 3u);
+  CHECK(limits->rpc.idle_timeout_ms == 0u);
+  CHECK(limits->rpc.max_calls_per_s == 7u);
+  CHECK(limits->rpc.max_frame_bytes == c.rpc.max_frame_bytes);
 
   c.primary = false;
   c.job_id = "007";  // must stay a string, not become a number or lose its zeros
