@@ -197,6 +197,45 @@ void writeRpcLimits(YAML::Emitter& out, const RpcLimitsConfig& r) {
   out << YAML::EndMap;
 }
 
+ExecConfig readExec(YamlMap& root) {
+  ExecConfig e;
+  auto m = root.optionalMap("exec");
+  if (!m) return e;
+  e.enabled = m->optional<bool>("enabled", e.enabled);
+  e.run_as_user = m->optional<std::string>("run_as_user", e.run_as_user);
+  if (m->ok() && !e.run_as_user.empty() && !isName(e.run_as_user)) {
+    m->fail("run_as_user", std::string("expected a user name (") + kNameForm + ") or \"\", got " + quoted(e.run_as_user));
+  }
+  YamlSeq allowed = m->optionalSequence("allowed_commands");
+  for (std::size_t i = 0; i < allowed.size(); ++i) {
+    std::string command = allowed.scalar<std::string>(i);
+    if (m->ok() && command.empty()) allowed.fail(i, "expected a command, got an empty string");
+    e.allowed_commands.push_back(std::move(command));
+  }
+  if (auto limits = m->optionalMap("rlimits")) {
+    e.rlimits.cpu_s = limits->optional<uint64_t>("cpu_s", e.rlimits.cpu_s);
+    e.rlimits.memory_mb = limits->optional<uint64_t>("memory_mb", e.rlimits.memory_mb, between<uint64_t>(0, 1ULL << 30));
+    e.rlimits.open_files = limits->optional<uint64_t>("open_files", e.rlimits.open_files);
+    e.rlimits.processes = limits->optional<uint64_t>("processes", e.rlimits.processes);
+  }
+  e.work_dir = m->optional<std::string>("work_dir", e.work_dir);
+  if (m->ok() && (e.work_dir.empty() || e.work_dir.front() != '/')) {
+    m->fail("work_dir", "expected an absolute directory, got " + quoted(e.work_dir));
+  }
+  return e;
+}
+
+std::vector<std::string> readOperatorNames(YamlMap& root, const std::string& key) {
+  std::vector<std::string> names;
+  YamlSeq seq = root.optionalSequence(key);
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    std::string name = seq.scalar<std::string>(i);
+    if (root.ok() && name.empty()) seq.fail(i, "expected an operator name, got an empty string");
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
 template <class Config, class ReadFields>
 Result<Config> parseWith(const std::string& yaml, const std::string& file, ReadFields readFields) {
   auto root = parseYamlDocument(yaml, file);
@@ -231,6 +270,8 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.put_idle_timeout_ms = m.optional<uint32_t>("put_idle_timeout_ms", c.put_idle_timeout_ms, kPositive);
     c.limits = readLimits(m);
     c.rpc = readRpcLimits(m);
+    c.exec = readExec(m);
+    c.derived_operators = readOperatorNames(m, "derived_operators");
     c.log_level = readLogLevel(m);
     return c;
   });
@@ -258,6 +299,7 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
                                std::to_string(c.containers));
     }
     c.rpc = readRpcLimits(m);
+    c.exec = readExec(m);
     c.log_level = readLogLevel(m);
     return c;
   });

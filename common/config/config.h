@@ -65,6 +65,33 @@ struct LimitsConfig {
   uint64_t max_output_bytes = uint64_t{16} << 30;  // `synthetic` output_bytes of one task
 };
 
+// Resource limits of one `exec` command, applied with setrlimit in the child before it starts
+// (0 = keep the worker's own limit). `processes` is RLIMIT_NPROC: it counts every process of
+// run_as_user on the host, so commands of concurrent tasks share it.
+struct ExecLimitsConfig {
+  uint64_t cpu_s = 600;         // RLIMIT_CPU (the command is killed by SIGKILL past it)
+  uint64_t memory_mb = 4096;    // RLIMIT_AS, address space
+  uint64_t open_files = 256;    // RLIMIT_NOFILE
+  uint64_t processes = 256;     // RLIMIT_NPROC
+};
+
+// The `exec` operator runs a job's shell command: code from whoever can submit. Off unless a
+// site enables it (docs/config.md). The master checks jobs at submission against its site's
+// section (and the published sections of the job's other sites); each worker checks again.
+struct ExecConfig {
+  bool enabled = false;
+  // Commands run as this unprivileged user, never as the worker's; "" = the worker's own user
+  // (the only choice when the worker is not root, which cannot switch users).
+  std::string run_as_user = "nobody";
+  // Empty: any command. Otherwise the exact command strings allowed (a shell command line is
+  // too expressive to filter by its first word).
+  std::vector<std::string> allowed_commands;
+  ExecLimitsConfig rlimits;
+  // Each command runs in a fresh private directory (0700, owned by run_as_user) created here
+  // and removed after.
+  std::string work_dir = "/tmp";
+};
+
 struct MasterConfig {
   std::string site;                    // [a-z0-9-]+ (required)
   std::string listen;                  // host:port of the RPC server (required)
@@ -78,6 +105,10 @@ struct MasterConfig {
   uint32_t put_idle_timeout_ms = 60000;  // an unfinished put with no chunk this long is dropped
   LimitsConfig limits;
   RpcLimitsConfig rpc;
+  ExecConfig exec;                     // checked at submission, published in the site record
+  // Operators besides the built-in aggregations whose output may leave the site of the pinned
+  // data they read (docs/jobs.md, "Residency").
+  std::vector<std::string> derived_operators;
   std::string log_level = "info";
 };
 
@@ -97,6 +128,7 @@ struct WorkerConfig {
   std::vector<WanLink> wan;            // outgoing links to other sites
   LimitsConfig limits;
   RpcLimitsConfig rpc;                 // also given to the JMs this worker starts
+  ExecConfig exec;                     // must match the master's `exec` section
   std::string log_level = "info";
 };
 

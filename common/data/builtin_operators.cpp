@@ -316,9 +316,9 @@ class SyntheticOperator final : public Operator {
 
 }  // namespace
 
-Result<std::unique_ptr<Operator>> makeIdentity(ParamReader&) { return std::unique_ptr<Operator>(new IdentityOperator()); }
+Result<std::unique_ptr<Operator>> makeIdentity(ParamReader&, const OperatorEnv&) { return std::unique_ptr<Operator>(new IdentityOperator()); }
 
-Result<std::unique_ptr<Operator>> makeGrep(ParamReader& params) {
+Result<std::unique_ptr<Operator>> makeGrep(ParamReader& params, const OperatorEnv&) {
   auto pattern = params.requiredString("pattern");
   if (!pattern.isOk()) return pattern.error();
   auto useRegex = params.optionalBool("regex", false);
@@ -337,19 +337,19 @@ Result<std::unique_ptr<Operator>> makeGrep(ParamReader& params) {
   return std::unique_ptr<Operator>(new GrepOperator(*pattern, std::move(regex), *invert));
 }
 
-Result<std::unique_ptr<Operator>> makeSort(ParamReader&) { return std::unique_ptr<Operator>(new SortOperator()); }
+Result<std::unique_ptr<Operator>> makeSort(ParamReader&, const OperatorEnv&) { return std::unique_ptr<Operator>(new SortOperator()); }
 
-Result<std::unique_ptr<Operator>> makeWordcountMap(ParamReader&) {
+Result<std::unique_ptr<Operator>> makeWordcountMap(ParamReader&, const OperatorEnv&) {
   return std::unique_ptr<Operator>(new WordcountMapOperator());
 }
 
-Result<std::unique_ptr<Operator>> makeWordcountReduce(ParamReader&) {
+Result<std::unique_ptr<Operator>> makeWordcountReduce(ParamReader&, const OperatorEnv&) {
   return std::unique_ptr<Operator>(new WordcountReduceOperator());
 }
 
-Result<std::unique_ptr<Operator>> makeSum(ParamReader&) { return std::unique_ptr<Operator>(new SumOperator()); }
+Result<std::unique_ptr<Operator>> makeSum(ParamReader&, const OperatorEnv&) { return std::unique_ptr<Operator>(new SumOperator()); }
 
-Result<std::unique_ptr<Operator>> makeSynthetic(ParamReader& params) {
+Result<std::unique_ptr<Operator>> makeSynthetic(ParamReader& params, const OperatorEnv&) {
   auto cpuMs = params.optionalUint("cpu_ms", 0, kMaxCpuMs);
   if (!cpuMs.isOk()) return cpuMs.error();
   auto outputBytes = params.optionalUint("output_bytes", 0, kMaxOutputBytes);

@@ -1,27 +1,34 @@
 // exec: stream a task's input through a user's shell command (Hadoop-streaming style).
 //
 // One child per task: /bin/sh -c <cmd>, stdin = the inputs concatenated in order, stdout =
-// the output records, stderr kept (its tail) for the error message. The parent moves bytes
+// the output records, stderr kept (its tail) for the error message. The child is confined by
+// the site's exec config: unprivileged user, rlimits, private working directory, clean env. The parent moves bytes
 // in both directions with poll() on non-blocking pipes, so a command that writes a lot before
 // reading all its input (cat, sort-like filters) never deadlocks against us.
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <iterator>
 #include <ostream>
+
+#include <fmt/format.h>
 
 #include "data/operator_factories.h"
 #include "data/record.h"
 #include "monitor/process_table.h"
-
-extern char** environ;
 
 namespace tellus::data::internal {
 namespace {
@@ -235,42 +242,159 @@ std::string describeExit(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-class ExecOperator final : public Operator {
+// Who the command runs as and where: resolved in the parent, before fork, because the child
+// may call only async-signal-safe functions.
+struct Confinement {
+  bool switchUser = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string user;
+  std::filesystem::path dir;  // private working directory (0700, owned by uid)
+  std::vector<std::pair<decltype(RLIMIT_CPU), rlim_t>> limits;
+};
+
+Result<Confinement> resolveConfinement(const config::ExecConfig& exec) {
+  Confinement c;
+  c.user = exec.run_as_user;
+  if (!c.user.empty()) {
+    passwd entry{};
+    passwd* found = nullptr;
+    std::vector<char> buffer(16384);
+    const int rc = ::getpwnam_r(c.user.c_str(), &entry, buffer.data(), buffer.size(), &found);
+    if (rc != 0 || found == nullptr) {
+      return makeError(ErrorCode::kInvalidArgument, "exec.run_as_user '" + c.user + "' is not a user on this host");
+    }
+    if (entry.pw_uid == 0) {
+      return makeError(ErrorCode::kInvalidArgument, "exec.run_as_user '" + c.user + "' is root; name an unprivileged user");
+    }
+    c.uid = entry.pw_uid;
+    c.gid = entry.pw_gid;
+    if (::geteuid() != c.uid) {
+      if (::geteuid() != 0) {
+        return makeError(ErrorCode::kInvalidArgument,
+                         fmt::format("cannot run commands as '{}': the worker is not root (uid {}); set "
+                                     "exec.run_as_user: \"\" to run them as the worker's own user",
+                                     c.user, ::geteuid()));
+      }
+      c.switchUser = true;
+    }
+  }
+  const auto& r = exec.rlimits;
+  auto add = [&](decltype(RLIMIT_CPU) resource, std::uint64_t value) {
+    if (value > 0) c.limits.emplace_back(resource, static_cast<rlim_t>(value));
+  };
+  add(RLIMIT_CPU, r.cpu_s);
+  add(RLIMIT_AS, r.memory_mb << 20);
+  add(RLIMIT_NOFILE, r.open_files);
+  add(RLIMIT_NPROC, r.processes);
+  return c;
+}
+
+// A fresh private directory for one command, removed (with whatever the command left) when
+// the owner goes: after the command and its process tree have been killed and reaped.
+class PrivateDir {
  public:
-  ExecOperator(std::string command, std::uint64_t timeoutMs)
-      : Operator("exec"), command_(std::move(command)), timeoutMs_(timeoutMs) {}
+  static Result<PrivateDir> create(const std::filesystem::path& parent, const Confinement& c) {
+    std::string pattern = (parent / "tellus-exec-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) return systemError("creating a private directory in " + parent.string(), errno);
+    PrivateDir dir(pattern);
+    if (c.switchUser && ::chown(pattern.c_str(), c.uid, c.gid) != 0) {
+      return systemError("giving " + pattern + " to user " + c.user, errno);
+    }
+    return dir;
+  }
+  PrivateDir(PrivateDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+  PrivateDir& operator=(PrivateDir&&) = delete;
+  ~PrivateDir() {
+    if (path_.empty()) return;
+    std::error_code ignored;  // best effort: a leftover directory is only disk, never a wrong result
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
 
  private:
-  Result<pid_t> spawn(const Pipe& toChild, const Pipe& fromChild, const Pipe& errFromChild) const {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, toChild.read.get(), STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, fromChild.write.get(), STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, errFromChild.write.get(), STDERR_FILENO);
+  explicit PrivateDir(std::filesystem::path path) : path_(std::move(path)) {}
+  std::filesystem::path path_;
+};
 
-    posix_spawnattr_t attributes;
-    posix_spawnattr_init(&attributes);
-    sigset_t noSignals;
-    sigemptyset(&noSignals);
-    sigset_t pipeOnly;
-    sigemptyset(&pipeOnly);
-    sigaddset(&pipeOnly, SIGPIPE);
-    // The child gets an empty signal mask (we block SIGPIPE in this thread) and a default
-    // SIGPIPE (daemons often ignore it, and `producer | head` pipelines rely on it); it stays in
-    // our process group (see ChildProcess).
-    posix_spawnattr_setsigmask(&attributes, &noSignals);
-    posix_spawnattr_setsigdefault(&attributes, &pipeOnly);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+// What the child failed at before exec, sent back through a close-on-exec pipe.
+struct ChildFailure {
+  int step;
+  int errnum;
+};
+constexpr const char* kChildSteps[] = {"dup2", "chdir", "setrlimit", "setgroups", "setgid", "setuid", "no_new_privs",
+                                       "exec /bin/sh"};
 
+class ExecOperator final : public Operator {
+ public:
+  ExecOperator(std::string command, std::uint64_t timeoutMs, config::ExecConfig exec)
+      : Operator("exec"), command_(std::move(command)), timeoutMs_(timeoutMs), exec_(std::move(exec)) {}
+
+ private:
+  // fork + exec rather than posix_spawn: the child must drop privileges and set limits before
+  // the command starts. Between fork and exec only async-signal-safe calls.
+  Result<pid_t> spawn(const Pipe& toChild, const Pipe& fromChild, const Pipe& errFromChild, const Confinement& c,
+                      const std::filesystem::path& dir) const {
+    auto report = makePipe();
+    if (!report.isOk()) return report.error();
     std::string shell = "/bin/sh";
     std::string dashC = "-c";
     std::string command = command_;
     char* argv[] = {shell.data(), dashC.data(), command.data(), nullptr};
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, shell.c_str(), &actions, &attributes, argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attributes);
-    if (rc != 0) return systemError("starting /bin/sh for command '" + command_ + "'", rc);
+    // A clean environment: the worker's may hold anything (tokens, credentials paths).
+    const char* path = std::getenv("PATH");
+    std::string pathVar = std::string("PATH=") + (path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+    std::string homeVar = "HOME=" + dir.string();
+    std::string tmpVar = "TMPDIR=" + dir.string();
+    char* envp[] = {pathVar.data(), homeVar.data(), tmpVar.data(), nullptr};
+    const std::string dirText = dir.string();
+    const int in = toChild.read.get(), out = fromChild.write.get(), err = errFromChild.write.get();
+    const int reportFd = report->write.get();
+
+    const pid_t pid = ::fork();
+    if (pid < 0) return systemError("fork for command '" + command_ + "'", errno);
+    if (pid == 0) {
+      auto fail = [&](int step) {
+        const ChildFailure failure{step, errno};
+        (void)!::write(reportFd, &failure, sizeof failure);
+        ::_exit(127);
+      };
+      // The command gets an empty signal mask (we block SIGPIPE in this thread) and a default
+      // SIGPIPE (daemons often ignore it; `producer | head` pipelines rely on it); it stays in
+      // our process group (see ChildProcess).
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::signal(SIGPIPE, SIG_DFL);
+      if (::dup2(in, STDIN_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0 || ::dup2(err, STDERR_FILENO) < 0) fail(0);
+      if (::chdir(dirText.c_str()) != 0) fail(1);
+      for (const auto& [resource, value] : c.limits) {
+        // CPU: SIGXCPU at the soft limit, SIGKILL a second later if it is caught.
+        const rlimit limit{value, resource == RLIMIT_CPU ? value + 1 : value};
+        if (::setrlimit(resource, &limit) != 0) fail(2);
+      }
+      if (c.switchUser) {
+        if (::setgroups(0, nullptr) != 0) fail(3);
+        if (::setgid(c.gid) != 0) fail(4);
+        if (::setuid(c.uid) != 0) fail(5);
+      }
+      // No setuid binary (sudo, su) can give the command back what we just dropped.
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(6);
+      ::execve(shell.c_str(), argv, envp);
+      fail(7);
+    }
+    report->write.reset();
+    ChildFailure failure{};
+    ssize_t got;
+    while ((got = ::read(report->read.get(), &failure, sizeof failure)) < 0 && errno == EINTR) {
+    }
+    if (got == static_cast<ssize_t>(sizeof failure)) {
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      const auto step = static_cast<std::size_t>(failure.step) < std::size(kChildSteps) ? kChildSteps[failure.step] : "?";
+      return systemError(fmt::format("starting command '{}' ({})", command_, step), failure.errnum);
+    }
     return pid;
   }
 
@@ -282,8 +406,15 @@ class ExecOperator final : public Operator {
     auto errFromChild = makePipe();
     if (!errFromChild.isOk()) return errFromChild.error();
 
+    // Checked again here (the master checked at submission): defence in depth.
+    TELLUS_RETURN_IF_ERROR(checkExecAllowed(exec_, command_));
+    auto confinement = resolveConfinement(exec_);
+    if (!confinement.isOk()) return confinement.error();
+    auto dir = PrivateDir::create(exec_.work_dir, *confinement);
+    if (!dir.isOk()) return dir.error();
+
     ScopedSigpipeBlock sigpipeBlocked;
-    auto pid = spawn(*toChild, *fromChild, *errFromChild);
+    auto pid = spawn(*toChild, *fromChild, *errFromChild, *confinement, dir->path());
     if (!pid.isOk()) return pid.error();
     ChildProcess child(*pid);
     // Our copies of the child's ends must go, or we would never see EOF on stdout/stderr.
@@ -403,16 +534,24 @@ class ExecOperator final : public Operator {
 
   std::string command_;
   std::uint64_t timeoutMs_;  // 0: no limit
+  config::ExecConfig exec_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Operator>> makeExec(ParamReader& params) {
+Result<std::unique_ptr<Operator>> makeExec(ParamReader& params, const OperatorEnv& env) {
   auto command = params.requiredString("cmd");
   if (!command.isOk()) return command.error();
   auto timeoutMs = params.optionalUint("timeout_ms", 0, kMaxTimeoutMs);
   if (!timeoutMs.isOk()) return timeoutMs.error();
-  return std::unique_ptr<Operator>(new ExecOperator(*command, *timeoutMs));
+  TELLUS_RETURN_IF_ERROR(checkExecAllowed(env.exec, *command));
+  return std::unique_ptr<Operator>(new ExecOperator(*command, *timeoutMs, env.exec));
 }
 
 }  // namespace tellus::data::internal
+
+namespace tellus::data {
+
+Status checkExecConfinement(const config::ExecConfig& exec) { return internal::resolveConfinement(exec).status(); }
+
+}  // namespace tellus::data

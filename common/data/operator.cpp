@@ -1,5 +1,6 @@
 #include "data/operator.h"
 
+#include <algorithm>
 #include <array>
 #include <ostream>
 
@@ -12,28 +13,30 @@ namespace {
 struct RegistryEntry {
   const char* name;
   internal::OperatorFactory factory;
+  bool derived;  // output is an aggregate, never a copy of input records (isDerivedOperator)
 };
 
 // Sorted by name; a constant table rather than self-registration, so that the set of
 // operators is visible in one place and there is no static-initialization order to get wrong.
 constexpr std::array<RegistryEntry, 8> kRegistry{{
-    {"exec", &internal::makeExec},
-    {"grep", &internal::makeGrep},
-    {"identity", &internal::makeIdentity},
-    {"sort", &internal::makeSort},
-    {"sum", &internal::makeSum},
-    {"synthetic", &internal::makeSynthetic},
-    {"wordcount.map", &internal::makeWordcountMap},
-    {"wordcount.reduce", &internal::makeWordcountReduce},
+    {"exec", &internal::makeExec, false},
+    {"grep", &internal::makeGrep, false},
+    {"identity", &internal::makeIdentity, false},
+    {"sort", &internal::makeSort, false},
+    {"sum", &internal::makeSum, true},
+    {"synthetic", &internal::makeSynthetic, true},
+    {"wordcount.map", &internal::makeWordcountMap, true},
+    {"wordcount.reduce", &internal::makeWordcountReduce, true},
 }};
 
 }  // namespace
 
-Result<std::unique_ptr<Operator>> makeOperator(const std::string& name, const OperatorParams& params) {
+Result<std::unique_ptr<Operator>> makeOperator(const std::string& name, const OperatorParams& params,
+                                               const OperatorEnv& env) {
   for (const auto& entry : kRegistry) {
     if (name != entry.name) continue;
     ParamReader reader(name, params);
-    auto op = entry.factory(reader);
+    auto op = entry.factory(reader, env);
     if (!op.isOk()) return op.error();
     TELLUS_RETURN_IF_ERROR(reader.finish());
     return op;
@@ -45,7 +48,30 @@ Result<std::unique_ptr<Operator>> makeOperator(const std::string& name, const Op
 }
 
 Status validateOperator(const std::string& name, const OperatorParams& params) {
-  return makeOperator(name, params).status();
+  // Structure only: an exec that any site allows, run as the current user.
+  OperatorEnv permissive;
+  permissive.exec.enabled = true;
+  permissive.exec.run_as_user.clear();
+  return makeOperator(name, params, permissive).status();
+}
+
+Status checkExecAllowed(const config::ExecConfig& exec, const std::string& cmd) {
+  if (!exec.enabled) {
+    return makeError(ErrorCode::kInvalidArgument, "exec is disabled at this site (exec.enabled: false in its config)");
+  }
+  if (!exec.allowed_commands.empty() &&
+      std::find(exec.allowed_commands.begin(), exec.allowed_commands.end(), cmd) == exec.allowed_commands.end()) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "command '" + cmd + "' is not in this site's exec.allowed_commands");
+  }
+  return Status::ok();
+}
+
+bool isDerivedOperator(const std::string& name, const std::vector<std::string>& extraDerived) {
+  for (const auto& entry : kRegistry) {
+    if (name == entry.name) return entry.derived || std::find(extraDerived.begin(), extraDerived.end(), name) != extraDerived.end();
+  }
+  return std::find(extraDerived.begin(), extraDerived.end(), name) != extraDerived.end();
 }
 
 std::vector<std::string> operatorNames() {

@@ -21,6 +21,9 @@
 //                      order, are its stdin; its stdout lines are the output, routed by key.
 //                      timeout_ms=<n> (default 0: none) kills it after that long. A non-zero
 //                      exit is an error with the exit status and the last lines of stderr.
+//                      Confined by the site's ExecConfig (OperatorEnv): refused unless enabled
+//                      (and allowed); runs as run_as_user with rlimits in a private directory,
+//                      with only PATH, HOME and TMPDIR in its environment.
 // The key/value aggregators (wordcount.reduce, sum) skip empty lines.
 
 #include <cstdint>
@@ -32,11 +35,17 @@
 #include <string_view>
 #include <vector>
 
+#include "config/config.h"
 #include "util/result.h"
 
 namespace tellus::data {
 
 using OperatorParams = std::map<std::string, std::string>;
+
+// What the site lets operators do. Default: exec disabled.
+struct OperatorEnv {
+  config::ExecConfig exec;
+};
 
 // What a task reads and writes. The streams are owned by the caller and outlive run().
 struct TaskIo {
@@ -72,14 +81,32 @@ class Operator {
 // A built-in operator configured by params. Unknown names and missing, malformed or unknown
 // params are kInvalidArgument errors such as
 // "synthetic: param cpu_ms: expected a non-negative integer, got 'abc'".
-Result<std::unique_ptr<Operator>> makeOperator(const std::string& name, const OperatorParams& params);
+// `env` is the site's policy (exec is refused unless env.exec enables it).
+Result<std::unique_ptr<Operator>> makeOperator(const std::string& name, const OperatorParams& params,
+                                               const OperatorEnv& env = {});
 
-// The same checks as makeOperator without keeping the operator: for validating a job spec at
-// submission. Has no side effects.
+// The same checks as makeOperator without keeping the operator, and without any site's policy
+// (exec is checked against sites with checkExecAllowed): for validating a job spec's structure.
+// Has no side effects.
 Status validateOperator(const std::string& name, const OperatorParams& params);
+
+// Whether a site's exec policy lets the command `cmd` run: kInvalidArgument with a one-line
+// reason ("exec is disabled at this site ..."), or ok.
+Status checkExecAllowed(const config::ExecConfig& exec, const std::string& cmd);
+
+// Whether this host can confine exec commands as `exec` says (run_as_user exists, is not root,
+// and the process can switch to it): a daemon's start-up check, so that a site enabling exec
+// with an impossible user fails at start rather than at every task.
+Status checkExecConfinement(const config::ExecConfig& exec);
 
 // Names of the built-in operators, sorted.
 std::vector<std::string> operatorNames();
+
+// Residency (docs/jobs.md): a derived operator's output is an aggregate of its input and may
+// leave the site of pinned data it read; every other operator may copy raw records, so its
+// output stays pinned. Built-in derived: wordcount.map, wordcount.reduce, sum, synthetic.
+// `extraDerived` are a site's configured additions.
+bool isDerivedOperator(const std::string& name, const std::vector<std::string>& extraDerived = {});
 
 // ---- Helpers for operator implementations ----
 

@@ -11,15 +11,15 @@
 
 namespace tellus::data::internal {
 
-using OperatorFactory = Result<std::unique_ptr<Operator>> (*)(ParamReader& params);
+using OperatorFactory = Result<std::unique_ptr<Operator>> (*)(ParamReader& params, const OperatorEnv& env);
 
-Result<std::unique_ptr<Operator>> makeIdentity(ParamReader& params);
-Result<std::unique_ptr<Operator>> makeGrep(ParamReader& params);
-Result<std::unique_ptr<Operator>> makeSort(ParamReader& params);
-Result<std::unique_ptr<Operator>> makeWordcountMap(ParamReader& params);
-Result<std::unique_ptr<Operator>> makeWordcountReduce(ParamReader& params);
-Result<std::unique_ptr<Operator>> makeSum(ParamReader& params);
-Result<std::unique_ptr<Operator>> makeSynthetic(ParamReader& params);
-Result<std::unique_ptr<Operator>> makeExec(ParamReader& params);
+Result<std::unique_ptr<Operator>> makeIdentity(ParamReader& params, const OperatorEnv& env);
+Result<std::unique_ptr<Operator>> makeGrep(ParamReader& params, const OperatorEnv& env);
+Result<std::unique_ptr<Operator>> makeSort(ParamReader& params, const OperatorEnv& env);
+Result<std::unique_ptr<Operator>> makeWordcountMap(ParamReader& params, const OperatorEnv& env);
+Result<std::unique_ptr<Operator>> makeWordcountReduce(ParamReader& params, const OperatorEnv& env);
+Result<std::unique_ptr<Operator>> makeSum(ParamReader& params, const OperatorEnv& env);
+Result<std::unique_ptr<Operator>> makeSynthetic(ParamReader& params, const OperatorEnv& env);
+Result<std::unique_ptr<Operator>> makeExec(ParamReader& params, const OperatorEnv& env);
 
 }  // namespace tellus::data::internal

@@ -15,7 +15,7 @@ Result<TaskReport> runTask(const TaskSpec& spec, const PartitionStore& store) {
                                                       std::to_string(kMaxBucketCount) + ", got " +
                                                       std::to_string(spec.bucketCount));
   }
-  auto op = makeOperator(spec.operatorName, spec.params);
+  auto op = makeOperator(spec.operatorName, spec.params, spec.env);
   if (!op.isOk()) return op.error().prepend(context);
   TELLUS_RETURN_IF_ERROR_CTX(validateStoreName("job id", spec.output.jobId), context);
 

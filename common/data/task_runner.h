@@ -27,6 +27,8 @@ struct TaskSpec {
   // Where the output goes: bucket b is stored under {jobId, stage, task, b}; the key's own
   // bucket field is ignored.
   PartitionKey output;
+  // The site's policy for operators (exec is refused unless it enables it).
+  OperatorEnv env;
 };
 
 struct TaskReport {

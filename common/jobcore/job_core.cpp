@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "job/spec.h"
+#include "jobstate/residency.h"
 
 namespace tellus::jobcore {
 
@@ -71,6 +72,14 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
       return makeError(ErrorCode::kInvalidArgument, "job " + config_.jobId + ": no inputs for stage " + std::to_string(s));
     }
     view_.stages[s].inputs = inputs[s];
+  }
+  // Residency in meaning: which stages may not be stolen (computed once; the spec and inputs
+  // never change). A job whose pinning is impossible was refused at submission; here it only
+  // means nothing is stolen, and placement fails the job.
+  auto pinning = stagePinning(view_);
+  pinnedStages_.assign(stages, !pinning.isOk());
+  if (pinning) {
+    for (uint32_t s = 0; s < stages; ++s) pinnedStages_[s] = !(*pinning)[s].tasksAt.empty();
   }
   loaded_ = true;
   refreshRunningElsewhere();
@@ -443,6 +452,8 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       if (isDatasetStage(view_.spec, s) && view_.stages[s].inputs.partitions(static_cast<int>(t)).residency_local()) {
         continue;
       }
+      // ... and so do tasks reading raw records derived from them (residency in meaning).
+      if (s < pinnedStages_.size() && pinnedStages_[s]) continue;
       candidates.push_back(t);
     }
     if (candidates.size() <= freeHere) {

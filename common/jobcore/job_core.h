@@ -298,6 +298,7 @@ class JobCore {
   CoreConfig config_;
   bool loaded_ = false;
   jobstate::JobView view_;
+  std::vector<bool> pinnedStages_;  // by stage: its tasks read pinned raw records, never stolen
   pb::JobStatus status_;
   int32_t statusVersion_ = -1;
   bool primary_ = false;

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "jobstate/residency.h"
+
 namespace tellus::jobstate {
 
 namespace {
@@ -84,6 +86,16 @@ Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placem
       }
     }
     for (const auto& o : owner) map.add_owner_site(o);
+    return map;
+  }
+
+  // Residency in meaning: a stage reading raw records pinned at a site runs there, whatever the
+  // policy would say.
+  auto pinning = stagePinning(job);
+  if (!pinning) return pinning.error();
+  if (const auto& at = (*pinning)[s].tasksAt; !at.empty()) {
+    if (!index.count(at)) return makeError(ErrorCode::kInvalidArgument, "pinned site " + at + " is not a job site");
+    for (uint32_t t = 0; t < n; ++t) map.add_owner_site(at);
     return map;
   }
 

@@ -40,6 +40,8 @@ struct PlacementOptions {
 //    holds (proportional) or over the sites' slots (in-place: Spark's reducers go wherever
 //    slots free up), the reduce LP (tetrium), Iridium's shuffle-time LP (iridium) or the
 //    strongest site (centralized); tasks are handed out in index order, site by site.
+//  - a stage reading raw records pinned by residency (jobstate/residency.h) runs wholly at
+//    their site, under every policy.
 // `sites` must include every site holding input of s.
 Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placement placement,
                                    const std::vector<SiteCapacity>& sites, const PlacementOptions& options = {});

@@ -9,12 +9,14 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "job/exec_policy.h"
 #include "job/spec.h"
 #include "net/endpoint.h"
 #include "jobstate/job_view.h"
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"
 #include "config/values.h"
+#include "jobstate/residency.h"
 #include "sched/fair_share.h"
 #include "util/log.h"
 #include "util/names.h"
@@ -178,6 +180,9 @@ pb::SiteInfo Master::siteInfo() const {
   }
   info.set_containers_total(total);
   info.set_containers_free(free);
+  // What other masters need to check a job at submission; the rest stays with the workers.
+  info.mutable_exec()->set_enabled(config_.exec.enabled);
+  for (const auto& command : config_.exec.allowed_commands) info.mutable_exec()->add_allowed_commands(command);
   for (const auto& [name, ds] : datasets_) {
     auto* out = info.add_datasets();
     *out = ds;
@@ -522,6 +527,10 @@ awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
 }
 
 awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net::CallContext) {
+  if (req.spec().derived_operators_size() > 0) {
+    co_return makeError(ErrorCode::kInvalidArgument, "derived_operators is set by the master from its config, not by a job");
+  }
+  for (const auto& name : config_.derived_operators) req.mutable_spec()->add_derived_operators(name);
   const pb::JobSpec& spec = req.spec();
   if (auto st = job::validateJobSpec(spec, config_.limits); !st) co_return st.error();
   auto sites = co_await liveSites();
@@ -595,6 +604,25 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
   std::map<uint32_t, uint32_t> datasetTasks;
   for (const auto& [s, inputs] : stageInputs) datasetTasks[s] = static_cast<uint32_t>(inputs.partitions_size());
   if (auto st = job::checkResolvedTasks(spec, datasetTasks, config_.limits); !st) co_return st.error();
+
+  // exec runs only where every site the job runs at allows it: this site by its own config,
+  // the others by what they published.
+  std::map<std::string, config::ExecConfig> siteExec{{config_.site, config_.exec}};
+  for (const auto& site : *sites) {
+    if (site.site() != config_.site && involved.count(site.site())) siteExec[site.site()] = job::fromProto(site.exec());
+  }
+  if (auto st = job::checkJobExec(spec, siteExec); !st) co_return st.error();
+  // Residency in meaning: refuse now a job whose result could only be read elsewhere, or whose
+  // stage would need raw records pinned at two sites.
+  {
+    JobView view;
+    view.spec = spec;
+    view.stages.resize(static_cast<size_t>(spec.stages_size()));
+    for (const auto& [s, inputs] : stageInputs) view.stages[s].inputs = inputs;
+    auto pinning = stagePinning(view);
+    if (!pinning) co_return pinning.error();
+    if (auto st = checkResultSite(view, *pinning, config_.site); !st) co_return st.error();
+  }
 
   pb::JobStatus status;
   status.set_name(spec.name());
@@ -824,11 +852,22 @@ awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& job
                                                          jobStateName(st->state()) +
                                                          (st->error().empty() ? "" : " (" + st->error() + ")"));
   }
-  auto spec = co_await store_->spec(jobId);
-  if (!spec) co_return spec.error();
-  if (spec->stages_size() == 0) co_return makeError(ErrorCode::kInternal, "job " + jobId + " has no stages");
+  auto loaded = co_await store_->load(jobId);
+  if (!loaded) co_return loaded.error();
+  if (loaded->spec.stages_size() == 0) co_return makeError(ErrorCode::kInternal, "job " + jobId + " has no stages");
+  {
+    // Residency in meaning: raw records pinned at another site are not returned here, whoever
+    // submitted the job (submission refuses this case; a result read at another master is not).
+    JobView view;
+    view.spec = loaded->spec;
+    view.stages.resize(loaded->inputs.size());
+    for (size_t s = 0; s < loaded->inputs.size(); ++s) view.stages[s].inputs = loaded->inputs[s];
+    auto pinning = stagePinning(view);
+    if (!pinning) co_return pinning.error().prepend("job " + jobId);
+    if (auto st = checkResultSite(view, *pinning, config_.site); !st) co_return st.error().prepend("job " + jobId);
+  }
   ResultMeta meta;
-  meta.stage = static_cast<uint32_t>(spec->stages_size() - 1);
+  meta.stage = static_cast<uint32_t>(loaded->spec.stages_size() - 1);
   auto done = co_await store_->outputTasks(jobId, meta.stage);
   if (!done) co_return done.error();
   meta.tasks = static_cast<uint32_t>(done->size());

@@ -7,6 +7,7 @@
 
 #include "data/partition_store.h"
 #include "data/task_runner.h"
+#include "job/exec_policy.h"
 #include "tellus.pb.h"
 
 namespace {
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
   spec.output.jobId = task.job_id();
   spec.output.stage = task.stage();
   spec.output.task = task.task();
+  // Without the worker's exec section exec stays disabled.
+  if (task.has_exec()) spec.env.exec = tellus::job::fromProto(task.exec());
   auto result = tellus::data::runTask(spec, *store);
   if (!result) {
     report.set_error(result.message());

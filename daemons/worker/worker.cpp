@@ -15,6 +15,8 @@
 #include "coord/event_flag.h"
 #include "data/checksum.h"
 #include "data/dataset.h"
+#include "data/operator.h"
+#include "job/exec_policy.h"
 #include "job/spec.h"
 #include "jobstate/paths.h"
 #include "monitor/process_table.h"
@@ -84,6 +86,9 @@ Worker::Worker(daemon::Runtime& runtime, config::WorkerConfig config)
 Worker::~Worker() { stop(); }
 
 Status Worker::start() {
+  if (config_.exec.enabled) {
+    if (auto st = data::checkExecConfinement(config_.exec); !st) return st.error().prepend("exec");
+  }
   std::error_code ec;
   std::filesystem::create_directories(dataDir_ / "containers", ec);
   std::filesystem::create_directories(dataDir_ / "datasets", ec);
@@ -480,7 +485,15 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   std::filesystem::create_directories(dir, ec);
   if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
 
+  if (req.op() == "exec") {
+    // The master checked at submission; this site's own config has the last word.
+    const auto cmd = req.params().find("cmd");
+    if (auto st = data::checkExecAllowed(config_.exec, cmd == req.params().end() ? std::string() : cmd->second); !st) {
+      co_return st.error().prepend("worker " + config_.id);
+    }
+  }
   pb::ExecutorTask task;
+  *task.mutable_exec() = job::toProto(config_.exec);
   task.set_job_id(req.job_id());
   task.set_stage(req.stage());
   task.set_task(req.task());

@@ -73,7 +73,8 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
     std::string cfg = "site: " + site + "\nlisten: " + master + "\n" + zkYaml + "data_dir: " +
                       (siteDir / "master-data").string() + "\nschedule_period_ms: " +
                       std::to_string(options.schedulePeriodMs) + "\nworker_timeout_ms: " +
-                      std::to_string(options.workerTimeoutMs) + "\n" + options.masterExtraYaml;
+                      std::to_string(options.workerTimeoutMs) + "\n" + options.masterExtraYaml + options.execYaml;
+    if (auto extra = options.masterExtraYamlBySite.find(site); extra != options.masterExtraYamlBySite.end()) cfg += extra->second;
     TELLUS_RETURN_IF_ERROR(writeAll(siteDir / "master.yaml", cfg));
     Daemon m{"master-" + site, {(c->binDir() / "tellus-master").string(), "--config", (siteDir / "master.yaml").string()},
              c->dir() / ("master-" + site + ".log"), std::nullopt, true};
@@ -85,7 +86,7 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
       std::string wcfg = "id: " + id + "\nsite: " + site + "\nlisten: " + workerListen +
                          "\nmaster: " + master + "\n" + zkYaml + "containers: " +
                          std::to_string(options.containersPerWorker) + "\ndata_dir: " + (siteDir / id).string() +
-                         "\nheartbeat_ms: " + std::to_string(options.heartbeatMs) + "\n";
+                         "\nheartbeat_ms: " + std::to_string(options.heartbeatMs) + "\n" + options.execYaml;
       auto extra = options.workerExtraYaml.find(site);
       if (extra != options.workerExtraYaml.end()) wcfg += extra->second;
       if (auto own = options.workerIdExtraYaml.find(id); own != options.workerIdExtraYaml.end()) wcfg += own->second;

@@ -254,6 +254,7 @@ harness::MiniClusterOptions ScenarioOptions::defaultCluster() {
   o.schedulePeriodMs = 100;
   o.heartbeatMs = 200;
   o.workerTimeoutMs = 1500;
+  o.execYaml = harness::kExecEnabledYaml;  // its jobs use exec
   return o;
 }
 

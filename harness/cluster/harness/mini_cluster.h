@@ -25,6 +25,10 @@
 
 namespace tellus::harness {
 
+// An `exec` section enabling the exec operator, run as the daemons' own user (tests must also
+// run unprivileged): for clusters whose jobs use exec. Off by default, as in a real site.
+inline constexpr const char* kExecEnabledYaml = "exec:\n  enabled: true\n  run_as_user: \"\"\n";
+
 struct MiniClusterOptions {
   int sites = 3;
   int workersPerSite = 2;
@@ -39,6 +43,10 @@ struct MiniClusterOptions {
   std::map<std::string, std::string> workerIdExtraYaml;
   // Extra YAML appended to every master config (e.g. `limits:`).
   std::string masterExtraYaml;
+  // Extra YAML appended to the master config, by site.
+  std::map<std::string, std::string> masterExtraYamlBySite;
+  // An `exec:` section for every master and worker config ("" = exec disabled).
+  std::string execYaml;
   std::chrono::milliseconds startTimeout{60000};
   // 1: a standalone ZooKeeper server; 3 (or 5): an ensemble of that many servers.
   size_t zkServers = 1;

@@ -39,6 +39,7 @@ SharedCluster& shared() {
     options.sites = 5;
     options.workersPerSite = 1;
     options.containersPerWorker = 4;
+    options.execYaml = harness::kExecEnabledYaml;  // its jobs use exec
     auto cluster = harness::MiniCluster::start(options);
     if (!cluster) {
       c.error = "cluster: " + cluster.message();

@@ -210,6 +210,7 @@ harness::MiniCluster& sharedCluster() {
     options.sites = 3;
     options.workersPerSite = 2;
     options.containersPerWorker = 3;
+    options.execYaml = harness::kExecEnabledYaml;  // its jobs use exec
     return harness::MiniCluster::start(options);
   }();
   INFO("starting the mini cluster: " << whyNot(cluster));

@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <time.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -27,9 +30,19 @@ struct Outcome {
   std::vector<std::string> buckets;
 };
 
+// exec enabled, as the test's own user (the default for the tests that are not about
+// confinement: they must pass unprivileged too).
+OperatorEnv execAsSelf() {
+  OperatorEnv env;
+  env.exec.enabled = true;
+  env.exec.run_as_user.clear();
+  return env;
+}
+
 Outcome runOperator(const std::string& name, const OperatorParams& params, const std::vector<std::string>& inputs,
-                    std::uint32_t bucketCount = 1) {
-  auto op = makeOperator(name, params);
+                    std::uint32_t bucketCount = 1, const OperatorEnv& env = execAsSelf()) {
+  auto op = makeOperator(name, params, env);
+  INFO(op.status().message());
   REQUIRE(op.isOk());
   std::vector<std::unique_ptr<std::istringstream>> inputStreams;
   std::vector<std::unique_ptr<std::ostringstream>> bucketStreams;
@@ -206,4 +219,140 @@ TEST_CASE("exec's timeout also kills what the shell started", "[integration][dat
     std::this_thread::yield();
   }
   CHECK(processEnded(grandchild));
+}
+
+// ---- confinement (docs/jobs.md, "exec"): the tests run as root here, so switching users is
+// real; unprivileged they only check what an unprivileged worker can.
+
+namespace {
+
+bool runningAsRoot() { return ::geteuid() == 0; }
+
+OperatorEnv confinedAsNobody() {
+  OperatorEnv env;
+  env.exec.enabled = true;
+  env.exec.run_as_user = "nobody";
+  return env;
+}
+
+std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+TEST_CASE("exec is refused unless the site enables and allows it", "[integration][data][exec]") {
+  auto disabled = makeOperator("exec", {{"cmd", "cat"}});
+  REQUIRE_FALSE(disabled.isOk());
+  CHECK(disabled.status().message() == "exec is disabled at this site (exec.enabled: false in its config)");
+
+  OperatorEnv allowList = execAsSelf();
+  allowList.exec.allowed_commands = {"cat", "tr a-z A-Z"};
+  CHECK(runOperator("exec", {{"cmd", "tr a-z A-Z"}}, {"x\n"}, 1, allowList).buckets[0] == "X\n");
+  // The whole command line is matched: a prefix that is allowed does not carry a suffix along.
+  auto smuggled = makeOperator("exec", {{"cmd", "cat; id"}}, allowList);
+  REQUIRE_FALSE(smuggled.isOk());
+  CHECK(smuggled.status().message() == "command 'cat; id' is not in this site's exec.allowed_commands");
+}
+
+TEST_CASE("exec runs in a private directory with a clean environment, removed after", "[integration][data][exec]") {
+  // A variable of the worker's (a token, say) must not reach the command.
+  ::setenv("TELLUS_TEST_SECRET", "token", 1);
+  const auto out =
+      runOperator("exec", {{"cmd", "pwd; stat -c %a .; echo \"$HOME $TMPDIR\"; echo \"${TELLUS_TEST_SECRET:-absent}\""}}, {});
+  ::unsetenv("TELLUS_TEST_SECRET");
+  REQUIRE(out.status.isOk());
+  std::istringstream lines(out.buckets[0]);
+  std::string dir, mode, homeTmp, env;
+  std::getline(lines, dir);
+  std::getline(lines, mode);
+  std::getline(lines, homeTmp);
+  std::getline(lines, env);
+  CHECK_THAT(dir, Catch::StartsWith("/tmp/tellus-exec-"));
+  CHECK(mode == "700");
+  CHECK(homeTmp == dir + " " + dir);
+  CHECK(env == "absent");
+  CHECK_FALSE(std::filesystem::exists(dir));
+}
+
+TEST_CASE("exec as an unprivileged user cannot touch the worker's files", "[integration][data][exec]") {
+  if (!runningAsRoot()) {
+    WARN("not root: switching to nobody cannot be tested");
+    return;
+  }
+  testing::TempDir dataDir;  // stands for the worker's data dir: root's, mode 0755
+  std::filesystem::permissions(dataDir.path(), std::filesystem::perms(0755));
+  std::ofstream(dataDir.path() / "secret") << "partition bytes\n";
+  std::filesystem::permissions(dataDir.path() / "secret", std::filesystem::perms(0600));
+
+  const auto who = runOperator("exec", {{"cmd", "id -u; id -g; id -G; stat -c %U ."}}, {}, 1, confinedAsNobody());
+  REQUIRE(who.status.isOk());
+  CHECK(who.buckets[0] == "65534\n65534\n65534\nnobody\n");
+
+  const auto write = runOperator("exec", {{"cmd", "touch " + (dataDir.path() / "planted").string()}}, {}, 1,
+                                 confinedAsNobody());
+  REQUIRE_FALSE(write.status.isOk());
+  CHECK_THAT(write.status.message(), Catch::Contains("Permission denied"));
+  CHECK_FALSE(std::filesystem::exists(dataDir.path() / "planted"));
+
+  const auto read = runOperator("exec", {{"cmd", "cat " + (dataDir.path() / "secret").string()}}, {}, 1,
+                                confinedAsNobody());
+  REQUIRE_FALSE(read.status.isOk());
+  CHECK_THAT(read.status.message(), Catch::Contains("Permission denied"));
+
+  // No way back up: sudo/su and other setuid programs are neutered (no_new_privs), and the
+  // command's input still arrives through stdin although it cannot open the file itself.
+  const auto piped = runOperator("exec", {{"cmd", "cat"}}, {"partition bytes\n"}, 1, confinedAsNobody());
+  CHECK(piped.buckets[0] == "partition bytes\n");
+}
+
+TEST_CASE("exec's rlimits stop hogs", "[integration][data][exec]") {
+  OperatorEnv env = runningAsRoot() ? confinedAsNobody() : execAsSelf();
+
+  SECTION("memory") {
+    env.exec.rlimits.memory_mb = 64;
+    // Doubles a string up to 512 MiB: stopped long before by the 64 MiB address space.
+    const auto out = runOperator("exec", {{"cmd", "awk 'BEGIN { s = \"x\"; while (length(s) < 536870912) s = s s; "
+                                                  "print length(s) }'"}},
+                                 {}, 1, env);
+    INFO(out.status.message());
+    CHECK_FALSE(out.status.isOk());
+  }
+  SECTION("CPU time") {
+    env.exec.rlimits.cpu_s = 1;
+    const auto out = runOperator("exec", {{"cmd", "while :; do :; done"}, {"timeout_ms", "60000"}}, {}, 1, env);
+    REQUIRE_FALSE(out.status.isOk());
+    CHECK_THAT(firstLine(out.status.message()), Catch::Contains("was killed by signal 24 (CPU time limit exceeded)"));
+  }
+  SECTION("open files") {
+    env.exec.rlimits.open_files = 8;
+    // The shell reports the limit it runs under; a program opening more files gets EMFILE.
+    const auto out = runOperator("exec", {{"cmd", "ulimit -n"}}, {}, 1, env);
+    REQUIRE(out.status.isOk());
+    CHECK(out.buckets[0] == "8\n");
+  }
+  SECTION("processes") {
+    if (!runningAsRoot()) return;  // RLIMIT_NPROC counts the user's processes: only testable as nobody
+    env.exec.rlimits.processes = 4;
+    const auto out = runOperator("exec", {{"cmd", "for i in 1 2 3 4 5 6 7 8; do sleep 30 >/dev/null 2>&1 & done; "
+                                                  "echo started"}},
+                                 {}, 1, env);
+    REQUIRE_FALSE(out.status.isOk());
+    CHECK_THAT(out.status.message(), Catch::Contains("fork"));
+  }
+}
+
+TEST_CASE("exec refuses a user it cannot or must not switch to", "[integration][data][exec]") {
+  config::ExecConfig exec;
+  exec.enabled = true;
+  exec.run_as_user = "root";
+  CHECK(checkExecConfinement(exec).message() == "exec.run_as_user 'root' is root; name an unprivileged user");
+  exec.run_as_user = "no-such-user-tellus";
+  CHECK(checkExecConfinement(exec).message() == "exec.run_as_user 'no-such-user-tellus' is not a user on this host");
+  exec.run_as_user = "";
+  CHECK(checkExecConfinement(exec).isOk());
+  exec.run_as_user = "nobody";
+  if (runningAsRoot()) {
+    CHECK(checkExecConfinement(exec).isOk());
+  } else {
+    CHECK_THAT(checkExecConfinement(exec).message(), Catch::StartsWith("cannot run commands as 'nobody': the worker is not root"));
+  }
 }

@@ -86,8 +86,11 @@ TEST_CASE("runTask reports bad specs and leaves no partial output", "[integratio
   REQUIRE_FALSE(zeroBuckets.isOk());
   CHECK(zeroBuckets.message() == "task job-x/s0-t2: bucket count must be between 1 and 100000, got 0");
 
-  auto failing = runTask(TaskSpec{"exec", {{"cmd", "cat; exit 4"}}, {dir.path() / "in.txt"}, 2, {"job-x", 0, 3, 0}},
-                         *store);
+  OperatorEnv execOn;
+  execOn.exec.enabled = true;
+  execOn.exec.run_as_user.clear();
+  auto failing =
+      runTask(TaskSpec{"exec", {{"cmd", "cat; exit 4"}}, {dir.path() / "in.txt"}, 2, {"job-x", 0, 3, 0}, execOn}, *store);
   REQUIRE_FALSE(failing.isOk());
   CHECK_THAT(failing.message(), Catch::StartsWith("task job-x/s0-t3: exec: command 'cat; exit 4' exited with status 4"));
   CHECK_FALSE(store->exists({"job-x", 0, 3, 0}));
@@ -95,7 +98,12 @@ TEST_CASE("runTask reports bad specs and leaves no partial output", "[integratio
   // Nothing, not even temporaries, is left in the job directory.
   CHECK(fs::is_empty(store->root() / "job-x"));
 
-  auto ok = runTask(TaskSpec{"exec", {{"cmd", "cat"}}, {dir.path() / "in.txt"}, 1, {"job-x", 0, 4, 0}}, *store);
+  auto ok = runTask(TaskSpec{"exec", {{"cmd", "cat"}}, {dir.path() / "in.txt"}, 1, {"job-x", 0, 4, 0}, execOn}, *store);
+  // Without a site policy that enables it, exec is refused before anything runs.
+  auto disabled = runTask(TaskSpec{"exec", {{"cmd", "cat"}}, {dir.path() / "in.txt"}, 1, {"job-x", 0, 5, 0}}, *store);
+  REQUIRE_FALSE(disabled.isOk());
+  CHECK_THAT(disabled.message(), Catch::Contains("exec is disabled at this site"));
+  CHECK_FALSE(store->exists({"job-x", 0, 5, 0}));
   REQUIRE(ok.isOk());
   CHECK(*store->readAll({"job-x", 0, 4, 0}) == "a\tb\n");
 }

@@ -411,6 +411,36 @@ TEST_CASE("value rules", "[unit][config]") {
   CHECK_FALSE(isZkChroot("//"));
 }
 
+TEST_CASE("the exec section: off by default, typed, checked", "[unit][config]") {
+  auto plain = parseWorkerConfig(kWorker, "worker.yaml");
+  REQUIRE(plain.isOk());
+  CHECK_FALSE(plain->exec.enabled);
+  CHECK(plain->exec.run_as_user == "nobody");
+  CHECK(plain->exec.allowed_commands.empty());
+  CHECK(plain->exec.work_dir == "/tmp");
+
+  auto full = parseWorkerConfig(kWorker + "exec:\n  enabled: true\n  run_as_user: tellus-exec\n  allowed_commands: "
+                                          "[\"sort -u\", cat]\n  rlimits: {cpu_s: 30, memory_mb: 512, open_files: 64, "
+                                          "processes: 16}\n  work_dir: /srv/scratch\n",
+                                "worker.yaml");
+  REQUIRE(full.isOk());
+  CHECK(full->exec.enabled);
+  CHECK(full->exec.run_as_user == "tellus-exec");
+  CHECK(full->exec.allowed_commands == std::vector<std::string>{"sort -u", "cat"});
+  CHECK(full->exec.rlimits.cpu_s == 30);
+  CHECK(full->exec.rlimits.memory_mb == 512);
+  CHECK(full->exec.rlimits.open_files == 64);
+  CHECK(full->exec.rlimits.processes == 16);
+  CHECK(full->exec.work_dir == "/srv/scratch");
+
+  CHECK(workerError(kWorker + "exec:\n  enabled: yes please\n") ==
+        "worker.yaml:18: exec.enabled: expected true or false, got 'yes please'");
+  CHECK(workerError(kWorker + "exec:\n  work_dir: scratch\n") ==
+        "worker.yaml:18: exec.work_dir: expected an absolute directory, got 'scratch'");
+  CHECK(workerError(kWorker + "exec:\n  rlimits: {cpu_sec: 3}\n") ==
+        "worker.yaml:18: exec.rlimits.cpu_sec: unknown field (did you mean 'cpu_s'?)");
+}
+
 }  // namespace
 }  // namespace tellus::config
 

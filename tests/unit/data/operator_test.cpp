@@ -258,7 +258,9 @@ TEST_CASE("operatorNames lists every built-in, sorted, and each can be made", "[
   for (const auto& name : names) {
     const auto it = required.find(name);
     INFO(name);
-    CHECK(makeOperator(name, it == required.end() ? OperatorParams{} : it->second).isOk());
+    OperatorEnv execOn;
+    execOn.exec.enabled = true;
+    CHECK(makeOperator(name, it == required.end() ? OperatorParams{} : it->second, execOn).isOk());
   }
 }
 
@@ -287,4 +289,26 @@ TEST_CASE("a failing output stream is reported", "[unit][data]") {
   const Status status = (*op)->run(io);
   REQUIRE_FALSE(status.isOk());
   CHECK(status.message() == "identity: writing output bucket 0 failed");
+}
+
+TEST_CASE("exec policy: disabled by default, allow-list matches whole commands", "[unit][data]") {
+  config::ExecConfig exec;
+  CHECK(checkExecAllowed(exec, "cat").message() == "exec is disabled at this site (exec.enabled: false in its config)");
+  exec.enabled = true;
+  CHECK(checkExecAllowed(exec, "anything at all").isOk());
+  exec.allowed_commands = {"sort -u"};
+  CHECK(checkExecAllowed(exec, "sort -u").isOk());
+  CHECK(checkExecAllowed(exec, "sort -u; id").message() == "command 'sort -u; id' is not in this site's exec.allowed_commands");
+  CHECK_FALSE(checkExecAllowed(exec, "sort").isOk());
+  // The site's policy applies when the operator is made, not when a spec's structure is checked.
+  CHECK(validateOperator("exec", {{"cmd", "id"}}).isOk());
+  CHECK(makeOperator("exec", {{"cmd", "id"}}).status().message() ==
+        "exec is disabled at this site (exec.enabled: false in its config)");
+}
+
+TEST_CASE("derived operators: aggregations only, plus a site's list", "[unit][data]") {
+  for (const char* op : {"wordcount.map", "wordcount.reduce", "sum", "synthetic"}) CHECK(isDerivedOperator(op));
+  for (const char* op : {"identity", "grep", "sort", "exec", "unknown"}) CHECK_FALSE(isDerivedOperator(op));
+  CHECK(isDerivedOperator("exec", {"exec"}));
+  CHECK_FALSE(isDerivedOperator("grep", {"exec"}));
 }

@@ -657,3 +657,33 @@ TEST_CASE("forged output records: a failed read of the finish records is asked a
   CHECK(again.lostOutputs.empty());
   CHECK_FALSE(again.needSiteRecords);
 }
+
+TEST_CASE("residency in meaning: a stage reading raw records copied from pinned data is never stolen",
+          "[unit][jobcore]") {
+  // Stage 0 copies (identity) or aggregates (wordcount.map) a's pinned partitions; stage 1
+  // reads its output. Only in the copying job must stage 1 stay at a.
+  auto offerFor = [](const std::string& firstOp) {
+    auto spec = wordcountSpec();
+    spec.mutable_stages(0)->set_op(firstOp);
+    auto inputs = wordcountInputs();
+    for (int p = 0; p < 3; ++p) inputs[0].mutable_partitions(p)->set_residency_local(true);  // a's, not b's
+    JobCore core(configAt("a"));
+    REQUIRE(core.onJobLoaded(spec, inputs));
+    core.onStatus(running(), 0);
+    core.onLiveWorkers("a", {"a-w1", "a-w2"});
+    core.onLiveWorkers("b", {"b-w1"});
+    core.onJms({"a", "b"});
+    pb::TaskMap maps;
+    for (const char* s : {"a", "a", "a", "b"}) maps.add_owner_site(s);
+    core.onTaskMap(0, maps, 0);
+    core.onParts(0, {{0, outputAt("a-w1")}, {1, outputAt("a-w1")}, {2, outputAt("a-w2")}, {3, outputAt("b-w1", "b")}});
+    pb::TaskMap reduces;
+    for (const char* s : {"a", "a"}) reduces.add_owner_site(s);
+    core.onTaskMap(1, reduces, 0);
+    return core.offerSteal("b", 2, 0);
+  };
+  CHECK(offerFor("identity").tasks.empty());
+  const auto control = offerFor("wordcount.map");
+  CHECK(control.stage == 1);
+  CHECK(control.tasks.size() == 2);
+}

@@ -343,6 +343,7 @@ int run(const Options& options) {
   clusterOptions.sites = kSites;
   clusterOptions.workersPerSite = 1;
   clusterOptions.containersPerWorker = kContainersPerWorker;
+  clusterOptions.execYaml = harness::kExecEnabledYaml;  // its jobs use exec
   // Every site's worker shapes what it sends to every other site.
   const char* names[] = {"us-east", "eu-west", "ap-south", "us-west"};
   for (const char* from : names) {
