@@ -32,6 +32,7 @@ pb::RpcStatus toRpcStatus(ErrorCode code) {
     case ErrorCode::kDeadlineExceeded: return pb::RPC_DEADLINE_EXCEEDED;
     case ErrorCode::kConflict: return pb::RPC_CONFLICT;
     case ErrorCode::kInternal: return pb::RPC_INTERNAL;
+    case ErrorCode::kPermissionDenied: return pb::RPC_PERMISSION_DENIED;
   }
   return pb::RPC_INTERNAL;
 }
@@ -44,6 +45,7 @@ ErrorCode fromRpcStatus(pb::RpcStatus status) {
     case pb::RPC_UNAVAILABLE: return ErrorCode::kUnavailable;
     case pb::RPC_DEADLINE_EXCEEDED: return ErrorCode::kDeadlineExceeded;
     case pb::RPC_CONFLICT: return ErrorCode::kConflict;
+    case pb::RPC_PERMISSION_DENIED: return ErrorCode::kPermissionDenied;
     default: return ErrorCode::kInternal;  // RPC_INTERNAL, RPC_OK misused as an error, future values
   }
 }

@@ -19,6 +19,7 @@ enum class ErrorCode {
   kDeadlineExceeded,  // retryable
   kConflict,          // CAS lost / version mismatch / fenced by a newer epoch
   kInternal,
+  kPermissionDenied,  // the caller's identity (certificate) does not allow it: final
 };
 
 struct Error {
