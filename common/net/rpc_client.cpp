@@ -115,7 +115,7 @@ asio::awaitable<void> ClientConnection::connectLoop(std::shared_ptr<ClientConnec
   const Status shaken = co_await self->handshake(/*asServer=*/false, timeout);
   if (self->isClosed()) co_return;
   if (!shaken) {
-    spdlog::warn("rpc: {}", shaken.message());
+    spdlog::debug("rpc: {}", shaken.message());  // the calls fail with it; their callers log
     self->close(shaken.error());
     co_return;
   }

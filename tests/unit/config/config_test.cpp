@@ -170,7 +170,7 @@ TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][con
     CHECK(masterError(masterWithLine(5, "  connect: [zk1:2181]\n")) ==
           "master.yaml:5: zookeeper.connect: expected a string, got a sequence");
     CHECK(masterError(kMinimalMaster + "datasets: {name: x}\n") ==
-          "master.yaml:5: datasets: expected a sequence, got a map");
+          "master.yaml:6: datasets: expected a sequence, got a map");
   }
   SECTION("non-numeric, negative and zero periods") {
     CHECK(masterError(masterWithLine(17, "schedule_period_ms: fast\n")) ==
@@ -309,10 +309,10 @@ TEST_CASE("JM config errors", "[unit][config]") {
   REQUIRE(r.isOk());
   CHECK(r->listen == "127.0.0.1:0");
   CHECK(r->period_ms == 1000u);
-  CHECK(jmError(good + "role: primary\n") == "jm.yaml:7: role: duplicate field (first given at line 3)");
+  CHECK(jmError(good + "role: primary\n") == "jm.yaml:8: role: duplicate field (first given at line 3)");
   CHECK(jmError("job_id: job-1\nsite: a\nrole: leader\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\ninsecure: true\n") ==
         "jm.yaml:3: role: expected primary or secondary, got 'leader'");
-  CHECK(jmError(good + "period_ms: 0\n") == "jm.yaml:7: period_ms: expected a positive integer, got '0'");
+  CHECK(jmError(good + "period_ms: 0\n") == "jm.yaml:8: period_ms: expected a positive integer, got '0'");
   CHECK(jmError("site: a\nrole: primary\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\ninsecure: true\n") ==
         "jm.yaml:1: job_id: required field is missing");
 }
