@@ -381,6 +381,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     if (*plan) return plan::runPlanCommand(planFile, policy, g.json, out, err);
     if (g.master.empty()) throw Failure{2, "no master: pass --master HOST:PORT or set TELLUS_MASTER"};
+    // A bad address is the first thing to report, before credentials.
+    if (auto endpoint = net::Endpoint::parse(g.master); !endpoint) throw Failure{2, "--master: " + endpoint.message()};
     // --insecure is explicit on each run: no warning line (scripts parse stderr).
     if (g.insecure) {
     } else if (g.tls.ca_file.empty() || g.tls.cert_file.empty() || g.tls.key_file.empty()) {
