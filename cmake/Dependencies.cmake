@@ -1,6 +1,7 @@
 # All dependencies come from Debian packages installed by scripts/install-deps.
 find_package(Threads REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS system)
+find_package(OpenSSL 3.0 REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(spdlog REQUIRED)

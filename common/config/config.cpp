@@ -86,6 +86,20 @@ ZooKeeperConfig readZooKeeper(YamlMap& root) {
   return zk;
 }
 
+TlsConfig readTls(YamlMap& root) {
+  TlsConfig tls;
+  tls.insecure = root.optional<bool>("insecure", false);
+  if (auto m = root.optionalMap("tls")) {
+    if (tls.insecure) m->failHere("expected either tls or insecure: true, not both");
+    tls.ca_file = readNonEmpty(*m, "ca_file", "a PEM file");
+    tls.cert_file = readNonEmpty(*m, "cert_file", "a PEM file");
+    tls.key_file = readNonEmpty(*m, "key_file", "a PEM file");
+  } else if (!tls.insecure && root.ok()) {
+    root.failHere("expected a tls section {ca_file, cert_file, key_file}, or insecure: true for plaintext RPC");
+  }
+  return tls;
+}
+
 std::vector<DatasetConfig> readDatasets(YamlMap& root) {
   std::vector<DatasetConfig> datasets;
   YamlSeq seq = root.optionalSequence("datasets");
@@ -262,6 +276,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.http_listen = m.optional<std::string>("http_listen", "");
     if (!c.http_listen.empty()) checkEndpoint(m, "http_listen", c.http_listen, PortRule::kListen);
     c.zookeeper = readZooKeeper(m);
+    c.tls = readTls(m);
     c.datasets = readDatasets(m);
     c.data_dir = readNonEmpty(m, "data_dir", "a directory");
     c.schedule_period_ms = m.optional<uint32_t>("schedule_period_ms", c.schedule_period_ms, kPositive);
@@ -285,6 +300,7 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.listen = readEndpoint(m, "listen", PortRule::kListen);
     c.master = readEndpoint(m, "master", PortRule::kConnect);
     c.zookeeper = readZooKeeper(m);
+    c.tls = readTls(m);
     c.containers = m.optional<uint32_t>("containers", c.containers, kPositive);
     // ZooKeeper's own per-address limit is an int; 10,000 JMs on one host is already absurd.
     c.max_jms = m.optional<uint32_t>("max_jms", c.max_jms, between<uint32_t>(1, 10000));
@@ -323,6 +339,7 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.master = readEndpoint(m, "master", PortRule::kConnect);
     c.worker_id = readSiteId(m, "worker_id", "a worker id");
     c.zookeeper = readZooKeeper(m);
+    c.tls = readTls(m);
     c.period_ms = m.optional<uint32_t>("period_ms", c.period_ms, kPositive);
     c.tick_ms = m.optional<uint32_t>("tick_ms", c.tick_ms, kPositive);
     c.steal_interval_ms = m.optional<uint32_t>("steal_interval_ms", c.steal_interval_ms, kPositive);
@@ -355,6 +372,15 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "chroot" << YAML::Value << YAML::DoubleQuoted << c.zookeeper.chroot;
   out << YAML::Key << "session_timeout_ms" << YAML::Value << c.zookeeper.session_timeout_ms;
   out << YAML::EndMap;
+  if (c.tls.insecure) {
+    out << YAML::Key << "insecure" << YAML::Value << true;
+  } else {
+    out << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "ca_file" << YAML::Value << YAML::DoubleQuoted << c.tls.ca_file;
+    out << YAML::Key << "cert_file" << YAML::Value << YAML::DoubleQuoted << c.tls.cert_file;
+    out << YAML::Key << "key_file" << YAML::Value << YAML::DoubleQuoted << c.tls.key_file;
+    out << YAML::EndMap;
+  }
   out << YAML::Key << "period_ms" << YAML::Value << c.period_ms;
   out << YAML::Key << "tick_ms" << YAML::Value << c.tick_ms;
   out << YAML::Key << "steal_interval_ms" << YAML::Value << c.steal_interval_ms;

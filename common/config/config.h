@@ -31,6 +31,15 @@ struct RpcLimitsConfig {
   uint32_t call_burst = 20000;                   // ... and depth
 };
 
+// Mutual TLS of every RPC (docs/security.md): `tls: {ca_file, cert_file, key_file}`, or
+// `insecure: true` for plaintext (logged as a warning at start). One of the two is required.
+struct TlsConfig {
+  bool insecure = false;
+  std::string ca_file;    // the cluster CA (PEM)
+  std::string cert_file;  // this daemon's certificate (PEM), with its tellus: identity
+  std::string key_file;   // its private key (PEM)
+};
+
 // A dataset held by this site: every regular file in `dir` (sorted by name) is one partition,
 // stored on worker `worker`.
 struct DatasetConfig {
@@ -97,6 +106,7 @@ struct MasterConfig {
   std::string listen;                  // host:port of the RPC server (required)
   std::string http_listen;             // host:port of /status and /metrics ("" = off)
   ZooKeeperConfig zookeeper;
+  TlsConfig tls;                       // or insecure: true
   std::vector<DatasetConfig> datasets;
   std::string data_dir;                // where `tellus put` partitions are kept (required)
   uint32_t schedule_period_ms = 1000;  // L: fair-share period
@@ -118,6 +128,7 @@ struct WorkerConfig {
   std::string listen;                  // host:port (required)
   std::string master;                  // host:port of the site's master (required)
   ZooKeeperConfig zookeeper;
+  TlsConfig tls;                       // or insecure: true
   uint32_t containers = 4;             // containers this host offers (>= 1)
   // JMs this worker runs at once (each holds a ZooKeeper session; the start-up check asks
   // ZooKeeper's maxClientCnxns for 1 + max_jms)
@@ -140,6 +151,7 @@ struct JmConfig {
   std::string master;                  // host:port of the site's master
   std::string worker_id;               // worker the JM runs on
   ZooKeeperConfig zookeeper;
+  TlsConfig tls;                       // or insecure: true
   uint32_t period_ms = 1000;           // L: Af period
   uint32_t tick_ms = 100;              // in-memory decision tick (Parades' delays); no I/O
   uint32_t steal_interval_ms = 300;    // at most one steal attempt per interval

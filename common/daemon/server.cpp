@@ -3,6 +3,10 @@
 #include "daemon/zookeeper.h"
 #include "util/log.h"
 
+#include <fmt/format.h>
+
+#include "util/log.h"
+
 namespace tellus::daemon {
 
 namespace {
@@ -30,6 +34,21 @@ Server::Server(Runtime& runtime)
 Server::~Server() { stop(); }
 
 Status Server::start(const ServerOptions& options) {
+  if (options.tls.insecure) {
+    spdlog::warn("insecure: true: RPC is plaintext and unauthenticated; any host that reaches this port can "
+                 "call it as anyone (use a tls section outside tests, docs/security.md)");
+  } else {
+    auto tls = net::TlsContext::load({options.tls.ca_file, options.tls.cert_file, options.tls.key_file});
+    if (!tls) return tls.status();
+    if ((*tls)->identity() != options.identity) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("tls.cert_file '{}' is the certificate of {}, but this daemon is {}",
+                                   options.tls.cert_file, (*tls)->identity().toString(), options.identity.toString()));
+    }
+    spdlog::info("tls: RPC over mutual TLS 1.3 as {}", (*tls)->identity().toString());
+    rpc_.useTls(*tls);
+    clients_.useTls(*tls);
+  }
   auto listen = net::Endpoint::parse(options.listen);
   if (!listen) return listen.status().prepend("listen");
   const auto& r = options.rpc;

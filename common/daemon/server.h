@@ -38,6 +38,10 @@ struct ServerOptions {
   std::string httpListen;  // /status and /metrics host:port; "" = no HTTP server (`http_listen`)
   config::ZooKeeperConfig zookeeper;
   config::RpcLimitsConfig rpc;  // transport limits of the RPC server (`rpc` section)
+  config::TlsConfig tls;  // mutual TLS of the RPC server and clients, or insecure (plaintext)
+  // Who this daemon is; with TLS its certificate must say the same (a copied file is caught
+  // at start, not by every peer).
+  net::PeerIdentity identity;
 };
 
 class Server {
@@ -63,7 +67,7 @@ class Server {
   void httpGet(std::string path, net::HttpHandler handler) { http_.get(std::move(path), std::move(handler)); }
   MetricsRegistry& metrics() { return metrics_; }
 
-  // Binds the RPC server, then the HTTP server (with /metrics) if options.httpListen is set,
+  // Loads the TLS files (or warns that RPC is plaintext), binds the RPC server, then the HTTP server (with /metrics) if options.httpListen is set,
   // then starts connecting to ZooKeeper (use coordinator().waitConnected()). Errors name the
   // config field ("listen on 0.0.0.0:7000: ...").
   Status start(const ServerOptions& options);

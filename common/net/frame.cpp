@@ -33,6 +33,7 @@ pb::RpcStatus toRpcStatus(ErrorCode code) {
     case ErrorCode::kConflict: return pb::RPC_CONFLICT;
     case ErrorCode::kInternal: return pb::RPC_INTERNAL;
     case ErrorCode::kResourceExhausted: return pb::RPC_RESOURCE_EXHAUSTED;
+    case ErrorCode::kPermissionDenied: return pb::RPC_PERMISSION_DENIED;
   }
   return pb::RPC_INTERNAL;
 }
@@ -46,6 +47,7 @@ ErrorCode fromRpcStatus(pb::RpcStatus status) {
     case pb::RPC_DEADLINE_EXCEEDED: return ErrorCode::kDeadlineExceeded;
     case pb::RPC_CONFLICT: return ErrorCode::kConflict;
     case pb::RPC_RESOURCE_EXHAUSTED: return ErrorCode::kResourceExhausted;
+    case pb::RPC_PERMISSION_DENIED: return ErrorCode::kPermissionDenied;
     default: return ErrorCode::kInternal;  // RPC_INTERNAL, RPC_OK misused as an error, future values
   }
 }

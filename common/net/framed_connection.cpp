@@ -4,7 +4,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/write.hpp>
+#include <openssl/ssl.h>
 #include <fmt/format.h>
 
 #include <sys/socket.h>
@@ -25,10 +27,14 @@ namespace {
 constexpr std::size_t kReadChunkBytes = 256 * 1024;
 // The smallest read buffer (what one small RPC needs).
 constexpr std::size_t kMinReadBytes = 4 * 1024;
+// One TLS record's plaintext (a TLS read returns at most one record).
+constexpr std::size_t kTlsReadBytes = 16 * 1024;
 }  // namespace
 
-FramedConnection::FramedConnection(asio::ip::tcp::socket socket, ConnectionOptions options, std::string peer)
+FramedConnection::FramedConnection(asio::ip::tcp::socket socket, ConnectionOptions options, std::string peer,
+                                   std::shared_ptr<TlsContext> tls)
     : socket_(std::move(socket)),
+      tlsContext_(std::move(tls)),
       options_(options),
       peer_(std::move(peer)),
       decoder_(options.maxFrameBytes),
@@ -36,6 +42,55 @@ FramedConnection::FramedConnection(asio::ip::tcp::socket socket, ConnectionOptio
       idleTimer_(socket_.get_executor()),
       frameTimer_(socket_.get_executor()) {
   readerWakeup_.expires_at(asio::steady_timer::time_point::max());
+  if (tlsContext_) tls_.emplace(std::move(socket_), tlsContext_->native());
+}
+
+asio::awaitable<Status> FramedConnection::handshake(bool asServer, std::chrono::milliseconds timeout) {
+  if (!tls_) co_return Status::ok();
+  // Closing the socket is what aborts a handshake in progress (a peer that connects and
+  // says nothing must not hold the connection open).
+  auto timedOut = std::make_shared<bool>(false);
+  asio::steady_timer timer(socket().get_executor(), timeout);
+  timer.async_wait([weak = weak_from_this(), timedOut](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock(); self && !self->started_ && !self->closed_) {
+      *timedOut = true;
+      boost::system::error_code ignored;
+      self->socket().close(ignored);
+    }
+  });
+  boost::system::error_code ec;
+  co_await tls_->async_handshake(asServer ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
+                                 asio::redirect_error(asio::use_awaitable, ec));
+  timer.cancel();
+  if (closed_) co_return makeError(ErrorCode::kUnavailable, fmt::format("connection to {} closed", peer_));
+  if (*timedOut) {
+    co_return makeError(ErrorCode::kUnavailable,
+                        fmt::format("TLS handshake with {} timed out after {} ms", peer_, timeout.count()));
+  }
+  if (ec) {
+    // A verification failure is a refusal; anything else is the connection failing.
+    const bool refused = ec.category() == asio::error::get_ssl_category();
+    co_return makeError(refused ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable,
+                        fmt::format("TLS handshake with {} failed: {}", peer_, ec.message()));
+  }
+  auto identity = identityOfCertificate(SSL_get0_peer_certificate(tls_->native_handle()));
+  if (!identity) co_return identity.error().prepend(fmt::format("TLS peer {}", peer_));
+  peerIdentity_ = std::move(*identity);
+  co_return Status::ok();
+}
+
+asio::awaitable<std::size_t> FramedConnection::readSome(asio::mutable_buffer buffer, boost::system::error_code& ec) {
+  if (tls_) co_return co_await tls_->async_read_some(buffer, asio::redirect_error(asio::use_awaitable, ec));
+  co_return co_await socket_.async_read_some(buffer, asio::redirect_error(asio::use_awaitable, ec));
+}
+
+asio::awaitable<void> FramedConnection::writeAll(asio::const_buffer buffer, boost::system::error_code& ec) {
+  if (tls_) {
+    co_await asio::async_write(*tls_, buffer, asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    co_await asio::async_write(socket_, buffer, asio::redirect_error(asio::use_awaitable, ec));
+  }
 }
 
 void FramedConnection::start() {
@@ -74,8 +129,9 @@ void FramedConnection::close(const Error& reason) {
   if (closed_) return;
   closed_ = true;
   boost::system::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  // TLS: no close_notify exchange; the frames carry their own ends.
+  socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket().close(ignored);
   readerWakeup_.cancel();
   idleTimer_.cancel();
   frameTimer_.cancel();
@@ -181,22 +237,30 @@ asio::awaitable<void> FramedConnection::readLoop(std::shared_ptr<FramedConnectio
       continue;
     }
     std::size_t n = 0;
-    co_await self->socket_.async_wait(asio::ip::tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
-    if (!ec && !self->closed_) {
+    if (self->tls_) {
+      // Decrypted bytes can wait inside the TLS layer while the socket is not readable, so
+      // TLS reads at once (its stream holds record buffers per connection anyway).
+      if (chunkBytes < kTlsReadBytes) {
+        chunk = std::make_unique_for_overwrite<char[]>(kTlsReadBytes);
+        chunkBytes = kTlsReadBytes;
+      }
+      n = co_await self->readSome(asio::buffer(chunk.get(), chunkBytes), ec);
+    } else {
+      co_await self->socket_.async_wait(asio::ip::tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (!self->tls_ && !ec && !self->closed_) {
       const std::size_t ready = self->socket_.available(ec);
       const std::size_t want = std::clamp(ready, kMinReadBytes, kReadChunkBytes);
       if (!ec && chunkBytes < want) {
         chunk = std::make_unique_for_overwrite<char[]>(want);
         chunkBytes = want;
       }
-      if (!ec) {
-        n = co_await self->socket_.async_read_some(asio::buffer(chunk.get(), chunkBytes),
-                                                   asio::redirect_error(asio::use_awaitable, ec));
-      }
+      if (!ec) n = co_await self->readSome(asio::buffer(chunk.get(), chunkBytes), ec);
     }
     if (self->closed_) co_return;
     if (ec) {
-      const bool orderly = ec == asio::error::eof || ec == asio::error::connection_reset;
+      const bool orderly = ec == asio::error::eof || ec == asio::error::connection_reset ||
+                           ec == asio::ssl::error::stream_truncated;
       if (orderly) {
         spdlog::debug("rpc: {} closed the connection", self->peer_);
       } else {
@@ -223,7 +287,7 @@ asio::awaitable<void> FramedConnection::readLoop(std::shared_ptr<FramedConnectio
     if (self->closed_) co_return;
     self->trackPartialFrame(completedFrames);
     boost::system::error_code availableError;
-    if (chunkBytes > 0 && self->socket_.available(availableError) == 0) {
+    if (!self->tls_ && chunkBytes > 0 && self->socket_.available(availableError) == 0) {
       chunk.reset();
       chunkBytes = 0;
     }
@@ -256,7 +320,7 @@ asio::awaitable<void> FramedConnection::writeLoop(std::shared_ptr<FramedConnecti
       self->queuedBytes_ -= out.frameBytes;
       continue;
     }
-    co_await asio::async_write(self->socket_, asio::buffer(*frame), asio::redirect_error(asio::use_awaitable, ec));
+    co_await self->writeAll(asio::buffer(*frame), ec);
     if (self->closed_) co_return;  // close() already reset the queue accounting
     self->queuedBytes_ -= out.frameBytes;
     self->lastActivity_ = std::chrono::steady_clock::now();

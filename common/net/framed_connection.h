@@ -11,6 +11,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <string_view>
 
 #include "net/frame.h"
+#include "net/tls.h"
 #include "util/result.h"
 
 namespace tellus::net::detail {
@@ -47,8 +49,10 @@ struct ConnectionOptions {
 
 class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
  public:
-  // `peer` names the other side in logs and errors ("10.0.0.7:7000").
-  FramedConnection(boost::asio::ip::tcp::socket socket, ConnectionOptions options, std::string peer);
+  // `peer` names the other side in logs and errors ("10.0.0.7:7000"). With `tls`, frames go
+  // over TLS and handshake() must succeed before start().
+  FramedConnection(boost::asio::ip::tcp::socket socket, ConnectionOptions options, std::string peer,
+                   std::shared_ptr<TlsContext> tls = nullptr);
   virtual ~FramedConnection() = default;
   FramedConnection(const FramedConnection&) = delete;
   FramedConnection& operator=(const FramedConnection&) = delete;
@@ -67,6 +71,13 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   // Idempotent. Closes the socket, drops queued frames and calls onClosed(reason) once.
   void close(const Error& reason);
 
+  // TLS only: the handshake, as server or client, bounded by `timeout` (the socket is closed
+  // when it passes). On success peerIdentity() is the identity in the peer's verified
+  // certificate. Errors are kPermissionDenied (refused) or kUnavailable (the connection failed).
+  boost::asio::awaitable<Status> handshake(bool asServer, std::chrono::milliseconds timeout);
+  // Set by a successful handshake; nullopt in plaintext mode.
+  const std::optional<PeerIdentity>& peerIdentity() const { return peerIdentity_; }
+
   bool isClosed() const { return closed_; }
   bool isStarted() const { return started_; }
   const std::string& peer() const { return peer_; }
@@ -77,7 +88,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::chrono::steady_clock::time_point lastActivity() const { return lastActivity_; }
 
  protected:
-  boost::asio::ip::tcp::socket& socket() { return socket_; }
+  // The TCP socket (under the TLS stream in TLS mode).
+  boost::asio::ip::tcp::socket& socket() { return tls_ ? tls_->next_layer() : socket_; }
 
   // Called for every decoded frame, in order. May call close() or send().
   virtual void onFrame(Frame frame) = 0;
@@ -99,6 +111,9 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   void onIdleTimer();
   void trackPartialFrame(bool completedFrames);
   void onFrameTimer();
+  // The one place that knows about TLS: plaintext or TLS reads and writes.
+  boost::asio::awaitable<std::size_t> readSome(boost::asio::mutable_buffer buffer, boost::system::error_code& ec);
+  boost::asio::awaitable<void> writeAll(boost::asio::const_buffer buffer, boost::system::error_code& ec);
 
   struct Outgoing {
     pb::RpcMeta meta;
@@ -107,7 +122,10 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
     std::size_t frameBytes;  // as accounted in queuedBytes_
   };
 
-  boost::asio::ip::tcp::socket socket_;
+  boost::asio::ip::tcp::socket socket_;  // plaintext mode; moved into tls_ in TLS mode
+  std::shared_ptr<TlsContext> tlsContext_;  // outlives tls_, which refers to it
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket>> tls_;
+  std::optional<PeerIdentity> peerIdentity_;
   ConnectionOptions options_;
   std::string peer_;
   FrameDecoder decoder_;

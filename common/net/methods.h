@@ -2,6 +2,10 @@
 // The typed tag of every method of the daemons' services (proto/tellus.proto). Add a tag here
 // and to AllMethods when adding an rpc; tests/unit/net/rpc_method_test.cpp checks the two
 // against the proto's descriptors.
+//
+// Each tag names the roles allowed to call it (net/identity.h); with TLS on, RpcServer refuses
+// any other caller with kPermissionDenied before the handler runs. JMs call with their host
+// worker's certificate (role worker), so "worker" here also means "a JM" (docs/security.md).
 
 #include <tuple>
 
@@ -11,31 +15,31 @@
 namespace tellus::rpc {
 
 struct Master {
-  TELLUS_RPC_METHOD(Master, Submit);
-  TELLUS_RPC_METHOD(Master, StartJm);
-  TELLUS_RPC_METHOD(Master, Status);
-  TELLUS_RPC_METHOD(Master, List);
-  TELLUS_RPC_METHOD(Master, Sites);
-  TELLUS_RPC_METHOD(Master, Kill);
-  TELLUS_RPC_METHOD(Master, Result);
-  TELLUS_RPC_METHOD(Master, Put);
-  TELLUS_RPC_METHOD(Master, RegisterWorker);
-  TELLUS_RPC_METHOD(Master, Heartbeat);
-  TELLUS_RPC_METHOD(Master, JmUpdate);
+  TELLUS_RPC_METHOD(Master, Submit, net::Role::kClient);
+  TELLUS_RPC_METHOD(Master, StartJm, net::Role::kMaster, net::Role::kWorker);
+  TELLUS_RPC_METHOD(Master, Status, net::Role::kClient);
+  TELLUS_RPC_METHOD(Master, List, net::Role::kClient);
+  TELLUS_RPC_METHOD(Master, Sites, net::Role::kClient);
+  TELLUS_RPC_METHOD(Master, Kill, net::Role::kClient);
+  TELLUS_RPC_METHOD(Master, Result, net::Role::kClient);
+  TELLUS_RPC_METHOD(Master, Put, net::Role::kClient);
+  TELLUS_RPC_METHOD(Master, RegisterWorker, net::Role::kWorker);
+  TELLUS_RPC_METHOD(Master, Heartbeat, net::Role::kWorker);
+  TELLUS_RPC_METHOD(Master, JmUpdate, net::Role::kWorker);
 };
 
 struct Worker {
-  TELLUS_RPC_METHOD(Worker, LaunchJm);
-  TELLUS_RPC_METHOD(Worker, RunTask);
-  TELLUS_RPC_METHOD(Worker, Fetch);
-  TELLUS_RPC_METHOD(Worker, KillJobTasks);
-  TELLUS_RPC_METHOD(Worker, WriteDataset);
+  TELLUS_RPC_METHOD(Worker, LaunchJm, net::Role::kMaster);
+  TELLUS_RPC_METHOD(Worker, RunTask, net::Role::kWorker);
+  TELLUS_RPC_METHOD(Worker, Fetch, net::Role::kMaster, net::Role::kWorker);
+  TELLUS_RPC_METHOD(Worker, KillJobTasks, net::Role::kMaster);
+  TELLUS_RPC_METHOD(Worker, WriteDataset, net::Role::kMaster);
 };
 
 struct Jm {
-  TELLUS_RPC_METHOD(Jm, Steal);
-  TELLUS_RPC_METHOD(Jm, ContainerUsage);
-  TELLUS_RPC_METHOD(Jm, Grants);
+  TELLUS_RPC_METHOD(Jm, Steal, net::Role::kWorker);
+  TELLUS_RPC_METHOD(Jm, ContainerUsage, net::Role::kWorker);
+  TELLUS_RPC_METHOD(Jm, Grants, net::Role::kMaster);
 };
 
 using AllMethods =
@@ -43,5 +47,16 @@ using AllMethods =
                Master::Result, Master::Put, Master::RegisterWorker, Master::Heartbeat, Master::JmUpdate,
                Worker::LaunchJm, Worker::RunTask, Worker::Fetch, Worker::KillJobTasks, Worker::WriteDataset,
                Jm::Steal, Jm::ContainerUsage, Jm::Grants>;
+
+namespace detail {
+template <class Tuple>
+struct EveryMethodNamesCallers;
+template <class... M>
+struct EveryMethodNamesCallers<std::tuple<M...>> {
+  static constexpr bool value = (!M::kCallers.empty() && ...);
+};
+}  // namespace detail
+static_assert(detail::EveryMethodNamesCallers<AllMethods>::value,
+              "every daemon method names the roles allowed to call it");
 
 }  // namespace tellus::rpc

@@ -49,7 +49,7 @@ class ClientConnection final : public FramedConnection {
       : FramedConnection(tcp::socket(executor),
                          ConnectionOptions{.maxFrameBytes = options.maxFrameBytes,
                                            .maxQueuedBytes = options.maxQueuedBytes},
-                         endpoint.toString()),
+                         endpoint.toString(), options.tls),
         endpoint_(std::move(endpoint)) {}
 
   void connect(std::chrono::milliseconds timeout) {
@@ -111,6 +111,14 @@ asio::awaitable<void> ClientConnection::connectLoop(std::shared_ptr<ClientConnec
     co_return;
   }
   self->socket().set_option(tcp::no_delay(true), ec);
+  // The handshake has its own timer, of the same length as the connect timer (cancelled above).
+  const Status shaken = co_await self->handshake(/*asServer=*/false, timeout);
+  if (self->isClosed()) co_return;
+  if (!shaken) {
+    spdlog::debug("rpc: {}", shaken.message());  // the calls fail with it; their callers log
+    self->close(shaken.error());
+    co_return;
+  }
   spdlog::debug("rpc: connected to {}", target);
   self->start();  // flushes the calls queued while connecting
 }
@@ -136,7 +144,9 @@ void ClientConnection::onClosed(const Error& reason) {
   if (!pending_.empty()) spdlog::debug("rpc: failing {} calls to {}: {}", pending_.size(), peer(), reason.message);
   auto calls = std::move(pending_);
   pending_.clear();
-  for (auto& [id, call] : calls) call->complete(makeError(ErrorCode::kUnavailable, reason.message), /*transportFailure=*/true);
+  // A refused TLS handshake stays a refusal (final); any other failure is retryable.
+  const ErrorCode code = reason.code == ErrorCode::kPermissionDenied ? reason.code : ErrorCode::kUnavailable;
+  for (auto& [id, call] : calls) call->complete(makeError(code, reason.message), /*transportFailure=*/true);
 }
 
 class ClientCore {
@@ -273,6 +283,11 @@ std::shared_ptr<RpcClient> ClientPool::get(const Endpoint& endpoint) {
   auto& client = clients_[endpoint];
   if (!client) client = std::make_shared<RpcClient>(executor_, endpoint, options_);
   return client;
+}
+
+void ClientPool::useTls(std::shared_ptr<TlsContext> tls) {
+  std::lock_guard lock(mutex_);
+  options_.tls = std::move(tls);
 }
 
 void ClientPool::closeAll() {

@@ -26,17 +26,21 @@
 #include "net/endpoint.h"
 #include "net/frame.h"
 #include "net/rpc_method.h"
+#include "net/tls.h"
 #include "util/result.h"
 
 namespace tellus::net {
 
 struct ClientOptions {
-  // A connection attempt is abandoned after this long even if the calls waiting for it
-  // allow more (each call is also bounded by its own deadline).
+  // A connection attempt (TCP connect and TLS handshake) is abandoned after this long even if
+  // the calls waiting for it allow more (each call is also bounded by its own deadline).
   std::chrono::milliseconds connectTimeout{5000};
   std::size_t maxFrameBytes = kDefaultMaxFrameBytes;
   // Calls are refused with kUnavailable while this many request bytes wait to be written.
   std::size_t maxQueuedBytes = 256 * 1024 * 1024;
+  // Mutual TLS (net/tls.h); null = plaintext. The server must present a certificate from the
+  // same CA; calls over a refused handshake fail with kPermissionDenied or kUnavailable.
+  std::shared_ptr<TlsContext> tls;
 };
 
 namespace detail {
@@ -114,6 +118,10 @@ class ClientPool {
   // The client for `endpoint`, created on first use. It stays valid while the caller holds
   // it, even after closeAll().
   std::shared_ptr<RpcClient> get(const Endpoint& endpoint);
+
+  // Turns on mutual TLS for clients created from now on (same as ClientOptions::tls); call
+  // before the first get().
+  void useTls(std::shared_ptr<TlsContext> tls);
 
   // Closes and forgets every client (e.g. at shutdown).
   void closeAll();

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "net/identity.h"
+
 namespace tellus::net {
 
 // What handle<M>/call<M> need of a tag.
@@ -29,6 +31,7 @@ concept RpcMethod = requires {
   { M::kService } -> std::convertible_to<std::string_view>;  // proto service name ("Jm")
   { M::kMethod } -> std::convertible_to<std::string_view>;   // proto rpc name ("Steal")
   { M::kWireName } -> std::convertible_to<std::string_view>;  // "jm.Steal"
+  { M::kCallers } -> std::convertible_to<RoleSet>;              // who may call it (TLS mode)
 } && std::derived_from<typename M::Request, google::protobuf::Message> &&
     std::derived_from<typename M::Response, google::protobuf::Message>;
 
@@ -65,11 +68,14 @@ constexpr std::array<char, S + M> wireName(const char (&service)[S], const char 
 }  // namespace tellus::net
 
 // Declares the tag struct `Method` for rpc `Method` of service `tellus.pb.Service`. A name
-// that is not in the proto does not compile.
-#define TELLUS_RPC_METHOD(Service, Method)                                                        \
+// that is not in the proto does not compile. The optional trailing arguments are the roles
+// allowed to call it (net::Role::kClient, ...); none means any authenticated peer, which only
+// test services use (net/methods.h checks that every daemon method names its callers).
+#define TELLUS_RPC_METHOD(Service, Method, ...)                                                   \
   struct Method : ::tellus::net::detail::GeneratedMethod<decltype(&::tellus::pb::Service::Method)> { \
     static constexpr std::string_view kService = #Service;                                        \
     static constexpr std::string_view kMethod = #Method;                                          \
     static constexpr auto kWireNameChars = ::tellus::net::detail::wireName(#Service, #Method); \
     static constexpr std::string_view kWireName{kWireNameChars.data(), kWireNameChars.size() - 1}; \
+    static constexpr ::tellus::net::RoleSet kCallers{__VA_ARGS__};                                 \
   }

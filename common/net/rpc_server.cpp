@@ -35,6 +35,40 @@ namespace {
 constexpr std::size_t kMaxErrorMessageBytes = 16 * 1024;
 // Refused connections and rate-limited calls are logged at most this often (per server).
 constexpr std::chrono::seconds kRefusalLogInterval{10};
+
+// Refusals are logged, but a peer that keeps knocking must not flood the log: at most
+// kMaxLines per window, then one line with how many were left out.
+class RefusalLog {
+ public:
+  template <class... Args>
+  void warn(fmt::format_string<Args...> format, Args&&... args) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - windowStart_ >= kWindow) {
+      if (suppressed_ > 0) spdlog::warn("rpc: {} more refused connections or calls not logged", suppressed_);
+      windowStart_ = now;
+      lines_ = 0;
+      suppressed_ = 0;
+    }
+    if (lines_ >= kMaxLines) {
+      ++suppressed_;
+      return;
+    }
+    ++lines_;
+    spdlog::warn(format, std::forward<Args>(args)...);
+  }
+
+ private:
+  static constexpr std::chrono::seconds kWindow{10};
+  static constexpr int kMaxLines = 20;
+  std::chrono::steady_clock::time_point windowStart_{};
+  int lines_ = 0;
+  std::uint64_t suppressed_ = 0;
+};
+
+struct MethodEntry {
+  RawHandler handler;
+  RoleSet callers;
+};
 }  // namespace
 
 class ServerSession;
@@ -52,11 +86,13 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   }
 
   static asio::awaitable<void> acceptLoop(std::shared_ptr<ServerCore> self);
+  static asio::awaitable<void> openSession(std::shared_ptr<ServerCore> self, std::shared_ptr<ServerSession> session);
   void stopNow();
 
   asio::any_io_executor executor_;
   ServerOptions options_;
-  std::unordered_map<std::string, RawHandler> handlers_;
+  std::unordered_map<std::string, MethodEntry> handlers_;
+  RefusalLog refusals_;
   std::optional<tcp::acceptor> acceptor_;
   std::uint16_t port_ = 0;
   bool stopped_ = false;
@@ -79,7 +115,7 @@ class ServerSession final : public FramedConnection {
                                            .idleTimeout = options.idleTimeout,
                                            .frameDeadline = options.frameDeadline,
                                            .frameMinBytesPerSecond = options.frameMinBytesPerSecond},
-                         std::move(peer)),
+                         std::move(peer), options.tls),
         server_(std::move(server)),
         peerIp_(std::move(peerIp)),
         id_(id),
@@ -139,11 +175,19 @@ void ServerSession::onFrame(Frame frame) {
     respond(meta.call_id(), makeError(ErrorCode::kNotFound, fmt::format("unknown RPC method '{}'", meta.method())));
     return;
   }
+  // Identity comes from the handshake (TLS mode); no identity means plaintext mode.
+  if (const auto& identity = peerIdentity(); identity && !handler->second.callers.allows(identity->role)) {
+    const std::string why = fmt::format("'{}' may be called by {} only; {} is {}", meta.method(),
+                                        handler->second.callers.toString(), peer(), identity->toString());
+    server->refusals_.warn("rpc: refused call: {}", why);
+    respond(meta.call_id(), makeError(ErrorCode::kPermissionDenied, "permission denied: " + why));
+    return;
+  }
   CallContext context{peer(), meta.method(),
-                      std::chrono::steady_clock::now() + std::chrono::milliseconds(meta.timeout_ms())};
+                      std::chrono::steady_clock::now() + std::chrono::milliseconds(meta.timeout_ms()), peerIdentity()};
   ++callsInFlight_;
   asio::co_spawn(server->executor_,
-                 runCall(std::static_pointer_cast<ServerSession>(shared_from_this()), handler->second,
+                 runCall(std::static_pointer_cast<ServerSession>(shared_from_this()), handler->second.handler,
                          meta.call_id(), std::move(frame.body), std::move(context)),
                  asio::detached);
 }
@@ -232,8 +276,24 @@ asio::awaitable<void> ServerCore::acceptLoop(std::shared_ptr<ServerCore> self) {
     auto session =
         std::make_shared<ServerSession>(std::move(socket), self->options_, std::move(peer), std::move(peerIp), self, id);
     self->sessions_.emplace(id, session);
-    session->start();
+    if (self->options_.tls) {
+      asio::co_spawn(self->executor_, openSession(self, std::move(session)), asio::detached);
+    } else {
+      session->start();
+    }
   }
+}
+
+asio::awaitable<void> ServerCore::openSession(std::shared_ptr<ServerCore> self, std::shared_ptr<ServerSession> session) {
+  const Status shaken = co_await session->handshake(/*asServer=*/true, self->options_.handshakeTimeout);
+  if (session->isClosed()) co_return;
+  if (!shaken) {
+    self->refusals_.warn("rpc: refused connection: {}", shaken.message());
+    session->close(shaken.error());
+    co_return;
+  }
+  spdlog::debug("rpc: {} is {}", session->peer(), session->peerIdentity()->toString());
+  session->start();
 }
 
 void ServerCore::stopNow() {
@@ -256,8 +316,8 @@ RpcServer::RpcServer(asio::any_io_executor executor, ServerOptions options)
 
 RpcServer::~RpcServer() { stop(); }
 
-void RpcServer::handleRaw(std::string method, RawHandler handler) {
-  core_->handlers_.insert_or_assign(std::move(method), std::move(handler));
+void RpcServer::handleRaw(std::string method, RawHandler handler, RoleSet callers) {
+  core_->handlers_.insert_or_assign(std::move(method), detail::MethodEntry{std::move(handler), callers});
 }
 
 void RpcServer::setOptions(const ServerOptions& options) {
@@ -266,6 +326,7 @@ void RpcServer::setOptions(const ServerOptions& options) {
 }
 
 const ServerOptions& RpcServer::options() const { return core_->options_; }
+void RpcServer::useTls(std::shared_ptr<TlsContext> tls) { core_->options_.tls = std::move(tls); }
 
 Result<std::uint16_t> RpcServer::start(const Endpoint& listenOn) {
   if (core_->acceptor_) return makeError(ErrorCode::kAlreadyExists, "RPC server already started");
@@ -276,7 +337,8 @@ Result<std::uint16_t> RpcServer::start(const Endpoint& listenOn) {
   boost::system::error_code ec;
   core_->port_ = core_->acceptor_->local_endpoint(ec).port();
   asio::co_spawn(core_->executor_, detail::ServerCore::acceptLoop(core_), asio::detached);
-  spdlog::info("rpc: listening on {} (port {})", listenOn.toString(), core_->port_);
+  spdlog::info("rpc: listening on {} (port {}, {})", listenOn.toString(), core_->port_,
+               core_->options_.tls ? "mutual TLS" : "plaintext");
   return core_->port_;
 }
 

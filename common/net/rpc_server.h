@@ -18,12 +18,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
 #include "net/endpoint.h"
 #include "net/frame.h"
+#include "net/identity.h"
 #include "net/rpc_method.h"
+#include "net/tls.h"
 #include "util/result.h"
 
 namespace tellus::net {
@@ -33,6 +36,9 @@ struct CallContext {
   std::string peer;    // "ip:port" of the caller
   std::string method;
   std::chrono::steady_clock::time_point deadline;  // the caller gives up at this point
+  // Who the caller is, from its verified certificate; nullopt in plaintext (insecure) mode,
+  // where handlers fall back to what the request claims.
+  std::optional<PeerIdentity> identity;
 
   // Time left before the deadline, never negative.
   std::chrono::milliseconds remaining() const;
@@ -63,6 +69,10 @@ struct ServerOptions {
   // calls beyond get kResourceExhausted ("rate limit ...") without running.
   double maxCallsPerSecondPerConnection = 10000;
   double callBurstPerConnection = 20000;
+  // Mutual TLS (net/tls.h); null = plaintext. A peer without a certificate from the CA is
+  // refused during the handshake, which must finish within handshakeTimeout.
+  std::shared_ptr<TlsContext> tls;
+  std::chrono::milliseconds handshakeTimeout{5000};
 };
 
 // Untyped handler: serialized request in, serialized response (or error) out.
@@ -84,7 +94,8 @@ class RpcServer {
   //   awaitable<Result<M::Response>>(M::Request, CallContext)
   // or, when it answers at once without waiting on anything,
   //   Result<M::Response>(const M::Request&).
-  // A request that does not parse as M::Request gets kInvalidArgument; an error the handler
+  // With TLS, a caller whose role is not in M::kCallers gets kPermissionDenied before the
+  // handler runs. A request that does not parse as M::Request gets kInvalidArgument; an error the handler
   // returns reaches the caller with its code and message. The handler's response is discarded
   // when the caller's deadline has passed by the time it finishes.
   // Captured references must outlive calls in flight: stop() does not wait for handlers.
@@ -95,21 +106,31 @@ class RpcServer {
     using Async = std::function<boost::asio::awaitable<Result<Resp>>(Req, CallContext)>;
     using Sync = std::function<Result<Resp>(const Req&)>;
     if constexpr (std::is_invocable_r_v<boost::asio::awaitable<Result<Resp>>, Handler&, Req, CallContext>) {
-      handleRaw(std::string(M::kWireName), [handler = Async(std::move(handler))](std::string body, CallContext context) {
-        return invokeAsync<Req, Resp>(handler, std::move(body), std::move(context));
-      });
+      handleRaw(
+          std::string(M::kWireName),
+          [handler = Async(std::move(handler))](std::string body, CallContext context) {
+            return invokeAsync<Req, Resp>(handler, std::move(body), std::move(context));
+          },
+          M::kCallers);
     } else {
       static_assert(std::is_invocable_r_v<Result<Resp>, Handler&, const Req&>,
                     "a handler of M is awaitable<Result<M::Response>>(M::Request, CallContext) or "
                     "Result<M::Response>(const M::Request&)");
-      handleRaw(std::string(M::kWireName), [handler = Sync(std::move(handler))](std::string body, CallContext context) {
-        return invokeSync<Req, Resp>(handler, std::move(body), std::move(context));
-      });
+      handleRaw(
+          std::string(M::kWireName),
+          [handler = Sync(std::move(handler))](std::string body, CallContext context) {
+            return invokeSync<Req, Resp>(handler, std::move(body), std::move(context));
+          },
+          M::kCallers);
     }
   }
 
   // Untyped: serialized request in, serialized response out (the wire layer under handle<M>).
-  void handleRaw(std::string method, RawHandler handler);
+  // `callers`: the roles allowed to call it with TLS on (empty: any authenticated peer).
+  void handleRaw(std::string method, RawHandler handler, RoleSet callers = {});
+
+  // Turns on mutual TLS (same as ServerOptions::tls); before start().
+  void useTls(std::shared_ptr<TlsContext> tls);
 
   // Replaces the options; only before start().
   void setOptions(const ServerOptions& options);

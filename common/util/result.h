@@ -20,6 +20,7 @@ enum class ErrorCode {
   kConflict,          // CAS lost / version mismatch / fenced by a newer epoch
   kInternal,
   kResourceExhausted,  // a limit of the callee (e.g. its call rate): retryable after a pause
+  kPermissionDenied,  // the caller's identity (certificate) does not allow it: final
 };
 
 struct Error {

@@ -68,7 +68,8 @@ Status JobManager::start() {
     wake();
     return Result<pb::Empty>(pb::Empty());
   });
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc, config_.tls,
+                                         {net::Role::kWorker, config_.site, config_.worker_id}}));
   store_.emplace(server_.coordinator());
   subscriptions_.push_back(server_.coordinator().onSessionEvent([this](coord::SessionEvent e) {
     spdlog::info("zookeeper session: {}", coord::toString(e));
@@ -663,7 +664,9 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
   if (gotWork) wake();
 }
 
-awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, net::CallContext) {
+awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, net::CallContext context) {
+  // A JM steals for its own site only (TLS: the site in its certificate).
+  if (Status s = net::checkCallerSite(context.identity, req.thief_site()); !s) co_return s.error();
   pb::StealResponse resp;
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
   // The thief's measured rates, from the network: only the job's sites, finite and positive,

@@ -53,9 +53,22 @@ Status Master::start() {
   server_.handle<rpc::Master::Kill>([this](pb::JobRequest r, net::CallContext c) { return kill(std::move(r), c); });
   server_.handle<rpc::Master::Result>([this](pb::ResultRequest r, net::CallContext c) { return result(std::move(r), c); });
   server_.handle<rpc::Master::Put>([this](pb::PutRequest r, net::CallContext c) { return put(std::move(r), c); });
-  server_.handle<rpc::Master::RegisterWorker>([this](const pb::RegisterWorkerRequest& r) { return registerWorker(r); });
-  server_.handle<rpc::Master::Heartbeat>([this](const pb::WorkerHeartbeat& r) { return heartbeat(r); });
-  server_.handle<rpc::Master::JmUpdate>([this](const pb::JmUpdateRequest& r) { return jmUpdate(r); });
+  // Identity binding (TLS): a worker speaks only for itself, a JM only at its own site.
+  server_.handle<rpc::Master::RegisterWorker>(
+      [this](pb::RegisterWorkerRequest r, net::CallContext c) -> awaitable<Result<pb::RegisterWorkerResponse>> {
+        if (Status s = net::checkCaller(c.identity, {net::Role::kWorker, config_.site, r.worker_id()}); !s) co_return s.error();
+        co_return registerWorker(r);
+      });
+  server_.handle<rpc::Master::Heartbeat>(
+      [this](pb::WorkerHeartbeat r, net::CallContext c) -> awaitable<Result<pb::HeartbeatResponse>> {
+        if (Status s = net::checkCaller(c.identity, {net::Role::kWorker, config_.site, r.worker_id()}); !s) co_return s.error();
+        co_return heartbeat(r);
+      });
+  server_.handle<rpc::Master::JmUpdate>(
+      [this](pb::JmUpdateRequest r, net::CallContext c) -> awaitable<Result<pb::JmUpdateResponse>> {
+        if (Status s = net::checkCallerSite(c.identity, config_.site); !s) co_return s.error();
+        co_return jmUpdate(r);
+      });
 
   server_.httpGet("/status", [this] {
     nlohmann::json j;
@@ -85,7 +98,8 @@ Status Master::start() {
     return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(subJobs_.size())}};
   });
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc, config_.tls,
+                                         {net::Role::kMaster, config_.site, ""}}));
   store_.emplace(server_.coordinator());
   spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, server_.address(),
                server_.httpAddress(), config_.zookeeper.connect, config_.zookeeper.chroot);
@@ -415,6 +429,7 @@ Result<pb::RegisterWorkerResponse> Master::registerWorker(const pb::RegisterWork
   for (const auto& [name, ds] : datasets_) {
     pb::SiteDataset mine;
     mine.set_name(name);
+    mine.set_residency_local(ds.residency_local());  // the worker refuses other sites' fetches
     for (const auto& p : ds.partitions()) {
       if (p.worker_id() == w.id) *mine.add_partitions() = p;
     }
@@ -996,6 +1011,7 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   write.set_offset(req.offset());
   write.set_data(req.data());
   write.set_last_chunk(req.last_chunk());
+  write.set_residency_local(req.residency_local());
   std::vector<pb::WriteDatasetResponse> written;
   for (const auto& workerId : targets) {
     auto ep = net::Endpoint::parse(workers_[workerId].address);

@@ -117,7 +117,8 @@ Status Worker::start() {
                                            std::to_string(config_.max_jms) + ")");
   for (const auto& why : limit->unchecked) spdlog::warn("cannot check ZooKeeper's connection limit: {}", why);
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc}));
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc, config_.tls,
+                                         {net::Role::kWorker, config_.site, config_.id}}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
                     jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
@@ -261,8 +262,13 @@ awaitable<void> Worker::masterLoop() {
       if (r) {
         registered = true;
         datasetRoots_.clear();
+        residentFiles_.clear();
         for (const auto& d : r->datasets()) {
-          for (const auto& p : d.partitions()) datasetRoots_.push_back(std::filesystem::path(p.file()).parent_path());
+          for (const auto& p : d.partitions()) {
+            datasetRoots_.push_back(std::filesystem::path(p.file()).parent_path());
+            std::error_code ec;
+            if (d.residency_local()) residentFiles_.insert(std::filesystem::weakly_canonical(p.file(), ec));
+          }
         }
         spdlog::info("registered with master {}", config_.master);
       } else {
@@ -359,6 +365,7 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   jm.worker_id = config_.id;
   jm.zookeeper = config_.zookeeper;
   jm.rpc = config_.rpc;
+  jm.tls = config_.tls;  // the JM calls as this worker (docs/security.md)
   jm.log_level = config_.log_level;
   auto dir = dataDir_ / "jms" / req.job_id();
   std::error_code ec;
@@ -619,6 +626,12 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   co_return resp;
 }
 
+bool Worker::residentOnly(const std::filesystem::path& file) const {
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(file, ec);
+  return ec || residentFiles_.contains(canonical);  // unresolvable: refuse rather than leak
+}
+
 bool Worker::servable(const std::filesystem::path& file) const {
   std::error_code ec;
   auto canonical = std::filesystem::weakly_canonical(file, ec);
@@ -635,7 +648,15 @@ bool Worker::servable(const std::filesystem::path& file) const {
   return false;
 }
 
-awaitable<Result<pb::FetchResponse>> Worker::fetch(pb::FetchRequest req, net::CallContext) {
+awaitable<Result<pb::FetchResponse>> Worker::fetch(pb::FetchRequest req, net::CallContext context) {
+  // The requester's site is the one in its certificate (TLS); only plaintext trusts the claim.
+  if (context.identity) req.set_from_site(context.identity->site);
+  if (req.has_dataset_file() && req.from_site() != config_.site && residentOnly(req.dataset_file())) {
+    co_return makeError(ErrorCode::kPermissionDenied,
+                        fmt::format("permission denied: {} is a raw partition of a residency: local dataset; site "
+                                    "'{}' may not fetch it from site '{}'",
+                                    req.dataset_file(), req.from_site().substr(0, 64), config_.site));
+  }
   uint64_t maxBytes = std::min<uint64_t>(req.max_bytes() ? req.max_bytes() : kFetchChunkBytes,
                                          data::PartitionStore::kMaxChunkBytes);
   pb::FetchResponse resp;
@@ -763,6 +784,7 @@ Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequ
   if (req.last_chunk()) {
     std::filesystem::rename(temp, final, ec);
     if (ec) return makeError(ErrorCode::kInternal, "cannot store " + final.string() + ": " + ec.message());
+    if (req.residency_local()) residentFiles_.insert(std::filesystem::weakly_canonical(final, ec));
   }
   return resp;
 }

@@ -64,6 +64,8 @@ class Worker {
                                          const std::string& address, pb::FetchRequest req,
                                          std::filesystem::path path, bool verify);
   bool servable(const std::filesystem::path& file) const;
+  // A raw partition of a residency: local dataset, which no other site may fetch.
+  bool residentOnly(const std::filesystem::path& file) const;
   pb::RegisterWorkerRequest registration() const;
 
   config::WorkerConfig config_;
@@ -76,6 +78,7 @@ class Worker {
   std::unique_ptr<data::PartitionStore> store_;
   WanShaper wan_;
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
+  std::set<std::filesystem::path> residentFiles_;   // of residency: local datasets (canonical)
   std::map<std::string, proc::Subprocess> jms_;        // job id -> JM process on this worker
   struct DeadJm {
     std::string jobId;

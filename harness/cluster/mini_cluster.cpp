@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/certs.h"
 #include "harness/eventually.h"
 #include "proc/ports.h"
 
@@ -63,6 +64,19 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
   size_t next = 0;
   std::string zkYaml = "zookeeper:\n  connect: " + c->zkConnect() +
                        "\n  chroot: /tellus\n  session_timeout_ms: " + std::to_string(options.sessionTimeoutMs) + "\n";
+  if (options.tls) {
+    std::vector<std::string> identities{"client/harness"};
+    for (int i = 0; i < options.sites; ++i) {
+      identities.push_back(std::string("master/") + kSiteNames[i]);
+      for (int w = 1; w <= options.workersPerSite; ++w) {
+        identities.push_back(std::string("worker/") + kSiteNames[i] + "/" + kSiteNames[i] + "-w" + std::to_string(w));
+      }
+    }
+    TELLUS_RETURN_IF_ERROR(makeCerts(c->certsDir(), identities));
+  }
+  const auto securityYaml = [&](const std::string& identity) {
+    return options.tls ? tlsYaml(certFiles(c->certsDir(), identity)) : std::string("insecure: true\n");
+  };
   for (int i = 0; i < options.sites; ++i) {
     std::string site = kSiteNames[i];
     c->sites_.push_back(site);
@@ -73,7 +87,8 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
     std::string cfg = "site: " + site + "\nlisten: " + master + "\n" + zkYaml + "data_dir: " +
                       (siteDir / "master-data").string() + "\nschedule_period_ms: " +
                       std::to_string(options.schedulePeriodMs) + "\nworker_timeout_ms: " +
-                      std::to_string(options.workerTimeoutMs) + "\n" + options.masterExtraYaml + options.execYaml;
+                      std::to_string(options.workerTimeoutMs) + "\n" + options.masterExtraYaml + options.execYaml +
+                      securityYaml("master/" + site);
     if (auto extra = options.masterExtraYamlBySite.find(site); extra != options.masterExtraYamlBySite.end()) cfg += extra->second;
     TELLUS_RETURN_IF_ERROR(writeAll(siteDir / "master.yaml", cfg));
     Daemon m{"master-" + site, {(c->binDir() / "tellus-master").string(), "--config", (siteDir / "master.yaml").string()},
@@ -86,7 +101,8 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
       std::string wcfg = "id: " + id + "\nsite: " + site + "\nlisten: " + workerListen +
                          "\nmaster: " + master + "\n" + zkYaml + "containers: " +
                          std::to_string(options.containersPerWorker) + "\ndata_dir: " + (siteDir / id).string() +
-                         "\nheartbeat_ms: " + std::to_string(options.heartbeatMs) + "\n" + options.execYaml;
+                         "\nheartbeat_ms: " + std::to_string(options.heartbeatMs) + "\n" + options.execYaml +
+                         securityYaml("worker/" + site + "/" + id);
       auto extra = options.workerExtraYaml.find(site);
       if (extra != options.workerExtraYaml.end()) wcfg += extra->second;
       if (auto own = options.workerIdExtraYaml.find(id); own != options.workerIdExtraYaml.end()) wcfg += own->second;
@@ -172,6 +188,14 @@ std::string MiniCluster::workerAddress(const std::string& workerId) const {
   return it == workerAddresses_.end() ? std::string() : it->second;
 }
 
+std::vector<std::pair<std::string, std::string>> MiniCluster::cliEnv() const {
+  if (!options_.tls) return {{"TELLUS_INSECURE", "1"}};
+  const CertFiles files = certFiles(certsDir(), "client/harness");
+  return {{"TELLUS_TLS_CA", files.ca.string()},
+          {"TELLUS_TLS_CERT", files.cert.string()},
+          {"TELLUS_TLS_KEY", files.key.string()}};
+}
+
 CliResult MiniCluster::tellus(const std::vector<std::string>& args, const std::string& master,
                               std::chrono::milliseconds timeout) {
   std::string target = master.empty() ? masterAddress(sites_.front()) : masterAddress(master);
@@ -183,6 +207,7 @@ CliResult MiniCluster::tellus(const std::vector<std::string>& args, const std::s
   proc::SpawnOptions opts;
   opts.argv = {(binDir() / "tellus").string(), "--master", target};
   opts.argv.insert(opts.argv.end(), args.begin(), args.end());
+  opts.extraEnv = cliEnv();
   opts.stdoutFile = outFile;
   opts.stderrFile = errFile;
   CliResult r;

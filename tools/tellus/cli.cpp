@@ -31,6 +31,11 @@ struct Globals {
   std::string master;
   uint32_t timeoutMs = 5000;
   bool json = false;
+  // Mutual TLS to the masters (docs/security.md): flags, or TELLUS_TLS_CA/_CERT/_KEY; or
+  // --insecure (TELLUS_INSECURE=1) for a plaintext cluster.
+  net::TlsConfig tls;
+  bool insecure = false;
+  std::shared_ptr<net::TlsContext> tlsContext;  // loaded once the command is known
 };
 
 // A failure that ends the command: message and exit code.
@@ -62,7 +67,9 @@ class Client {
 
   template <net::RpcMethod M>
   typename M::Response call(const net::Endpoint& to, const typename M::Request& req) const {
-    auto r = net::callBlocking<M>(to, req, milliseconds(g_.timeoutMs));
+    net::ClientOptions options;
+    options.tls = g_.tlsContext;
+    auto r = net::callBlocking<M>(to, req, milliseconds(g_.timeoutMs), options);
     if (!r) {
       int code = r.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
       throw Failure{code, r.message()};
@@ -320,6 +327,10 @@ bool isCommand(const CLI::App& app, const std::string& word) {
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Globals g;
   if (const char* env = std::getenv("TELLUS_MASTER")) g.master = env;
+  if (const char* env = std::getenv("TELLUS_TLS_CA")) g.tls.ca_file = env;
+  if (const char* env = std::getenv("TELLUS_TLS_CERT")) g.tls.cert_file = env;
+  if (const char* env = std::getenv("TELLUS_TLS_KEY")) g.tls.key_file = env;
+  if (const char* env = std::getenv("TELLUS_INSECURE")) g.insecure = std::string_view(env) == "1" || std::string_view(env) == "true";
 
   CLI::App app{"tellus: run jobs over data that stays in its datacenters"};
   app.require_subcommand(1);
@@ -327,6 +338,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.add_option("--master", g.master, "any site's master, HOST:PORT (default: $TELLUS_MASTER)");
   app.add_option("--timeout-ms", g.timeoutMs, "deadline of each call to a master")->check(CLI::Range(1u, 3600000u));
   app.add_flag("--json", g.json, "machine-readable output");
+  app.add_option("--tls-ca", g.tls.ca_file, "cluster CA certificate, PEM (default: $TELLUS_TLS_CA)");
+  app.add_option("--tls-cert", g.tls.cert_file, "your client certificate, PEM (default: $TELLUS_TLS_CERT)");
+  app.add_option("--tls-key", g.tls.key_file, "its private key, PEM (default: $TELLUS_TLS_KEY)");
+  app.add_flag("--insecure", g.insecure, "plaintext RPC to a cluster run with insecure: true (default: $TELLUS_INSECURE)");
 
   std::string jobFile, jobId, output, putFile, dataset, site, planFile, policy;
   bool wait = false, watch = false, tasks = false, residencyLocal = false;
@@ -373,7 +388,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     // An unknown command word reaches CLI11 as "a subcommand is required": name it instead.
     for (size_t i = 1; i < args.size(); ++i) {
-      if (args[i] == "--master" || args[i] == "--timeout-ms") {
+      if (args[i] == "--master" || args[i] == "--timeout-ms" || args[i].starts_with("--tls-")) {
         ++i;
         continue;
       }
@@ -391,6 +406,18 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     if (*plan) return plan::runPlanCommand(planFile, policy, g.json, out, err);
     if (g.master.empty()) throw Failure{2, "no master: pass --master HOST:PORT or set TELLUS_MASTER"};
+    // A bad address is the first thing to report, before credentials.
+    if (auto endpoint = net::Endpoint::parse(g.master); !endpoint) throw Failure{2, "--master: " + endpoint.message()};
+    // --insecure is explicit on each run: no warning line (scripts parse stderr).
+    if (g.insecure) {
+    } else if (g.tls.ca_file.empty() || g.tls.cert_file.empty() || g.tls.key_file.empty()) {
+      throw Failure{2, "no TLS credentials: pass --tls-ca, --tls-cert and --tls-key (or set TELLUS_TLS_CA, "
+                       "TELLUS_TLS_CERT and TELLUS_TLS_KEY), or --insecure for a cluster run with insecure: true"};
+    } else {
+      auto tls = net::TlsContext::load(g.tls);
+      if (!tls) throw Failure{2, tls.message()};
+      g.tlsContext = std::move(*tls);
+    }
     if (*submit) return cmdSubmit(g, jobFile, wait, out);
     if (*status) return cmdStatus(g, jobId, watch, tasks, taskOffset, taskLimit, out);
     if (*list) return cmdList(g, out);

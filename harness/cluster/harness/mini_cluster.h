@@ -51,6 +51,9 @@ struct MiniClusterOptions {
   // 1: a standalone ZooKeeper server; 3 (or 5): an ensemble of that many servers.
   size_t zkServers = 1;
   ZkServerOptions zkOptions;
+  // Mutual TLS on every RPC, with a throwaway CA in the cluster's dir (certs/): the default,
+  // as in production. false: every config says insecure: true.
+  bool tls = true;
 };
 
 struct CliResult {
@@ -81,6 +84,12 @@ class MiniCluster {
   ZkReader& zkReader() { return *reader_; }
   const std::filesystem::path& dir() const { return dir_.path(); }
   std::filesystem::path binDir() const;
+
+  // The certificates (tls on): certs/ca.pem and one per daemon and for client/harness. More
+  // can be issued with harness::makeCerts(certsDir(), {...}).
+  std::filesystem::path certsDir() const { return dir() / "certs"; }
+  // Environment for the `tellus` CLI to reach this cluster (TELLUS_TLS_* or TELLUS_INSECURE).
+  std::vector<std::pair<std::string, std::string>> cliEnv() const;
 
   // Runs `tellus --master <master> ARGS...` (master: a site name, or "" for the first site's
   // master, or a literal "host:port"), bounded by `timeout`.

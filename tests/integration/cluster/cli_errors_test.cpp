@@ -45,7 +45,8 @@ void checkOneLineError(const harness::CliResult& r, const std::string& reason) {
 TEST_CASE("tellus fails fast and clearly when no master answers", "[integration][cli]") {
   CliRunner cli;
   // The daemons' environment must not leak into these runs.
-  const std::vector<std::pair<std::string, std::string>> noEnvMaster{{"TELLUS_MASTER", ""}};
+  // These runs test transport failures, not TLS: plaintext keeps them independent of certificates.
+  const std::vector<std::pair<std::string, std::string>> noEnvMaster{{"TELLUS_MASTER", ""}, {"TELLUS_INSECURE", "1"}};
 
   SECTION("no --master and no TELLUS_MASTER: usage error") {
     auto r = cli.run({"list"}, noEnvMaster);
@@ -122,7 +123,9 @@ TEST_CASE("tellus rejects bad requests to a live cluster with a clear error and 
   REQUIRE(before.isOk());
 
   SECTION("TELLUS_MASTER stands in for --master") {
-    auto r = cli.run({"list"}, {{"TELLUS_MASTER", cluster.masterAddress(sites[1])}});
+    auto env = cluster.cliEnv();
+    env.emplace_back("TELLUS_MASTER", cluster.masterAddress(sites[1]));
+    auto r = cli.run({"list"}, env);
     INFO(r.err);
     CHECK(r.exitCode == 0);
   }

@@ -54,6 +54,10 @@ TEST_CASE("tellus rejects missing or malformed arguments before contacting anyon
   checkUsageError({"--master", m, "submit"}, "JOB");
   checkUsageError({"--master", m, "put", "file.txt", "--site", "us-east"}, "--dataset");
   checkUsageError({"--master", m, "put", "file.txt", "--dataset", "d"}, "--site");
+  // Mutual TLS: no credentials and no --insecure (a ctest run sets no TELLUS_TLS_* variables).
+  checkUsageError({"--master", m, "list"}, "no TLS credentials");
+  checkUsageError({"--master", m, "--tls-ca", "/nonexistent/ca.pem", "--tls-cert", "c.pem", "--tls-key", "k.pem", "list"},
+                  "/nonexistent/ca.pem");
   checkUsageError({"--master", m, "put", "file.txt", "--dataset", "d", "--site", "s", "--partitions", "0"},
                   "partitions");
   checkUsageError({"--master", m, "--timeout-ms", "0", "list"}, "timeout-ms");

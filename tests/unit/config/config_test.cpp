@@ -27,13 +27,15 @@ const std::string kMaster =
     "    residency: local\n"                 // 16
     "schedule_period_ms: 500\n"              // 17
     "worker_timeout_ms: 2000\n"              // 18
-    "log_level: debug\n";                    // 19
+    "log_level: debug\n"                     // 19
+    "insecure: true\n";                      // 20
 
 const std::string kMinimalMaster =
     "site: a\n"
     "listen: 127.0.0.1:7100\n"
     "zookeeper: {connect: 'localhost:2181'}\n"
-    "data_dir: /tmp/a\n";
+    "data_dir: /tmp/a\n"
+    "insecure: true\n";
 
 const std::string kWorker =
     "id: w1\n"
@@ -51,7 +53,8 @@ const std::string kWorker =
     "    bandwidth_mbps: 100.5\n"
     "    latency_ms: 80\n"
     "  - {to_site: ap-south}\n"
-    "log_level: warn\n";
+    "log_level: warn\n"
+    "insecure: true\n";
 
 std::string masterError(const std::string& yaml) {
   auto r = parseMasterConfig(yaml, "master.yaml");
@@ -212,7 +215,7 @@ TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][con
     CHECK(masterError(masterWithLine(5, "  connect: [zk1:2181]\n")) ==
           "master.yaml:5: zookeeper.connect: expected a string, got a sequence");
     CHECK(masterError(kMinimalMaster + "datasets: {name: x}\n") ==
-          "master.yaml:5: datasets: expected a sequence, got a map");
+          "master.yaml:6: datasets: expected a sequence, got a map");
   }
   SECTION("non-numeric, negative and zero periods") {
     CHECK(masterError(masterWithLine(17, "schedule_period_ms: fast\n")) ==
@@ -312,6 +315,7 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   c.zookeeper.connect = "zk1:2181,zk2:2182";
   c.zookeeper.chroot = "/tellus/t1";
   c.zookeeper.session_timeout_ms = 12345;
+  c.tls.insecure = true;
   c.period_ms = 250;
   c.log_level = "trace";
 
@@ -356,16 +360,17 @@ TEST_CASE("JM config errors", "[unit][config]") {
       "role: primary\n"
       "master: 127.0.0.1:7100\n"
       "worker_id: w1\n"
-      "zookeeper: {connect: 'h:2181'}\n";
+      "zookeeper: {connect: 'h:2181'}\n"
+      "insecure: true\n";
   auto r = parseJmConfig(good, "jm.yaml");
   REQUIRE(r.isOk());
   CHECK(r->listen == "127.0.0.1:0");
   CHECK(r->period_ms == 1000u);
-  CHECK(jmError(good + "role: primary\n") == "jm.yaml:7: role: duplicate field (first given at line 3)");
-  CHECK(jmError("job_id: job-1\nsite: a\nrole: leader\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\n") ==
+  CHECK(jmError(good + "role: primary\n") == "jm.yaml:8: role: duplicate field (first given at line 3)");
+  CHECK(jmError("job_id: job-1\nsite: a\nrole: leader\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\ninsecure: true\n") ==
         "jm.yaml:3: role: expected primary or secondary, got 'leader'");
-  CHECK(jmError(good + "period_ms: 0\n") == "jm.yaml:7: period_ms: expected a positive integer, got '0'");
-  CHECK(jmError("site: a\nrole: primary\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\n") ==
+  CHECK(jmError(good + "period_ms: 0\n") == "jm.yaml:8: period_ms: expected a positive integer, got '0'");
+  CHECK(jmError("site: a\nrole: primary\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\ninsecure: true\n") ==
         "jm.yaml:1: job_id: required field is missing");
 }
 
@@ -498,6 +503,46 @@ TEST_CASE("limits: a worker may not offer more containers than its limit", "[uni
   CHECK(ok->limits.max_containers_per_worker == 8u);
   CHECK_THAT(workerError(kWorker + "limits: {max_containers_per_worker: 7}\n"),
              Catch::Contains("containers") && Catch::Contains("max_containers_per_worker (7)"));
+}
+
+TEST_CASE("every daemon config has a tls section or an explicit insecure: true", "[unit][config]") {
+  const std::string base =
+      "site: a\n"
+      "listen: 127.0.0.1:7100\n"
+      "zookeeper: {connect: 'localhost:2181'}\n"
+      "data_dir: /tmp/a\n";
+  CHECK(masterError(base) ==
+        "master.yaml:1: expected a tls section {ca_file, cert_file, key_file}, or insecure: true for plaintext RPC");
+  auto tls = parseMasterConfig(base + "tls: {ca_file: /c/ca.pem, cert_file: /c/m.pem, key_file: /c/m.key}\n", "m.yaml");
+  REQUIRE(tls.isOk());
+  CHECK_FALSE(tls->tls.insecure);
+  CHECK(tls->tls.ca_file == "/c/ca.pem");
+  CHECK(tls->tls.cert_file == "/c/m.pem");
+  CHECK(tls->tls.key_file == "/c/m.key");
+  CHECK(masterError(base + "tls: {ca_file: /c/ca.pem, cert_file: /c/m.pem}\n") ==
+        "master.yaml:5: tls.key_file: required field is missing");
+  CHECK(masterError(base + "insecure: true\ntls: {ca_file: a, cert_file: b, key_file: c}\n").find(
+            "either tls or insecure: true") != std::string::npos);
+  auto insecure = parseMasterConfig(base + "insecure: true\n", "m.yaml");
+  REQUIRE(insecure.isOk());
+  CHECK(insecure->tls.insecure);
+
+  // A worker hands its files to the JMs it starts: the JM config carries them through.
+  JmConfig jm;
+  jm.job_id = "job-1";
+  jm.site = "a";
+  jm.master = "127.0.0.1:7100";
+  jm.worker_id = "w1";
+  jm.zookeeper.connect = "localhost:2181";
+  jm.tls = tls->tls;
+  auto back = parseJmConfig(toYaml(jm), "jm.yaml");
+  INFO((back.isOk() ? std::string() : back.message()));
+  REQUIRE(back.isOk());
+  CHECK(back->tls.cert_file == "/c/m.pem");
+  jm.tls = TlsConfig{.insecure = true};
+  auto plain = parseJmConfig(toYaml(jm), "jm.yaml");
+  REQUIRE(plain.isOk());
+  CHECK(plain->tls.insecure);
 }
 
 }  // namespace

@@ -84,7 +84,10 @@ TEST_CASE("a daemon server serves, then its ordered stop joins every coroutine",
   // Nothing listens there: the coordinator keeps trying until stop() closes it.
   config::ZooKeeperConfig zookeeper;
   zookeeper.connect = "127.0.0.1:" + std::to_string(net::testing::unusedLoopbackPort());
-  REQUIRE(server.start(ServerOptions{"127.0.0.1:0", "127.0.0.1:0", zookeeper}).isOk());
+  // Plaintext: this test is about serving and the ordered stop (TLS: tests/integration/net).
+  config::TlsConfig plaintext;
+  plaintext.insecure = true;
+  REQUIRE(server.start(ServerOptions{"127.0.0.1:0", "127.0.0.1:0", zookeeper, {}, plaintext, {}}).isOk());
   CHECK(server.address().starts_with("127.0.0.1:"));
   CHECK(server.address() != "127.0.0.1:0");
   CHECK(server.httpAddress().starts_with("127.0.0.1:"));
