@@ -132,7 +132,7 @@ struct WorkerConfig {
   uint32_t containers = 4;             // containers this host offers (>= 1)
   // JMs this worker runs at once (each holds a ZooKeeper session; the start-up check asks
   // ZooKeeper's maxClientCnxns for 1 + max_jms)
-  uint32_t max_jms = 64;
+  uint32_t max_jms = 128;
   std::string data_dir;                // partition store and container dirs (required)
   std::string bin_dir;                 // where tellus-jm / tellus-executor live ("" = next to self)
   uint32_t heartbeat_ms = 500;

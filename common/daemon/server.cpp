@@ -34,6 +34,13 @@ Server::Server(Runtime& runtime)
 Server::~Server() { stop(); }
 
 Status Server::start(const ServerOptions& options) {
+  // The limits first: setOptions replaces every server option, TLS included (set below).
+  const auto& r = options.rpc;
+  spdlog::info("rpc limits: max_frame_bytes={} max_connections={} max_connections_per_peer={} idle_timeout_ms={} "
+               "frame_deadline_ms={} frame_min_bytes_per_s={} max_calls_per_s={} call_burst={} (0 = unlimited)",
+               r.max_frame_bytes, r.max_connections, r.max_connections_per_peer, r.idle_timeout_ms, r.frame_deadline_ms,
+               r.frame_min_bytes_per_s, r.max_calls_per_s, r.call_burst);
+  rpc_.setOptions(rpcServerOptions(r));
   if (options.tls.insecure) {
     spdlog::warn("insecure: true: RPC is plaintext and unauthenticated; any host that reaches this port can "
                  "call it as anyone (use a tls section outside tests, docs/security.md)");
@@ -51,12 +58,6 @@ Status Server::start(const ServerOptions& options) {
   }
   auto listen = net::Endpoint::parse(options.listen);
   if (!listen) return listen.status().prepend("listen");
-  const auto& r = options.rpc;
-  spdlog::info("rpc limits: max_frame_bytes={} max_connections={} max_connections_per_peer={} idle_timeout_ms={} "
-               "frame_deadline_ms={} frame_min_bytes_per_s={} max_calls_per_s={} call_burst={} (0 = unlimited)",
-               r.max_frame_bytes, r.max_connections, r.max_connections_per_peer, r.idle_timeout_ms, r.frame_deadline_ms,
-               r.frame_min_bytes_per_s, r.max_calls_per_s, r.call_burst);
-  rpc_.setOptions(rpcServerOptions(r));
   auto port = rpc_.start(*listen);
   if (!port) return port.status().prepend("listen on " + options.listen);
   address_ = listen->host + ":" + std::to_string(*port);

@@ -36,35 +36,6 @@ constexpr std::size_t kMaxErrorMessageBytes = 16 * 1024;
 // Refused connections and rate-limited calls are logged at most this often (per server).
 constexpr std::chrono::seconds kRefusalLogInterval{10};
 
-// Refusals are logged, but a peer that keeps knocking must not flood the log: at most
-// kMaxLines per window, then one line with how many were left out.
-class RefusalLog {
- public:
-  template <class... Args>
-  void warn(fmt::format_string<Args...> format, Args&&... args) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - windowStart_ >= kWindow) {
-      if (suppressed_ > 0) spdlog::warn("rpc: {} more refused connections or calls not logged", suppressed_);
-      windowStart_ = now;
-      lines_ = 0;
-      suppressed_ = 0;
-    }
-    if (lines_ >= kMaxLines) {
-      ++suppressed_;
-      return;
-    }
-    ++lines_;
-    spdlog::warn(format, std::forward<Args>(args)...);
-  }
-
- private:
-  static constexpr std::chrono::seconds kWindow{10};
-  static constexpr int kMaxLines = 20;
-  std::chrono::steady_clock::time_point windowStart_{};
-  int lines_ = 0;
-  std::uint64_t suppressed_ = 0;
-};
-
 struct MethodEntry {
   RawHandler handler;
   RoleSet callers;
@@ -92,7 +63,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   asio::any_io_executor executor_;
   ServerOptions options_;
   std::unordered_map<std::string, MethodEntry> handlers_;
-  RefusalLog refusals_;
+  LogThrottle deniedLog_{kRefusalLogInterval};     // failed handshakes and calls of the wrong role
   std::optional<tcp::acceptor> acceptor_;
   std::uint16_t port_ = 0;
   bool stopped_ = false;
@@ -179,7 +150,9 @@ void ServerSession::onFrame(Frame frame) {
   if (const auto& identity = peerIdentity(); identity && !handler->second.callers.allows(identity->role)) {
     const std::string why = fmt::format("'{}' may be called by {} only; {} is {}", meta.method(),
                                         handler->second.callers.toString(), peer(), identity->toString());
-    server->refusals_.warn("rpc: refused call: {}", why);
+    if (auto suppressed = server->deniedLog_.allow(std::chrono::steady_clock::now())) {
+      spdlog::warn("rpc: refused call: {} ({} more refusals not logged)", why, *suppressed);
+    }
     respond(meta.call_id(), makeError(ErrorCode::kPermissionDenied, "permission denied: " + why));
     return;
   }
@@ -288,7 +261,9 @@ asio::awaitable<void> ServerCore::openSession(std::shared_ptr<ServerCore> self, 
   const Status shaken = co_await session->handshake(/*asServer=*/true, self->options_.handshakeTimeout);
   if (session->isClosed()) co_return;
   if (!shaken) {
-    self->refusals_.warn("rpc: refused connection: {}", shaken.message());
+    if (auto suppressed = self->deniedLog_.allow(std::chrono::steady_clock::now())) {
+      spdlog::warn("rpc: refused connection: {} ({} more refusals not logged)", shaken.message(), *suppressed);
+    }
     session->close(shaken.error());
     co_return;
   }

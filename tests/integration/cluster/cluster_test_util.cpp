@@ -167,17 +167,6 @@ Status parseJson(const std::string& json, google::protobuf::Message& message) {
   return {};
 }
 
-bool processAlive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // Format: "pid (comm) S ..." where comm may contain spaces or parentheses: the state is
-  // the first field after the last ')'.
-  auto close = content.rfind(')');
-  if (close == std::string::npos || close + 2 >= content.size()) return false;
-  return content[close + 2] != 'Z' && content[close + 2] != 'X';
-}
-
 std::vector<pid_t> processesWithArgument(const std::string& fragment) {
   std::vector<pid_t> out;
   std::error_code ec;

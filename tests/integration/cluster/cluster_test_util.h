@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/files.h"
 #include "harness/mini_cluster.h"
 #include "harness/temp_dir.h"
 #include "harness/wordcount.h"
@@ -86,8 +87,7 @@ std::string generateCorpus(uint32_t seed, size_t lines, bool trailingNewline);
 // Parses the JSON printed by `tellus --json ...` into `message`.
 Status parseJson(const std::string& json, google::protobuf::Message& message);
 
-// True while a process with this pid exists and is not a zombie.
-bool processAlive(pid_t pid);
+using harness::processAlive;
 
 // Live (non-zombie) processes of this user whose command line has an argument containing
 // `fragment`, e.g. the executors of one job (their task file lies under

@@ -16,6 +16,7 @@
 
 #include "failover/scenario.h"
 #include "harness/eventually.h"
+#include "harness/files.h"
 #include "jobstate/job_store.h"
 #include "jobstate/job_view.h"
 #include "jobstate/paths.h"
@@ -23,23 +24,14 @@
 namespace tellus::failover {
 namespace {
 
+using harness::processAlive;
+using harness::readFile;
+
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kJobDeadline = 90s;
 constexpr milliseconds kRecoveryDeadline = 30s;
-
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// True while `pid` exists and is not a zombie.
-bool processAlive(pid_t pid) {
-  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
 
 // Live processes of `jobId` of this cluster: JMs (their config is under jms/<job>/) and
 // executors (their task under containers/<job>/), by command line, and the commands they run,

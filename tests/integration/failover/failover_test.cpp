@@ -23,10 +23,14 @@
 
 #include "failover/scenario.h"
 #include "harness/eventually.h"
+#include "harness/files.h"
 #include "jobstate/paths.h"
 
 namespace tellus::failover {
 namespace {
+
+using harness::processAlive;
+using harness::readFile;
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
@@ -51,18 +55,6 @@ std::string joined(const std::vector<std::string>& lines) {
   std::string out;
   for (const auto& l : lines) out += "\n  " + l;
   return out;
-}
-
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// True while `pid` exists and is not a zombie.
-bool processAlive(pid_t pid) {
-  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
 
 std::unique_ptr<Scenario> startScenario(const ScenarioOptions& options = {}) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "harness/eventually.h"
+#include "harness/files.h"
 #include "harness/fuzz.h"
 #include "harness/mini_cluster.h"
 #include "harness/wordcount.h"
@@ -42,6 +43,8 @@
 
 namespace tellus {
 namespace {
+
+using harness::readFile;
 
 namespace asio = boost::asio;
 namespace pbuf = google::protobuf;
@@ -250,13 +253,6 @@ asio::awaitable<void> caller(const std::vector<Method>& methods, const std::map<
       ++out.transportFailuresByTarget[method.service + " " + address];
     }
   }
-}
-
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The job id `tellus submit` printed: its first line, "<id>" or (with --wait) "submitted <id>".

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "harness/eventually.h"
+#include "harness/files.h"
 #include "harness/temp_dir.h"
 #include "proc/ports.h"
 #include "proc/subprocess.h"
@@ -26,12 +27,7 @@ using tellus::proc::Subprocess;
 
 namespace {
 
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using tellus::harness::readFile;
 
 // True when `pid` no longer exists or is a zombie (a reparented grandchild may wait for an
 // init that does not reap promptly in a container).
