@@ -145,7 +145,7 @@ void FramedConnection::wakeReader() { readerWakeup_.cancel(); }
 bool FramedConnection::peerHasClosed() {
   if (closed_ || !started_) return false;
   char byte;
-  const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 

@@ -439,11 +439,11 @@ TEST_CASE("the exec section: off by default, typed, checked", "[unit][config]") 
   CHECK(full->exec.work_dir == "/srv/scratch");
 
   CHECK(workerError(kWorker + "exec:\n  enabled: yes please\n") ==
-        "worker.yaml:18: exec.enabled: expected true or false, got 'yes please'");
+        "worker.yaml:19: exec.enabled: expected true or false, got 'yes please'");
   CHECK(workerError(kWorker + "exec:\n  work_dir: scratch\n") ==
-        "worker.yaml:18: exec.work_dir: expected an absolute directory, got 'scratch'");
+        "worker.yaml:19: exec.work_dir: expected an absolute directory, got 'scratch'");
   CHECK(workerError(kWorker + "exec:\n  rlimits: {cpu_sec: 3}\n") ==
-        "worker.yaml:18: exec.rlimits.cpu_sec: unknown field (did you mean 'cpu_s'?)");
+        "worker.yaml:19: exec.rlimits.cpu_sec: unknown field (did you mean 'cpu_s'?)");
 }
 
 }  // namespace

@@ -204,7 +204,10 @@ TEST_CASE("fuzz: the job spec parser and validator return errors and never crash
 
 // --- daemon configs -------------------------------------------------------------------------
 
-const std::string kZk = "zookeeper:\n  connect: zk1:2181,zk2:2181\n  chroot: /tellus/test\n  session_timeout_ms: 4000\n";
+// Every daemon config also names its RPC security: both forms are seeds to mutate.
+const std::string kZk = "zookeeper:\n  connect: zk1:2181,zk2:2181\n  chroot: /tellus/test\n  session_timeout_ms: 4000\n"
+                        "insecure: true\n";
+const std::string kTls = "tls: {ca_file: /etc/tellus/ca.pem, cert_file: /etc/tellus/d.pem, key_file: /etc/tellus/d.key}\n";
 const std::string kRpc =
     "rpc:\n  max_frame_bytes: 1048576\n  max_connections: 100\n  max_connections_per_peer: 10\n"
     "  idle_timeout_ms: 1000\n  frame_deadline_ms: 2000\n  max_calls_per_s: 50\n  call_burst: 60\n";
@@ -214,7 +217,8 @@ const std::vector<std::string> kMasters = {
         "data_dir: /var/lib/tellus\ndatasets:\n  - name: corpus\n    dir: /data/corpus\n    worker: w1\n"
         "  - name: logs.2024\n    dir: /data/logs\n    worker: w2\n    residency: local\n"
         "schedule_period_ms: 500\nworker_timeout_ms: 2000\nmax_jm_crashes: 3\n" + kRpc + "log_level: debug\n",
-    "site: a\nlisten: 127.0.0.1:7100\nzookeeper: {connect: 'localhost:2181'}\ndata_dir: /tmp/a\n",
+    "site: us-east\nlisten: 0.0.0.0:7100\nzookeeper: {connect: 'zk:2181'}\ndata_dir: /var/lib/tellus\n" + kTls,
+    "site: a\nlisten: 127.0.0.1:7100\nzookeeper: {connect: 'localhost:2181'}\ndata_dir: /tmp/a\ninsecure: true\n",
 };
 const std::vector<std::string> kWorkers = {
     "id: w1\nsite: eu-west\nlisten: '[::1]:0'\nmaster: 10.0.0.1:7100\n" + kZk +
@@ -229,9 +233,22 @@ const std::vector<std::string> kJms = {
 };
 
 TEST_CASE("fuzz: every config parser returns errors and never crashes", "[unit][fuzz]") {
-  for (const auto& yaml : kMasters) REQUIRE(config::parseMasterConfig(yaml, "master.yaml").isOk());
-  for (const auto& yaml : kWorkers) REQUIRE(config::parseWorkerConfig(yaml, "worker.yaml").isOk());
-  for (const auto& yaml : kJms) REQUIRE(config::parseJmConfig(yaml, "jm.yaml").isOk());
+  // The seeds are valid configs (a mutation of garbage would test little).
+  for (const auto& yaml : kMasters) {
+    auto parsed = config::parseMasterConfig(yaml, "master.yaml");
+    INFO(yaml << (parsed.isOk() ? std::string() : parsed.message()));
+    REQUIRE(parsed.isOk());
+  }
+  for (const auto& yaml : kWorkers) {
+    auto parsed = config::parseWorkerConfig(yaml, "worker.yaml");
+    INFO(yaml << (parsed.isOk() ? std::string() : parsed.message()));
+    REQUIRE(parsed.isOk());
+  }
+  for (const auto& yaml : kJms) {
+    auto parsed = config::parseJmConfig(yaml, "jm.yaml");
+    INFO(yaml << (parsed.isOk() ? std::string() : parsed.message()));
+    REQUIRE(parsed.isOk());
+  }
 
   fuzzFor("master config", [&](Mutator& m, std::size_t) {
     lastInput = input(m, kMasters);

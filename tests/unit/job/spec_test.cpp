@@ -1,6 +1,7 @@
 // Job specs: YAML form, structural validation with exact messages, and the DAG helpers.
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "job/spec.h"
 #include "sched/policies.h"
@@ -384,7 +385,7 @@ TEST_CASE("limits: a spec within the limits passes; each limit is refused in one
     pb::JobSpec spec;
     spec.set_name("many");
     spec.set_placement("proportional");
-    for (int i = 0; i < 4; ++i) addSynthetic(spec, "s" + std::to_string(i), 1, "1");
+    for (int i = 0; i < 4; ++i) addSynthetic(spec, fmt::format("s{}", i), 1, "1");
     refused(spec, "max_stages_per_job");
   }
   SECTION("spec bytes") {
