@@ -1,5 +1,6 @@
 // The job manager's decisions as scripted sequences of events and the actions they must cause.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "jobcore/job_core.h"
 
@@ -647,7 +648,7 @@ TEST_CASE("forged output records: a failed read of the finish records is asked a
   std::map<uint32_t, std::string> keys;
   for (uint32_t t = 0; t < 4; ++t) {
     parts[t] = outputAt("a-w1");
-    keys[t] = "k" + std::to_string(t);
+    keys[t] = fmt::format("k{}", t);
   }
   core.onParts(0, parts, keys);
   REQUIRE(core.step(1).readFinishRecords.size() == 1);
