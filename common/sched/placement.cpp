@@ -202,8 +202,9 @@ MapPlacement finishMap(const std::vector<SiteResources>& sites, const MapStage& 
   const std::size_t n = sites.size();
   MapPlacement placement;
   const std::vector<double> share = mapSourceShares(stage);
-  const std::vector<int> rowTasks = mapTasksPerSource(stage.inputGB, stage.tasks);
-  // Scale row x to its integer task count (n·share_x rounded), then round controlled.
+  const std::vector<int> rowTasks =
+      stage.tasksPerSource.empty() ? mapTasksPerSource(stage.inputGB, stage.tasks) : stage.tasksPerSource;
+  // Scale row x to its integer task count, then round controlled.
   std::vector<std::vector<double>> cells(n, std::vector<double>(n, 0.0));
   for (std::size_t x = 0; x < n; ++x) {
     double rowFraction = std::accumulate(fraction[x].begin(), fraction[x].end(), 0.0);
@@ -382,6 +383,29 @@ Status validateMap(const std::vector<SiteResources>& sites, const MapStage& stag
       validateStage(sites, stage.inputGB, stage.tasks, stage.taskS, "map input_gb").prepend("map stage"));
   // One map task reads one site's input, so a stage with fewer tasks than sites holding input
   // would leave some input unread (and unmoved): reject it, naming the first such site.
+  if (!stage.tasksPerSource.empty()) {
+    // A given split: one row per site, the stage's tasks exactly, and no input left unread.
+    if (stage.tasksPerSource.size() != sites.size()) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("map stage: tasks per source: {} values for {} sites",
+                                   stage.tasksPerSource.size(), sites.size()));
+    }
+    long long given = 0;
+    for (std::size_t x = 0; x < sites.size(); ++x) {
+      const int rows = stage.tasksPerSource[x];
+      if (rows < 0) return makeError(ErrorCode::kInvalidArgument, "map stage: tasks reading " + siteLabel(sites, x) + " must be >= 0");
+      if (stage.inputGB[x] > 0 && rows == 0) {
+        return makeError(ErrorCode::kInvalidArgument,
+                         "map stage: " + siteLabel(sites, x) + " holds input but no task reads it");
+      }
+      given += rows;
+    }
+    if (given != stage.tasks) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("map stage: tasks per source sum to {}, not the stage's {} tasks", given, stage.tasks));
+    }
+    return Status::ok();
+  }
   std::size_t holding = 0;
   for (double gb : stage.inputGB) holding += gb > 0 ? 1 : 0;
   if (stage.tasks > 0 && static_cast<std::size_t>(stage.tasks) < holding) {

@@ -403,6 +403,16 @@ TEST_CASE("property: an LP policy fails exactly when no integer placement finish
   CHECK(successes > 100);
 }
 
+TEST_CASE("a given task split must cover every site holding input", "[unit][sched][placement]") {
+  const std::vector<SiteResources> sites{{"a", 1, 1, 1}, {"b", 1, 1, 1}};
+  auto unread = tetriumMap(sites, MapStage{{1, 1}, 2, 1, {2, 0}});
+  REQUIRE_FALSE(unread.isOk());
+  CHECK(unread.message() == "map stage: site 'b' holds input but no task reads it");
+  auto wrongSum = inPlaceMap(sites, MapStage{{1, 1}, 3, 1, {1, 1}});
+  REQUIRE_FALSE(wrongSum.isOk());
+  CHECK(wrongSum.message() == "map stage: tasks per source sum to 2, not the stage's 3 tasks");
+}
+
 TEST_CASE("task ordering: remote first, slow uplinks first, spread across sources", "[unit][sched][placement]") {
   const std::vector<SiteResources> sites = {{"a", 10, 5, 5}, {"b", 10, 1, 5}, {"c", 10, 2, 5}};
   // Site a runs 2 local tasks, 2 from b (slowest uplink), 3 from c.
