@@ -168,6 +168,9 @@ TEST_CASE("plan: bad input names file, line, field and what was expected", "[uni
              Catch::StartsWith("p.yaml:1: policy: expected one of"));
   CHECK_THAT(errorOf("options: {wan_budget_rho: 2}\nsites:\n  - {name: a, slots: 1, up_gbps: 1, down_gbps: 1}\njobs: []\n"),
              Catch::StartsWith("p.yaml:1: options.wan_budget_rho: expected a number in [0,1]"));
+  CHECK_THAT(errorOf("options: {max_min_budget_s: 1e9}\nsites:\n  - {name: a, slots: 1, up_gbps: 1, down_gbps: 1}\n"
+                     "jobs: []\n"),
+             Catch::StartsWith("p.yaml:1: options.max_min_budget_s: expected at most 3600 (seconds)"));
 }
 
 namespace {
