@@ -206,7 +206,7 @@ class Solver {
       for (std::size_t k = 0; k < sorted.size(); ++k) useful |= bound[k] < next - 1e-12 && sorted[k] >= next - 1e-12;
       if (!useful) continue;
       const double jobsAbove = jobsAboveLp(level);
-      if (!std::isfinite(jobsAbove)) return;  // Clp failed: keep the bound we have
+      if (!std::isfinite(jobsAbove)) return;  // out of time (or Clp failed): keep the bound we have
       const auto forced = static_cast<std::size_t>(std::max(0.0, std::ceil(jobsAbove - 1e-6)));
       for (std::size_t k = 0; k < std::min(forced, bound.size()); ++k) bound[k] = std::max(bound[k], next);
     }
@@ -312,7 +312,8 @@ class Solver {
     }
     for (std::size_t j = 0; j < dcs; ++j)
       if (!atDc[j].empty()) program.addLessEqual(atDc[j], problem_.slots[j]);
-    auto solved = program.solve();
+    const std::chrono::duration<double> left = boundDeadline_ - std::chrono::steady_clock::now();
+    auto solved = program.solve(std::max(0.0, left.count()));
     return solved ? solved->objective : std::numeric_limits<double>::infinity();
   }
 
