@@ -69,6 +69,10 @@ Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placem
       for (const auto& p : parts) stage.inputGB[index[p.site()]] += static_cast<double>(p.bytes()) / kGB;
       stage.tasks = static_cast<int>(n);
       stage.taskS = meanTaskS(sites);
+      // The LP's rows are the real tasks: one per partition at its site. (Apportioning n by
+      // bytes would plan moves of tasks a site does not have and leave others unplanned.)
+      stage.tasksPerSource.assign(sites.size(), 0);
+      for (const auto& p : parts) ++stage.tasksPerSource[index[p.site()]];
       auto plan = sched::placeMap(placement, res, stage, tetrium);
       if (!plan) return plan.error().prepend("placing stage " + std::to_string(s));
       // plan->tasks[x][y]: how many of the tasks reading at x run at y. Hand x's movable tasks

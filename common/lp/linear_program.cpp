@@ -3,6 +3,7 @@
 #include <coin/ClpSimplex.hpp>
 #include <coin/CoinPackedMatrix.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -45,7 +46,7 @@ std::size_t LinearProgram::addRow(const std::vector<std::pair<std::size_t, doubl
   return rowLower_.size() - 1;
 }
 
-Result<Solution> LinearProgram::solve() const {
+Result<Solution> LinearProgram::solve(double maxWallSeconds) const {
   const std::size_t columns = columnLower_.size();
   for (std::size_t c = 0; c < columns; ++c) {
     if (std::isnan(columnLower_[c]) || std::isnan(columnUpper_[c]) || std::isnan(cost_[c]) ||
@@ -93,7 +94,13 @@ Result<Solution> LinearProgram::solve() const {
   model.setLogLevel(0);
   model.loadProblem(matrix, colLower.data(), colUpper.data(), cost_.data(), rowLower.data(), rowUpper.data());
   model.setOptimizationDirection(sense_ == Sense::kMinimize ? 1.0 : -1.0);
+  const bool limited = maxWallSeconds < kInfinity;
+  if (limited) model.setMaximumWallSeconds(std::max(0.0, maxWallSeconds));
   model.dual();
+  if (limited && !model.isProvenOptimal() && !model.isProvenPrimalInfeasible() && !model.isProvenDualInfeasible()) {
+    return makeError(ErrorCode::kDeadlineExceeded,
+                     "Clp stopped at its time limit of " + std::to_string(maxWallSeconds) + " s");
+  }
   if (!model.isProvenOptimal()) {
     // One retry with primal: dual occasionally stops on numerically hard bases.
     model.primal();

@@ -52,8 +52,9 @@ class LinearProgram {
 
   // Solves with Clp's dual simplex. Errors: kInvalidArgument for infeasible or unbounded
   // problems and malformed input (NaN coefficients, lower > upper, unknown variable index),
-  // kInternal when Clp stops without a proven optimum.
-  Result<Solution> solve() const;
+  // kInternal when Clp stops without a proven optimum, kDeadlineExceeded when it ran out of
+  // `maxWallSeconds` (wall-clock; infinity = no limit) first.
+  Result<Solution> solve(double maxWallSeconds = kInfinity) const;
 
  private:
   Sense sense_;

@@ -259,6 +259,9 @@ Result<PlanProblem> parsePlanProblem(const std::string& yamlText, const std::str
     TELLUS_RETURN_IF_ERROR(p.expectMap(options, "options", {"wan_budget_rho", "fairness_epsilon", "max_min_budget_s"}));
     if (options["max_min_budget_s"]) {
       PLAN_ASSIGN(problem.maxMinTimeBudgetS, p.number(options["max_min_budget_s"], "options.max_min_budget_s", 0, true));
+      if (problem.maxMinTimeBudgetS > 3600) {
+        return p.error(options["max_min_budget_s"], "options.max_min_budget_s", "expected at most 3600 (seconds)");
+      }
     }
     if (options["wan_budget_rho"]) {
       PLAN_ASSIGN(problem.wanBudgetRho, p.number(options["wan_budget_rho"], "options.wan_budget_rho", 0));
@@ -541,14 +544,20 @@ Status maxMinPolicy(const PlanProblem& problem, PlanResult& result) {
                    [&](auto a, auto b) { return result.jobs[a].completionS < result.jobs[b].completionS; });
   for (std::size_t j : order) result.order.push_back(problem.jobs[j].id);
   result.maxMinProven = solved->provenLexOptimal;
+  result.maxMinProvenByBound = solved->provenByBound;
   result.maxMinLowerBoundS = solved->lowerBoundS;
   result.maxMinGapS = solved->maxGapS;
   std::ostringstream note;
   note << "max-min: one task per slot, completion = slowest task (transfer + task_s); jobs listed by completion; ";
-  if (solved->provenLexOptimal) {
+  const sched::MaxMinOptions options{problem.maxMinTimeBudgetS};
+  const double searchS = options.searchShare * options.timeBudgetS;
+  if (solved->provenByBound) {
+    note << "lexicographically optimal (proven: the tie search stopped after " << fixed(searchS)
+         << " s, and the lower bound meets this result at every rank)\n";
+  } else if (solved->provenLexOptimal) {
     note << "lexicographically optimal (proven)\n";
   } else {
-    note << "tie search stopped after " << problem.maxMinTimeBudgetS
+    note << "tie search stopped after " << fixed(searchS)
          << " s: not proven optimal; the k-th slowest job of the optimum is at most " << fixed(solved->maxGapS)
          << " s faster than here (proven bound)\n";
   }
@@ -682,6 +691,7 @@ void printPlanJson(const PlanProblem& problem, const PlanResult& result, std::os
   doc["average_completion_s"] = finite(result.averageCompletionS);
   if (result.policy == "max-min") {
     doc["max_min"] = {{"proven_optimal", result.maxMinProven},
+                      {"proven_by_bound", result.maxMinProvenByBound},
                       {"lower_bound_s", result.maxMinLowerBoundS},
                       {"max_gap_s", result.maxMinGapS}};
   }

@@ -84,6 +84,7 @@ struct PlanResult {
   // max-min only: whether the result is proven lexicographically optimal, else a proven lower
   // bound on the optimum's sorted completions and the largest rank-by-rank gap to it.
   bool maxMinProven = true;
+  bool maxMinProvenByBound = false;  // proven because the lower bound meets the result
   std::vector<double> maxMinLowerBoundS;
   double maxMinGapS = 0;
 };

@@ -131,8 +131,10 @@ std::vector<std::size_t> swagOrder(const OrderingInput& input) {
   const std::size_t jobs = input.jobs.size();
   std::vector<double> queue(n);
   for (std::size_t d = 0; d < n; ++d) queue[d] = existing(input, d);
-  // Tie-break of Alg. 3: the smallest total remaining size, in tasks (not normalized: §5
-  // normalizes only the queue lengths of Step 5).
+  // Tie-break of Alg. 3. Paper 001 §4.2: "If there are more than one job with the minimal
+  // makespan, SWAG picks the one with the smallest total remaining size as a tie-breaker",
+  // where "a job's remaining size is its remaining number of tasks that are not launched yet"
+  // (footnote 5): in tasks, not normalized (§5 normalizes only the queue lengths of Step 5).
   std::vector<double> tasks(jobs, 0.0);
   for (std::size_t j = 0; j < jobs; ++j)
     for (double v : input.jobs[j].remainingTasks) tasks[j] += v;

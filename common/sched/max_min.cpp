@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 
+#include "lp/linear_program.h"
 #include "sched/max_flow.h"
 
 namespace tellus::sched {
@@ -24,13 +25,18 @@ struct TaskClass {
   std::vector<std::size_t> members;  // task indices
 };
 
+std::chrono::steady_clock::time_point after(std::chrono::steady_clock::time_point start, double seconds) {
+  return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(std::max(0.0, seconds)));
+}
+
 class Solver {
  public:
   Solver(const MaxMinProblem& problem, const MaxMinOptions& options)
       : problem_(problem),
-        deadline_(std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(std::max(0.0, options.timeBudgetS)))) {
+        deadline_(after(std::chrono::steady_clock::now(),
+                        std::clamp(options.searchShare, 0.0, 1.0) * options.timeBudgetS)),
+        boundDeadline_(after(std::chrono::steady_clock::now(), options.timeBudgetS)) {
     std::map<std::pair<std::size_t, std::vector<double>>, std::size_t> index;
     for (std::size_t i = 0; i < problem.tasks.size(); ++i) {
       auto key = std::make_pair(problem.tasks[i].job, problem.tasks[i].costS);
@@ -179,7 +185,35 @@ class Solver {
     return levels[lo];
   }
 
+  // Raises `bound` (a rank-by-rank lower bound on every feasible sorted completion vector,
+  // non-increasing) with level counts, until the bound deadline: for a cost level l, any
+  // assignment has at least N(l) jobs completing above l, so its N(l) largest completions
+  // are at least the next level. N(l) — fewest jobs using a task cost above l — is a covering
+  // problem; its LP relaxation (z_k in [0,1] for "job k may exceed l", flows x_cj on the
+  // b-matching, the flow of class c over costs above l at most count_c·z_k), rounded up, is
+  // a lower bound. Levels are taken from the top, only where the bound is below `sorted`.
+  void tightenByLevelCounts(const std::vector<double>& sorted, std::vector<double>& bound) {
+    std::vector<double> levels;
+    for (const TaskClass& c : classes_)
+      for (double v : c.cost)
+        if (std::isfinite(v)) levels.push_back(v);
+    std::sort(levels.begin(), levels.end());
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    for (std::size_t i = levels.size(); i-- > 1;) {
+      if (std::chrono::steady_clock::now() >= boundDeadline_) return;
+      const double level = levels[i - 1], next = levels[i];
+      bool useful = false;
+      for (std::size_t k = 0; k < sorted.size(); ++k) useful |= bound[k] < next - 1e-12 && sorted[k] >= next - 1e-12;
+      if (!useful) continue;
+      const double jobsAbove = jobsAboveLp(level);
+      if (!std::isfinite(jobsAbove)) return;  // out of time (or Clp failed): keep the bound we have
+      const auto forced = static_cast<std::size_t>(std::max(0.0, std::ceil(jobsAbove - 1e-6)));
+      for (std::size_t k = 0; k < std::min(forced, bound.size()); ++k) bound[k] = std::max(bound[k], next);
+    }
+  }
+
   std::size_t flowChecks() const { return flowChecks_; }
+  std::size_t boundLps() const { return boundLps_; }
   // Of the last infeasible check: the saturated datacenters on the source side of a minimum
   // cut, and how many tasks could be placed.
   const std::vector<std::size_t>& shortDatacenters() const { return shortDatacenters_; }
@@ -251,6 +285,38 @@ class Solver {
     return found;
   }
 
+  // The LP relaxation of N(level) (see tightenByLevelCounts); infinity if Clp fails.
+  double jobsAboveLp(double level) {
+    ++boundLps_;
+    lp::LinearProgram program;
+    std::vector<std::size_t> z(problem_.jobs, SIZE_MAX);
+    for (std::size_t k = 0; k < problem_.jobs; ++k)
+      if (jobHasTasks_[k]) z[k] = program.addVariable(0, 1, 1);
+    const std::size_t dcs = problem_.slots.size();
+    std::vector<std::vector<std::pair<std::size_t, double>>> atDc(dcs);
+    for (const TaskClass& c : classes_) {
+      const auto count = static_cast<double>(c.members.size());
+      std::vector<std::pair<std::size_t, double>> all, above;
+      for (std::size_t j = 0; j < dcs; ++j) {
+        if (!std::isfinite(c.cost[j]) || problem_.slots[j] <= 0) continue;
+        const std::size_t x = program.addVariable(0, std::min(count, static_cast<double>(problem_.slots[j])), 0);
+        all.emplace_back(x, 1.0);
+        atDc[j].emplace_back(x, 1.0);
+        if (c.cost[j] > level) above.emplace_back(x, 1.0);
+      }
+      program.addEqual(all, count);
+      if (!above.empty()) {
+        above.emplace_back(z[c.job], -count);
+        program.addLessEqual(above, 0);
+      }
+    }
+    for (std::size_t j = 0; j < dcs; ++j)
+      if (!atDc[j].empty()) program.addLessEqual(atDc[j], problem_.slots[j]);
+    const std::chrono::duration<double> left = boundDeadline_ - std::chrono::steady_clock::now();
+    auto solved = program.solve(std::max(0.0, left.count()));
+    return solved ? solved->objective : std::numeric_limits<double>::infinity();
+  }
+
   bool runFlow(const std::vector<double>& theta, std::vector<int>* dcOfTask) {
     const std::size_t dcs = problem_.slots.size();
     const std::size_t source = classes_.size() + dcs, sink = source + 1;
@@ -289,10 +355,12 @@ class Solver {
   }
 
   const MaxMinProblem& problem_;
-  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point deadline_;       // exact tie search
+  std::chrono::steady_clock::time_point boundDeadline_;  // LP level bounds
   std::vector<TaskClass> classes_;
   std::vector<bool> jobHasTasks_;
   std::size_t flowChecks_ = 0;
+  std::size_t boundLps_ = 0;
   bool proven_ = true;
   std::vector<std::size_t> shortDatacenters_;
   std::int64_t routedTasks_ = 0;
@@ -386,11 +454,20 @@ Result<MaxMinResult> maxMinFairAssign(const MaxMinProblem& problem, const MaxMin
     }
     std::sort(result.lowerBoundS.begin(), result.lowerBoundS.end(), std::greater<>());
     if (!sorted.empty()) result.lowerBoundS[0] = sorted[0];
+    solver.tightenByLevelCounts(sorted, result.lowerBoundS);
     for (std::size_t k = 0; k < sorted.size(); ++k) {
       result.maxGapS = std::max(result.maxGapS, sorted[k] - result.lowerBoundS[k]);
     }
+    // Every rank at its lower bound: optimal, proven by the bound instead of the search.
+    if (result.maxGapS <= 1e-9) {
+      result.provenLexOptimal = true;
+      result.provenByBound = true;
+      result.lowerBoundS = sorted;
+      result.maxGapS = 0;
+    }
   }
   result.flowChecks = solver.flowChecks();
+  result.boundLps = solver.boundLps();
   return result;
 }
 

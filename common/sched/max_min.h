@@ -17,8 +17,11 @@
 // wall-clock budget; once it is spent, each remaining tie keeps a greedy inclusion-minimal
 // set. Every result carries a proven lower bound on the lexicographic optimum: its k-th
 // largest completion is at least the k-th largest of the jobs' individual optima (each job
-// alone minimized, the others unconstrained), and its largest is exactly ours. When the
-// search finished, the result is the optimum and the bound is not needed.
+// alone minimized, the others unconstrained), and its largest is exactly ours; level counts
+// raise it further: at least ceil(LP) jobs must complete above a cost level l (the LP
+// relaxation of "fewest jobs exceeding l", solved with Clp), so that many ranks are at least
+// the next level. When the search finished, or the bound meets the result at every rank,
+// the result is the optimum.
 #include <cstddef>
 #include <limits>
 #include <string>
@@ -43,9 +46,11 @@ struct MaxMinProblem {
 };
 
 struct MaxMinOptions {
-  // Wall-clock seconds for the exact tie search; after it, ties are broken greedily and the
-  // result reports the proven gap instead of optimality.
+  // Wall-clock seconds: searchShare of it for the exact tie search (after it, ties are broken
+  // greedily), the rest for LP level bounds that tighten the proven gap — or prove the greedy
+  // result optimal. One max-flow or LP may run past it.
   double timeBudgetS = 0.5;
+  double searchShare = 0.7;  // in [0, 1]
 };
 
 struct MaxMinResult {
@@ -56,7 +61,9 @@ struct MaxMinResult {
   // (so also of this result). Equals the sorted completions when provenLexOptimal.
   std::vector<double> lowerBoundS;
   double maxGapS = 0;                   // max over k of (k-th largest completion - lowerBoundS[k])
+  bool provenByBound = false;           // proven although the search stopped: bound = result
   std::size_t flowChecks = 0;           // max-flow feasibility checks performed
+  std::size_t boundLps = 0;             // LPs solved to tighten the lower bound
 };
 
 // Errors (kInvalidArgument): cost vector size != datacenters, negative/NaN cost or slots, job

@@ -7,6 +7,8 @@
 #include <string>
 #include <type_traits>
 
+#include <fmt/format.h>
+
 #include "lp/linear_program.h"
 #include "sched/lp_value.h"
 #include "sched/max_flow.h"
@@ -65,6 +67,117 @@ Status validateStage(const std::vector<SiteResources>& sites, const std::vector<
   return Status::ok();
 }
 
+// WAN budget W = W_min + ρ(W_max - W_min) (§4.3).
+double wanBudget(double minimum, double maximum, double rho) { return minimum + rho * (maximum - minimum); }
+
+// Why the map LP (§3.1, with the WAN budget of §4.3) has no solution, naming the site at fault;
+// ok when it has one. Capacities are not limits in the LP (time is free), so it is feasible
+// exactly when every site's input can run somewhere: where it is (slots), or at a site with
+// slots it can reach (uplink and that site's downlink > 0) — and when the input of sites
+// without slots, which has to leave, fits in the WAN budget.
+Status mapLpObstacle(const std::vector<SiteResources>& sites, const MapStage& stage, const TetriumOptions& options) {
+  const double total = sum(stage.inputGB);
+  const bool needsSlots = stage.tasks > 0 && stage.taskS > 0;
+  if (total <= 0 || !needsSlots) return Status::ok();  // reads nothing, or no compute: runs anywhere
+  double mustLeave = 0;
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    if (stage.inputGB[x] <= 0 || sites[x].slots > 0) continue;
+    mustLeave += stage.inputGB[x];
+    if (sites[x].upGBps <= 0) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{} holds {} GB of map input but has no slots and a 0 Gbps uplink: its "
+                                   "input can neither be processed there nor leave",
+                                   siteLabel(sites, x), stage.inputGB[x]));
+    }
+    bool reachable = false;
+    for (std::size_t y = 0; y < sites.size(); ++y) reachable |= y != x && sites[y].slots > 0 && sites[y].downGBps > 0;
+    if (!reachable) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{} holds {} GB of map input but has no slots, and no site with slots can "
+                                   "download it (their downlinks are 0 Gbps)",
+                                   siteLabel(sites, x), stage.inputGB[x]));
+    }
+  }
+  const double budget = wanBudget(0, total, options.wanBudgetRho);
+  if (mustLeave > budget + 1e-9) {
+    std::size_t largest = sites.size();
+    for (std::size_t x = 0; x < sites.size(); ++x) {
+      if (stage.inputGB[x] > 0 && sites[x].slots == 0 &&
+          (largest == sites.size() || stage.inputGB[x] > stage.inputGB[largest])) {
+        largest = x;
+      }
+    }
+    return makeError(ErrorCode::kInvalidArgument,
+                     fmt::format("WAN budget (rho {}) lets {} GB cross the WAN, but the sites without slots hold "
+                                 "{} GB of map input that must leave ({} holds {} GB)",
+                                 options.wanBudgetRho, budget, mustLeave, siteLabel(sites, largest),
+                                 stage.inputGB[largest]));
+  }
+  return Status::ok();
+}
+
+// The same for the reduce LP (§3.2; Iridium's variant ignores slots). A site whose uplink is 0
+// must run every reduce task (its shuffle data cannot leave); a site without slots (Tetrium)
+// or with a 0 Gbps downlink while others hold data can run none.
+Status reduceLpObstacle(const std::vector<SiteResources>& sites, const ReduceStage& stage, double wanBudgetGB,
+                        bool slotsMatter) {
+  const std::size_t n = sites.size();
+  const double total = sum(stage.shuffleGB);
+  const bool computeRows = slotsMatter && stage.tasks > 0 && stage.taskS > 0;
+  std::vector<bool> mustTakeAll(n, false), cannotTake(n, false);
+  std::vector<std::string> why(n);
+  for (std::size_t x = 0; x < n; ++x) {
+    mustTakeAll[x] = stage.shuffleGB[x] > 0 && sites[x].upGBps <= 0;
+    if (computeRows && sites[x].slots == 0) {
+      cannotTake[x] = true;
+      why[x] = "has no slots";
+    } else if (sites[x].downGBps <= 0 && total - stage.shuffleGB[x] > 0) {
+      cannotTake[x] = true;
+      why[x] = "has a 0 Gbps downlink while other sites hold shuffle data";
+    }
+  }
+  std::size_t pinned = n;
+  for (std::size_t x = 0; x < n; ++x) {
+    if (!mustTakeAll[x]) continue;
+    if (cannotTake[x]) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{} holds {} GB of shuffle data behind a 0 Gbps uplink, so every reduce task "
+                                   "must run there, but it {}",
+                                   siteLabel(sites, x), stage.shuffleGB[x], why[x]));
+    }
+    if (pinned != n) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{} and {} both hold shuffle data behind a 0 Gbps uplink: the reduce tasks "
+                                   "cannot all run at both",
+                                   siteLabel(sites, pinned), siteLabel(sites, x)));
+    }
+    pinned = x;
+  }
+  if (std::all_of(cannotTake.begin(), cannotTake.end(), [](bool b) { return b; })) {
+    std::string reasons;
+    for (std::size_t x = 0; x < n; ++x) reasons += (x ? "; " : "") + siteLabel(sites, x) + " " + why[x];
+    return makeError(ErrorCode::kInvalidArgument, "no site can run the reduce tasks: " + reasons);
+  }
+  // The WAN budget needs sum I_x r_x >= I - W; the best is all tasks at the allowed site
+  // holding the most shuffle data (or at the pinned site).
+  std::size_t keeper = pinned;
+  for (std::size_t x = 0; keeper == n && x < n; ++x) {
+    if (!cannotTake[x]) keeper = x;
+  }
+  if (pinned == n) {
+    for (std::size_t x = 0; x < n; ++x)
+      if (!cannotTake[x] && stage.shuffleGB[x] > stage.shuffleGB[keeper]) keeper = x;
+  }
+  if (std::isfinite(wanBudgetGB) && total - stage.shuffleGB[keeper] > wanBudgetGB + 1e-9) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     fmt::format("WAN budget lets {} GB cross the WAN, but the reduce moves at least {} GB: the "
+                                 "most any site that can run it keeps is {} GB at {}",
+                                 wanBudgetGB, total - stage.shuffleGB[keeper], stage.shuffleGB[keeper],
+                                 siteLabel(sites, keeper)));
+  }
+  return Status::ok();
+}
+
 // Row x of the map model: the share of tasks reading from x. With no input at all, tasks read
 // nothing and start spread evenly (proportionalToData's all-zero rule).
 std::vector<double> mapSourceShares(const MapStage& stage) {
@@ -89,8 +202,9 @@ MapPlacement finishMap(const std::vector<SiteResources>& sites, const MapStage& 
   const std::size_t n = sites.size();
   MapPlacement placement;
   const std::vector<double> share = mapSourceShares(stage);
-  const std::vector<int> rowTasks = mapTasksPerSource(stage.inputGB, stage.tasks);
-  // Scale row x to its integer task count (n·share_x rounded), then round controlled.
+  const std::vector<int> rowTasks =
+      stage.tasksPerSource.empty() ? mapTasksPerSource(stage.inputGB, stage.tasks) : stage.tasksPerSource;
+  // Scale row x to its integer task count, then round controlled.
   std::vector<std::vector<double>> cells(n, std::vector<double>(n, 0.0));
   for (std::size_t x = 0; x < n; ++x) {
     double rowFraction = std::accumulate(fraction[x].begin(), fraction[x].end(), 0.0);
@@ -144,9 +258,6 @@ std::size_t strongestSite(const std::vector<SiteResources>& sites) {
   }
   return best;
 }
-
-// WAN budget W = W_min + ρ(W_max - W_min) (§4.3).
-double wanBudget(double minimum, double maximum, double rho) { return minimum + rho * (maximum - minimum); }
 
 Status validateRho(const TetriumOptions& options) {
   if (!(options.wanBudgetRho >= 0 && options.wanBudgetRho <= 1)) {
@@ -272,6 +383,29 @@ Status validateMap(const std::vector<SiteResources>& sites, const MapStage& stag
       validateStage(sites, stage.inputGB, stage.tasks, stage.taskS, "map input_gb").prepend("map stage"));
   // One map task reads one site's input, so a stage with fewer tasks than sites holding input
   // would leave some input unread (and unmoved): reject it, naming the first such site.
+  if (!stage.tasksPerSource.empty()) {
+    // A given split: one row per site, the stage's tasks exactly, and no input left unread.
+    if (stage.tasksPerSource.size() != sites.size()) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("map stage: tasks per source: {} values for {} sites",
+                                   stage.tasksPerSource.size(), sites.size()));
+    }
+    long long given = 0;
+    for (std::size_t x = 0; x < sites.size(); ++x) {
+      const int rows = stage.tasksPerSource[x];
+      if (rows < 0) return makeError(ErrorCode::kInvalidArgument, "map stage: tasks reading " + siteLabel(sites, x) + " must be >= 0");
+      if (stage.inputGB[x] > 0 && rows == 0) {
+        return makeError(ErrorCode::kInvalidArgument,
+                         "map stage: " + siteLabel(sites, x) + " holds input but no task reads it");
+      }
+      given += rows;
+    }
+    if (given != stage.tasks) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("map stage: tasks per source sum to {}, not the stage's {} tasks", given, stage.tasks));
+    }
+    return Status::ok();
+  }
   std::size_t holding = 0;
   for (double gb : stage.inputGB) holding += gb > 0 ? 1 : 0;
   if (stage.tasks > 0 && static_cast<std::size_t>(stage.tasks) < holding) {
@@ -501,6 +635,7 @@ Result<std::pair<std::vector<double>, double>> solveReduceLp(const std::vector<S
 
 Result<ReducePlacement> iridiumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
   TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  TELLUS_RETURN_IF_ERROR(reduceLpObstacle(sites, stage, kInf, false).prepend("iridium reduce LP"));
   ReduceLpSpec networkOnly;
   networkOnly.computeWeight = 0;
   networkOnly.computeRowsOnlyWithSlots = true;
@@ -536,6 +671,8 @@ Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites,
   TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
   TELLUS_RETURN_IF_ERROR(validateRho(options));
   if (stage.tasks == 0) return StageTimes{};
+  TELLUS_RETURN_IF_ERROR(
+      reduceLpObstacle(sites, stage, tetriumReduceSpec(stage, options).wanBudget, true).prepend("tetrium reduce LP"));
   if (options.wanBudgetRho >= 1) {
     const StageTimes value = detail::reduceLpValue(sites, stage);
     if (!std::isfinite(value.totalS())) {
@@ -554,6 +691,7 @@ Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, c
   TELLUS_RETURN_IF_ERROR(validateRho(options));
   if (stage.tasks == 0) return proportionalReduce(sites, stage);
   const ReduceLpSpec spec = tetriumReduceSpec(stage, options);
+  TELLUS_RETURN_IF_ERROR(reduceLpObstacle(sites, stage, spec.wanBudget, true).prepend("tetrium reduce LP"));
   auto solved = solveReduceLp(sites, stage, spec);
   if (!solved) return Status(solved.error().prepend("tetrium reduce LP"));
   ReducePlacement placement = finishReduce(sites, stage, solved->first);
@@ -651,6 +789,7 @@ Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, co
   TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
   TELLUS_RETURN_IF_ERROR(validateRho(options));
   if (stage.tasks == 0) return StageTimes{};
+  TELLUS_RETURN_IF_ERROR(mapLpObstacle(sites, stage, options).prepend("tetrium map LP"));
   if (options.wanBudgetRho >= 1) {
     const StageTimes value = detail::mapLpValue(sites, stage);
     if (!std::isfinite(value.totalS())) return makeError(ErrorCode::kInvalidArgument, "tetrium map LP: LP is infeasible");
@@ -666,6 +805,7 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
   TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
   TELLUS_RETURN_IF_ERROR(validateRho(options));
   if (stage.tasks == 0) return inPlaceMap(sites, stage);
+  TELLUS_RETURN_IF_ERROR(mapLpObstacle(sites, stage, options).prepend("tetrium map LP"));
   auto relaxed = solveMapLp(sites, stage, options, lp::kInfinity, 1.0);
   if (!relaxed) return Status(relaxed.error().prepend("tetrium map LP"));
   MapPlacement placement = finishMap(sites, stage, std::move(relaxed.value()));

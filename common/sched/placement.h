@@ -32,6 +32,12 @@ struct MapStage {
   std::vector<double> inputGB;  // per site (same order as the sites), I_x
   int tasks = 0;                // n_map
   double taskS = 0;             // t_map, seconds per task
+  // How many of the tasks read each site when the split is given (the daemons: one task per
+  // dataset partition); empty = mapTasksPerSource(inputGB, tasks). When given it must sum to
+  // `tasks` and give every site holding input a task (validateMap). The LPs still model tasks
+  // in proportion to data (Tetrium's model); the integer placement and its evaluation use
+  // these rows, so every task it moves exists.
+  std::vector<int> tasksPerSource;
 };
 
 struct ReduceStage {
@@ -50,7 +56,8 @@ struct MapPlacement {
   // fraction[x][y]: fraction of all map tasks that read data at x and run at y (sum = 1,
   // row x sums to I_x / I).
   std::vector<std::vector<double>> fraction;
-  // tasks[x][y]: integer counts; row x sums to the proportional-to-data count of x, all
+  // tasks[x][y]: integer counts; row x sums to the tasks reading x (stage.tasksPerSource, or
+  // mapTasksPerSource), all
   // cells sum to n exactly, column sums are within 1 of n·sum_x fraction[x][y] — except for
   // tetriumMap, which keeps the in-place placement instead when that is faster with whole
   // waves (the LP's fractional waves undercount stages with fewer tasks than slots).

@@ -189,6 +189,40 @@ TEST_CASE("initial task map: the Tetrium LP places every task exactly once", "[u
   CHECK(atB >= 1);  // a has 3 tasks for 1 slot and fast links: some move to b
 }
 
+TEST_CASE("initial task map: Tetrium's rows are the partitions each site holds, and its plan runs as planned",
+          "[unit][jobstate][placement]") {
+  // a: one partition of 500 bytes, b: six partitions of 500 bytes in all. Apportioned by bytes
+  // the LP would see 4 tasks at a and 3 at b, plan moves of tasks a does not have, and leave
+  // three of b's partitions out of the plan (issue 14's dropped-input flaw, daemon side).
+  auto job = wordcountJob();
+  job.stages[0].inputs.clear_partitions();
+  const std::vector<std::pair<std::string, uint64_t>> parts = {{"a", 500}, {"b", 80}, {"b", 80}, {"b", 80},
+                                                               {"b", 80},  {"b", 90}, {"b", 90}};
+  for (const auto& [site, bytes] : parts) {
+    auto* ref = job.stages[0].inputs.add_partitions();
+    ref->set_site(site);
+    ref->set_worker_id(site + "-w1");
+    ref->set_dataset_file("/data/" + site);
+    ref->set_bytes(bytes);
+  }
+  const std::vector<SiteCapacity> sites{{"a", 8, 1.0, 1.0, 1.0}, {"b", 1, 1.0, 1.0, 1.0}};
+  auto map = initialTaskMap(job, 0, sched::Placement::kTetrium, sites);
+  REQUIRE(map.isOk());
+  REQUIRE(map->owner_site_size() == 7);
+  // What ran where, by source site: realized[x][y].
+  std::vector<std::vector<int>> realized(2, std::vector<int>(2, 0));
+  for (int t = 0; t < 7; ++t) ++realized[parts[t].first == "a" ? 0 : 1][map->owner_site(t) == "a" ? 0 : 1];
+  // The same stage solved directly, with one row per partition.
+  const std::vector<sched::SiteResources> resources{{"a", 8, 1.0, 1.0}, {"b", 1, 1.0, 1.0}};
+  sched::MapStage stage{{500e-9, 500e-9}, 7, 1.0, {1, 6}};
+  auto plan = sched::placeMap(sched::Placement::kTetrium, resources, stage);
+  REQUIRE(plan.isOk());
+  CHECK(realized == plan->tasks);
+  CHECK(sched::evaluateMap(resources, stage, realized).totalS() == Approx(plan->times.totalS()));
+  // b has one slot and its data is cheap to move: it keeps at most one wave.
+  CHECK(realized[0][1] + realized[1][1] <= 1);
+}
+
 TEST_CASE("site capacities come from containers and measured inbound rates", "[unit][jobstate][placement]") {
   pb::SiteInfo a, b;
   a.set_site("a");

@@ -121,6 +121,24 @@ jobs:
   CHECK(result->order == std::vector<std::string>{"C", "B", "A"});
   CHECK(result->averageCompletionS == Approx(35.0 / 3));
 
+  // Issue 14: after J2, J1 and J3 tie at makespan 3; paper 001 serves the smaller job in tasks
+  // (J3: 4 < 5), which the capacity-normalized size (3.5 each) could not tell apart.
+  auto ties = parsePlanProblem(R"(sites:
+  - {name: d0, slots: 2, up_gbps: 8, down_gbps: 8}
+  - {name: d1, slots: 1, up_gbps: 8, down_gbps: 8}
+jobs:
+  - {id: J0, arrival_s: 0, map: {tasks: 4, task_s: 1, input_gb: {d0: 4}}}
+  - {id: J1, arrival_s: 1, map: {tasks: 5, task_s: 1, input_gb: {d0: 3, d1: 2}}}
+  - {id: J2, arrival_s: 2, map: {tasks: 3, task_s: 1, input_gb: {d0: 3}}}
+  - {id: J3, arrival_s: 3, map: {tasks: 4, task_s: 1, input_gb: {d0: 1, d1: 3}}}
+)",
+                               "ties.yaml");
+  REQUIRE(ties.isOk());
+  auto swagTies = solvePlan(*ties, "swag");
+  REQUIRE(swagTies.isOk());
+  CHECK(swagTies->order == std::vector<std::string>{"J2", "J3", "J0", "J1"});
+  CHECK(swagTies->averageCompletionS == Approx(3.5));
+
   auto two = parsePlanProblem(kTwoJobs, "two.yaml");
   REQUIRE(two.isOk());
   // 15 tasks on 9 slots cannot run one task per slot (paper 002's model).
@@ -168,6 +186,9 @@ TEST_CASE("plan: bad input names file, line, field and what was expected", "[uni
              Catch::StartsWith("p.yaml:1: policy: expected one of"));
   CHECK_THAT(errorOf("options: {wan_budget_rho: 2}\nsites:\n  - {name: a, slots: 1, up_gbps: 1, down_gbps: 1}\njobs: []\n"),
              Catch::StartsWith("p.yaml:1: options.wan_budget_rho: expected a number in [0,1]"));
+  CHECK_THAT(errorOf("options: {max_min_budget_s: 1e9}\nsites:\n  - {name: a, slots: 1, up_gbps: 1, down_gbps: 1}\n"
+                     "jobs: []\n"),
+             Catch::StartsWith("p.yaml:1: options.max_min_budget_s: expected at most 3600 (seconds)"));
 }
 
 namespace {

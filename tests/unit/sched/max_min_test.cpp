@@ -203,6 +203,94 @@ TEST_CASE("property: without search time the greedy result and its proven bound 
   CHECK(unproven > 5);  // ties do occur, so the bound is exercised
 }
 
+TEST_CASE("property: LP level counts keep the bound below the optimum and prove greedy results (brute force)",
+          "[unit][sched][maxmin]") {
+  // No search, all the time for the bound: every rank of lowerBoundS stays at or below the
+  // exhaustive optimum, a result the bound meets everywhere is the optimum, and the level
+  // counts prove some greedy results that the individual optima alone cannot.
+  std::mt19937 rng(2002);
+  int provenByBound = 0, unproven = 0, tighter = 0;
+  for (int round = 0; round < 400; ++round) {
+    MaxMinProblem p;
+    const std::size_t dcs = 2 + rng() % 2;
+    p.jobs = 2 + rng() % 3;
+    const std::size_t tasks = 2 + rng() % 5;
+    for (std::size_t j = 0; j < dcs; ++j) p.slots.push_back(1 + static_cast<int>(rng() % 3));
+    for (std::size_t i = 0; i < tasks; ++i) {
+      MaxMinTask t;
+      t.job = rng() % p.jobs;
+      for (std::size_t j = 0; j < dcs; ++j) t.costS.push_back(static_cast<double>(1 + rng() % 3));
+      p.tasks.push_back(t);
+    }
+    const std::vector<double> optimum = sortedDesc(bruteForce(p));
+    if (optimum.empty()) continue;
+    INFO("round " << round);
+    auto withBound = maxMinFairAssign(p, MaxMinOptions{1000.0, 0.0});
+    auto without = maxMinFairAssign(p, MaxMinOptions{0.0, 0.0});
+    REQUIRE(withBound.isOk());
+    REQUIRE(without.isOk());
+    const std::vector<double> sorted = sortedDesc(withBound->jobCompletionS);
+    CHECK(sorted == sortedDesc(without->jobCompletionS));  // the bound never changes the result
+    for (std::size_t k = 0; k < optimum.size(); ++k) {
+      CHECK(withBound->lowerBoundS[k] <= optimum[k] + 1e-9);
+      CHECK(withBound->lowerBoundS[k] >= without->lowerBoundS[k] - 1e-9);
+      if (withBound->lowerBoundS[k] > without->lowerBoundS[k] + 1e-9) ++tighter;
+    }
+    if (withBound->provenLexOptimal) CHECK(sorted == optimum);
+    if (withBound->provenByBound) ++provenByBound;
+    if (!withBound->provenLexOptimal) ++unproven;
+  }
+  CAPTURE(provenByBound, unproven, tighter);
+  CHECK(provenByBound > 5);
+  CHECK(tighter > 0);  // the LP raises ranks the individual optima leave low
+}
+
+TEST_CASE("max-min on issue 14's tie shape: polynomial work without search time, feasible, bracketed",
+          "[unit][sched][maxmin]") {
+  // 20 identical sites (22 slots, 1 GB/s), 40 jobs of 10 one-second tasks with 1 GB on each of
+  // 3 random sites, split 4/3/3 per source: the exhaustive tie search took 117 s here. With no
+  // search time every tie is broken greedily, so the number of max-flow checks is bounded by
+  // a polynomial in jobs and distinct costs — a deterministic count, not a timing.
+  std::mt19937 rng(14);
+  const std::size_t sites = 20, jobs = 40;
+  MaxMinProblem p;
+  p.jobs = jobs;
+  p.slots.assign(sites, 22);
+  std::vector<double> levels;
+  for (std::size_t k = 0; k < jobs; ++k) {
+    std::vector<std::size_t> sources;
+    while (sources.size() < 3) {
+      const std::size_t x = rng() % sites;
+      if (std::find(sources.begin(), sources.end(), x) == sources.end()) sources.push_back(x);
+    }
+    for (std::size_t i = 0; i < 3; ++i) {
+      const int count = i == 0 ? 4 : 3;
+      for (int t = 0; t < count; ++t) {
+        MaxMinTask task{k, std::vector<double>(sites, 1.0 + 1.0 / count)};
+        task.costS[sources[i]] = 1.0;
+        p.tasks.push_back(task);
+      }
+    }
+  }
+  auto got = maxMinFairAssign(p, MaxMinOptions{0.0});
+  REQUIRE(got.isOk());
+  const double distinctCosts = 3, logLevels = 2;
+  // Per round: a binary search, one check per premium job, one lowering check, a greedy keep
+  // set (one check per job); at most (costs + jobs) rounds; then one binary search per job.
+  const double bound = (distinctCosts + jobs) * (logLevels + 2 + 2.0 * jobs) + jobs * (logLevels + 1) + 1;
+  CHECK(static_cast<double>(got->flowChecks) <= bound);
+  std::vector<int> used(sites, 0);
+  for (std::size_t i = 0; i < p.tasks.size(); ++i) ++used[static_cast<std::size_t>(got->datacenterOfTask[i])];
+  for (std::size_t j = 0; j < sites; ++j) CHECK(used[j] <= 22);
+  const std::vector<double> sorted = sortedDesc(got->jobCompletionS);
+  double gap = 0;
+  for (std::size_t k = 0; k < jobs; ++k) {
+    CHECK(sorted[k] >= got->lowerBoundS[k] - 1e-9);
+    gap = std::max(gap, sorted[k] - got->lowerBoundS[k]);
+  }
+  CHECK(got->maxGapS == Approx(gap));
+}
+
 TEST_CASE("max-min names the datacenters whose slots are short", "[unit][sched][maxmin]") {
   MaxMinProblem p;
   p.slots = {1, 5};

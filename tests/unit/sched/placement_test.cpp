@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -280,6 +281,136 @@ TEST_CASE("bad stage input gets an error naming the field", "[unit][sched][place
   CHECK_THAT(negative.message(), Catch::Contains("site 'site-2'"));
   std::vector<SiteResources> noSlots = {{"a", 0, 1, 1}};
   CHECK_FALSE(tetriumMap(noSlots, MapStage{{1}, 10, 1}).isOk());
+}
+
+TEST_CASE("an LP without a solution is reported naming the site at fault", "[unit][sched][placement]") {
+  // c holds input, has no slots and no uplink: its tasks can neither run there nor leave.
+  const std::vector<SiteResources> sites = {{"a", 1, 1, 1}, {"b", 1, 1, 1}, {"c", 0, 0, 1}};
+  auto map = tetriumMap(sites, MapStage{{10, 10, 10}, 3, 1});
+  REQUIRE_FALSE(map.isOk());
+  CHECK(map.message() ==
+        "tetrium map LP: site 'c' holds 10 GB of map input but has no slots and a 0 Gbps uplink: its input can "
+        "neither be processed there nor leave");
+  CHECK(tetriumMapLpTimes(sites, MapStage{{10, 10, 10}, 3, 1}).message() == map.message());
+  // With an uplink, rho = 0 forbids the 10 GB that has to leave c.
+  const std::vector<SiteResources> open = {{"a", 1, 1, 1}, {"b", 1, 1, 1}, {"c", 0, 1, 1}};
+  auto budget = tetriumMap(open, MapStage{{10, 10, 10}, 3, 1}, TetriumOptions{0.0});
+  REQUIRE_FALSE(budget.isOk());
+  CHECK_THAT(budget.message(), Catch::Contains("site 'c' holds 10 GB"));
+  // Reduce: a's shuffle data cannot leave (uplink 0), so every task must run at a, which has none.
+  const std::vector<SiteResources> reduceSites = {{"a", 0, 0, 1}, {"b", 1, 1, 1}};
+  auto reduce = tetriumReduce(reduceSites, ReduceStage{{10, 10}, 3, 1});
+  REQUIRE_FALSE(reduce.isOk());
+  CHECK(reduce.message() ==
+        "tetrium reduce LP: site 'a' holds 10 GB of shuffle data behind a 0 Gbps uplink, so every reduce task must "
+        "run there, but it has no slots");
+  auto twoPinned = iridiumReduce({{"a", 1, 0, 1}, {"b", 1, 0, 1}}, ReduceStage{{10, 10}, 3, 1});
+  REQUIRE_FALSE(twoPinned.isOk());
+  CHECK_THAT(twoPinned.message(), Catch::Contains("site 'a' and site 'b'"));
+}
+
+namespace {
+
+// Every way to put `tasks` (per source row) on the sites, as integer matrices.
+void forEachMapPlacement(const std::vector<int>& rows, std::size_t x, std::vector<std::vector<int>>& cells,
+                         const std::function<void()>& visit) {
+  const std::size_t n = rows.size();
+  if (x == n) return visit();
+  std::function<void(std::size_t, int)> fill = [&](std::size_t y, int left) {
+    if (y + 1 == n) {
+      cells[x][y] = left;
+      forEachMapPlacement(rows, x + 1, cells, visit);
+      return;
+    }
+    for (int k = 0; k <= left; ++k) {
+      cells[x][y] = k;
+      fill(y + 1, left - k);
+    }
+  };
+  fill(0, rows[x]);
+}
+
+void forEachSplit(int tasks, std::size_t n, std::vector<int>& counts, std::size_t at, const std::function<void()>& visit) {
+  if (at + 1 == n) {
+    counts[at] = tasks;
+    return visit();
+  }
+  for (int k = 0; k <= tasks; ++k) {
+    counts[at] = k;
+    forEachSplit(tasks - k, n, counts, at + 1, visit);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("property: an LP policy fails exactly when no integer placement finishes, naming a site (brute force)",
+          "[unit][sched][placement]") {
+  std::mt19937 rng(4141);
+  int failures = 0, successes = 0;
+  for (int instance = 0; instance < 1500; ++instance) {
+    const std::size_t n = 2 + rng() % 2;
+    std::vector<SiteResources> sites;
+    std::vector<double> data(n);
+    for (std::size_t x = 0; x < n; ++x) {
+      sites.push_back({fmt::format("s{}", x), static_cast<int>(rng() % 3), static_cast<double>(rng() % 3),
+                       static_cast<double>(rng() % 3)});
+      data[x] = rng() % 3 == 0 ? 0.0 : static_cast<double>(1 + rng() % 4);
+    }
+    if (std::all_of(sites.begin(), sites.end(), [](const SiteResources& s) { return s.slots == 0; })) sites[0].slots = 1;
+    const int tasks = static_cast<int>(n) + static_cast<int>(rng() % 2);
+    const double rho = std::array<double, 3>{1.0, 0.5, 0.0}[rng() % 3];
+    const double totalGB = std::accumulate(data.begin(), data.end(), 0.0);
+    INFO("instance " << instance << " rho " << rho);
+
+    // Map: some integer placement within the budget finishes <=> tetrium succeeds.
+    const MapStage map{data, tasks, 1.0};
+    const std::vector<int> rows = mapTasksPerSource(data, tasks);
+    std::vector<std::vector<int>> cells(n, std::vector<int>(n, 0));
+    bool mapFinishes = false;
+    forEachMapPlacement(rows, 0, cells, [&] {
+      double wan = 0;
+      for (std::size_t x = 0; x < n; ++x)
+        for (std::size_t y = 0; y < n; ++y)
+          if (x != y && rows[x] > 0) wan += data[x] / rows[x] * cells[x][y];
+      if (wan <= rho * totalGB + 1e-9 && std::isfinite(evaluateMap(sites, map, cells).totalS())) mapFinishes = true;
+    });
+    auto placedMap = tetriumMap(sites, map, TetriumOptions{rho});
+    CHECK(placedMap.isOk() == mapFinishes);
+    if (!placedMap.isOk()) CHECK_THAT(placedMap.message(), Catch::Contains("site 's"));
+
+    // Reduce (tetrium: slots count; iridium: shuffle only, without a budget).
+    const ReduceStage reduce{data, tasks, 1.0};
+    double largest = *std::max_element(data.begin(), data.end());
+    const double budget = (totalGB - largest) + rho * largest;
+    std::vector<int> counts(n, 0);
+    bool reduceFinishes = false, shuffleFinishes = false;
+    forEachSplit(tasks, n, counts, 0, [&] {
+      double wan = 0;
+      for (std::size_t x = 0; x < n; ++x) wan += data[x] * (1.0 - static_cast<double>(counts[x]) / tasks);
+      const StageTimes times = evaluateReduce(sites, reduce, counts);
+      if (wan <= budget + 1e-9 && std::isfinite(times.totalS())) reduceFinishes = true;
+      if (std::isfinite(times.transferS)) shuffleFinishes = true;
+    });
+    auto placedReduce = tetriumReduce(sites, reduce, TetriumOptions{rho});
+    CHECK(placedReduce.isOk() == reduceFinishes);
+    if (!placedReduce.isOk()) CHECK_THAT(placedReduce.message(), Catch::Contains("site 's"));
+    auto iridium = iridiumReduce(sites, reduce);
+    CHECK(iridium.isOk() == shuffleFinishes);
+    if (!iridium.isOk()) CHECK_THAT(iridium.message(), Catch::Contains("site 's"));
+    (placedMap.isOk() ? successes : failures) += 1;
+  }
+  CHECK(failures > 100);
+  CHECK(successes > 100);
+}
+
+TEST_CASE("a given task split must cover every site holding input", "[unit][sched][placement]") {
+  const std::vector<SiteResources> sites{{"a", 1, 1, 1}, {"b", 1, 1, 1}};
+  auto unread = tetriumMap(sites, MapStage{{1, 1}, 2, 1, {2, 0}});
+  REQUIRE_FALSE(unread.isOk());
+  CHECK(unread.message() == "map stage: site 'b' holds input but no task reads it");
+  auto wrongSum = inPlaceMap(sites, MapStage{{1, 1}, 3, 1, {1, 1}});
+  REQUIRE_FALSE(wrongSum.isOk());
+  CHECK(wrongSum.message() == "map stage: tasks per source sum to 2, not the stage's 3 tasks");
 }
 
 TEST_CASE("task ordering: remote first, slow uplinks first, spread across sources", "[unit][sched][placement]") {

@@ -230,7 +230,8 @@ int main(int argc, char** argv) {
     results.push_back(row("max_min_ties", timing,
                           {{"sites", c.sites}, {"jobs", c.jobs}, {"tasks", c.jobs * c.tasksPerJob},
                            {"time_budget_s", MaxMinOptions{}.timeBudgetS}, {"flow_checks", last.flowChecks},
-                           {"proven_lex_optimal", last.provenLexOptimal}, {"max_gap_s", last.maxGapS},
+                           {"proven_lex_optimal", last.provenLexOptimal}, {"proven_by_bound", last.provenByBound},
+                           {"bound_lps", last.boundLps}, {"max_gap_s", last.maxGapS},
                            {"mean_completion_s", mean}}));
   }
 
