@@ -689,15 +689,32 @@ void JobCore::decidePrimary(double now, Actions& out) {
     live.insert(it->second.begin(), it->second.end());
   }
   const auto stages = static_cast<uint32_t>(view_.stages.size());
+  // A raw partition some live worker holds a copy of. When none does (its site is cut off by a
+  // partition, or its workers are down), the task that read it cannot run again anywhere
+  // before one is back: dropping its output would gain nothing, and a site that comes back
+  // brings the output back too. Such an output is kept, and held as a loss not yet decided.
+  auto rawInputLive = [&](uint32_t u, uint32_t t) {
+    if (!isDatasetStage(view_.spec, u) || static_cast<int>(t) >= view_.stages[u].inputs.partitions_size()) return true;
+    const auto& ref = view_.stages[u].inputs.partitions(static_cast<int>(t));
+    if (live.count(ref.worker_id())) return true;
+    for (const auto& replica : ref.replicas()) {
+      if (live.count(replica.worker_id())) return true;
+    }
+    return false;
+  };
+  bool unreachable = false;  // a needed output is on a dead worker and cannot be recomputed yet
   if (workersKnown) {
     for (uint32_t u = 0; u < stages; ++u) {
       bool needed = u + 1 == stages;  // the job's result
       for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
       if (!needed) continue;
       for (const auto& [t, loc] : view_.stages[u].parts) {
-        if (!live.count(loc.worker_id())) {
-          out.lostOutputs.push_back({{u, t}, loc.worker_id(), "its only copy was on dead worker " + loc.worker_id()});
+        if (live.count(loc.worker_id())) continue;
+        if (!rawInputLive(u, t)) {
+          unreachable = true;
+          continue;
         }
+        out.lostOutputs.push_back({{u, t}, loc.worker_id(), "its only copy was on dead worker " + loc.worker_id()});
       }
     }
   }
@@ -707,7 +724,8 @@ void JobCore::decidePrimary(double now, Actions& out) {
   const bool trusted = decideVerification(out);
   if (!out.lostOutputs.empty()) return;
 
-  auto releasable = releasableStages(view_);
+  // Nothing is released or finished on an output no live worker can serve.
+  auto releasable = unreachable ? std::vector<uint32_t>() : releasableStages(view_);
   std::erase_if(releasable, [&](uint32_t s) {
     for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
       const int u = in.has_stage() ? job::stageIndex(view_.spec, in.stage()) : -1;
@@ -740,7 +758,7 @@ void JobCore::decidePrimary(double now, Actions& out) {
       siteCapacities_.reset();  // capacities are read afresh for the next release
     }
   }
-  if (trusted && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
+  if (trusted && !unreachable && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
     out.succeed = true;
     return;
   }

@@ -201,6 +201,48 @@ TEST_CASE("worker loss: a needed output whose only copy was on a dead worker is 
   CHECK(relaunched);
 }
 
+TEST_CASE("a cut-off site: an output whose raw input has no live copy is kept, not recomputed, until the site is back",
+          "[unit][jobcore]") {
+  // Issue 12 item 3: a partition takes a site's every worker out of ZooKeeper; the task that
+  // wrote an output there read a partition only that site holds, so it could not run again
+  // anywhere before the site is back, and when the site is back it brings the output too.
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 3; ++t) parts[t] = outputAt("a-w1");
+  parts[3] = outputAt("b-w1", "b");
+  core.onParts(0, parts);
+  core.onLiveWorkers("b", {});  // b is cut off
+  auto cut = core.step(1);
+  CHECK(cut.lostOutputs.empty());
+  // Nothing is released on an output no live worker can serve.
+  CHECK_FALSE(cut.needSiteRecords);
+  CHECK(cut.releases.empty());
+  CHECK_FALSE(cut.succeed);
+  // Healed: the same worker serves it; the next stage is released on it, nothing re-runs.
+  core.onLiveWorkers("b", {"b-w1"});
+  auto healed = core.step(2);
+  CHECK(healed.lostOutputs.empty());
+  CHECK(healed.needSiteRecords);
+  // With a replica of the input on b-w2 and b-w1 lost for good: once b-w2 is live the task
+  // can run again, so the output is a loss and is recomputed.
+  JobCore other(configAt("a"));
+  auto inputs = wordcountInputs();
+  inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("b-w2");
+  REQUIRE(other.onJobLoaded(wordcountSpec(), inputs));
+  other.onStatus(running(), 0);
+  other.onLiveWorkers("a", {"a-w1", "a-w2"});
+  other.onLiveWorkers("b", {});
+  other.onJms({"a", "b"});
+  releaseMaps(other, 0);
+  other.onParts(0, parts);
+  CHECK(other.step(1).lostOutputs.empty());
+  other.onLiveWorkers("b", {"b-w2"});
+  auto lost = other.step(2);
+  REQUIRE(lost.lostOutputs.size() == 1);
+  CHECK(lost.lostOutputs[0].task == TaskId{0, 3});
+}
+
 TEST_CASE("a secondary decides no lineage, releases or JM replacements", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   core.onTaskMap(0, [] {
