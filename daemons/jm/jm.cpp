@@ -427,6 +427,15 @@ awaitable<void> JobManager::mainLoop() {
   }
   while (!server_.stopping()) {
     wake_.reset();
+    // Without a ZooKeeper session what this JM knows of the job may be stale (another JM may
+    // be primary by now) and nothing it writes can land: it decides nothing — no launches, no
+    // writes, no container requests, no steals — until the session is back (the server logs
+    // the outage once). Tasks already running go on; their ends are taken in as they come.
+    // A session event wakes the loop.
+    if (!server_.zookeeperAvailable()) {
+      co_await wake_.waitFor(milliseconds(config_.tick_ms));
+      continue;
+    }
     co_await readChangedState();
     if (server_.stopping()) break;
     if (!registered_) {
