@@ -3,6 +3,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
@@ -209,12 +210,18 @@ void stringCompletion(int rc, const char* value, const void* data) {
   finish(data, std::move(reply));
 }
 
+// Clients of this process without a usable session (connecting, disconnected, expired).
+// The C library logs every failed connection attempt; while a client has no session those are
+// its retries, which the session state machine (and the daemon's outage line) reports once.
+std::atomic<int> gClientsWithoutSession{0};
+
 // The C library's log lines go to spdlog, one level down: its errors and warnings are
-// mostly connection retries, which the session state machine already reports once.
+// mostly connection retries, which the session state machine already reports once. Its
+// errors are warnings only while every client is connected (then they are news).
 void logFromZk(const char* message) {
   std::string_view text(message ? message : "");
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-  if (text.find("ZOO_ERROR") != std::string_view::npos) {
+  if (text.find("ZOO_ERROR") != std::string_view::npos && gClientsWithoutSession.load() == 0) {
     spdlog::warn("zookeeper-c: {}", text);
   } else {
     spdlog::debug("zookeeper-c: {}", text);
@@ -327,7 +334,16 @@ Status ZkClient::openHandle() {
   handle_ = std::move(handle);
   handleConnectedOnce_ = false;
   state_ = SessionState::kConnecting;
+  countSession();
   return Status::ok();
+}
+
+void ZkClient::countSession() {
+  const bool without = state_ != SessionState::kConnected && state_ != SessionState::kClosed;
+  if (without != countedWithoutSession_) {
+    countedWithoutSession_ = without;
+    gClientsWithoutSession += without ? 1 : -1;
+  }
 }
 
 void ZkClient::closeHandle() {
@@ -382,6 +398,7 @@ void ZkClient::onSessionState(int zkState) {
     handleConnectedOnce_ = true;
     if (state_ == SessionState::kConnected) return;
     state_ = SessionState::kConnected;
+    countSession();
     reopenBackoff_.reset();
     spdlog::info("ZooKeeper session {} {} (timeout {} ms, {})", hexId(sessionId_),
                  freshSession ? "established" : "reconnected", negotiatedTimeout_.count(), options_.connectString);
@@ -393,6 +410,7 @@ void ZkClient::onSessionState(int zkState) {
   } else if (zkState == ZOO_CONNECTING_STATE) {
     if (state_ != SessionState::kConnected) return;
     state_ = SessionState::kDisconnected;
+    countSession();
     spdlog::warn("ZooKeeper session {} disconnected; expiring it locally in {} ms unless it reconnects",
                  hexId(sessionId_), negotiatedTimeout_.count());
     // The server expires the session one timeout after it last heard from us, which is
@@ -424,6 +442,7 @@ void ZkClient::expireSession(const std::string& reason) {
   closeHandle();
   sessionId_ = 0;
   state_ = SessionState::kConnecting;
+  countSession();
   notifyStateChange();
   // The owner gives up leadership and ephemeral-based state before anything new happens.
   emit(SessionEvent::kExpired);
@@ -494,6 +513,7 @@ void ZkClient::close() {
   if (closed_) return;
   closed_ = true;
   state_ = SessionState::kClosed;
+  countSession();
   expiryTimer_.cancel();
   reopenTimer_.cancel();
   if (handle_) spdlog::info("closing ZooKeeper session {}", hexId(sessionId_));

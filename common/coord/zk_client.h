@@ -118,6 +118,9 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   void expireSession(const std::string& reason);
   void emit(SessionEvent event);
   void notifyStateChange();
+  // Keeps the process-wide count of clients without a session (which quiets the C library's
+  // retry errors) in step with state_; called after every change of state_.
+  void countSession();
 
   boost::asio::awaitable<detail::RawReply> callOnce(StartFn start);
   boost::asio::awaitable<detail::RawReply> call(StartFn start, Retry retry);
@@ -143,6 +146,7 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   uint64_t generation_ = 0;  // of the newest handle
   bool handleConnectedOnce_ = false;
   SessionState state_ = SessionState::kConnecting;
+  bool countedWithoutSession_ = false;
   int64_t sessionId_ = 0;
   std::chrono::milliseconds negotiatedTimeout_;
   bool chrootReady_ = false;

@@ -74,7 +74,22 @@ Status Server::start(const ServerOptions& options) {
   auto zk = connectZooKeeper(runtime_.io().get_executor(), options.zookeeper);
   if (!zk) return zk.status().prepend("zookeeper");
   coordinator_ = std::move(zk).value();
+  zkOutageLog_ = coordinator_->onSessionEvent([this](coord::SessionEvent e) {
+    using Clock = std::chrono::steady_clock;
+    if (e == coord::SessionEvent::kDisconnected && !zkUnavailableSince_) {
+      zkUnavailableSince_ = Clock::now();
+      spdlog::warn("ZooKeeper unavailable: no writes and no launches until it is back");
+    } else if ((e == coord::SessionEvent::kConnected || e == coord::SessionEvent::kNewSession) && zkUnavailableSince_) {
+      const double s = std::chrono::duration<double>(Clock::now() - *zkUnavailableSince_).count();
+      zkUnavailableSince_.reset();
+      spdlog::info("ZooKeeper available again after {:.1f} s: resuming", s);
+    }
+  });
   return {};
+}
+
+bool Server::zookeeperAvailable() const {
+  return coordinator_ && coordinator_->state() == coord::SessionState::kConnected;
 }
 
 boost::asio::awaitable<void> Server::sleepFor(std::chrono::milliseconds d) {
@@ -91,6 +106,7 @@ void Server::stop() {
   stopped_.set();
   clients_.closeAll();
   // Close the coordinator last, so work that was cancelled above does not see it vanish first.
+  zkOutageLog_.cancel();
   if (coordinator_) coordinator_->close();
   // Join.
   runtime_.shutdownWhenIdle(kStopGrace);

@@ -21,6 +21,8 @@
 #include <string>
 
 #include "config/config.h"
+#include <optional>
+
 #include "coord/coordinator.h"
 #include "coord/event_flag.h"
 #include "daemon/daemon.h"
@@ -92,6 +94,13 @@ class Server {
 
   bool stopping() const { return stopping_; }
 
+  // Whether the ZooKeeper session is usable now (connected). While it is not, the job state
+  // this daemon holds may be stale and nothing it writes can land: daemons make no decision
+  // that writes or launches until it is back. The outage is logged once when it begins (the
+  // first disconnection of a session that was connected) and once when it ends, whatever
+  // happens in between (expiry, new sessions, retries).
+  bool zookeeperAvailable() const;
+
   // The ordered stop described above. Idempotent. The daemon first drops what it holds on the
   // coordinator (watches, elections) and its own children, then calls this.
   void stop();
@@ -103,6 +112,8 @@ class Server {
   net::ClientPool clients_;
   MetricsRegistry metrics_;
   std::shared_ptr<coord::Coordinator> coordinator_;
+  coord::Subscription zkOutageLog_;
+  std::optional<std::chrono::steady_clock::time_point> zkUnavailableSince_;
   coord::EventFlag stopped_;  // wakes sleepFor()
   std::string address_;
   std::string httpAddress_;

@@ -259,6 +259,20 @@ void JobCore::refreshRunningElsewhere() {
 
 void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>& workers) {
   liveWorkers_[site] = workers;
+  if (workers.empty()) {
+    // Cut off (or down): whichever of its workers come back, they come back one by one.
+    if (!everLive_[site].empty()) returning_[site] = everLive_[site];
+    returnedAt_.erase(site);
+    return;
+  }
+  everLive_[site].insert(workers.begin(), workers.end());
+  if (auto it = returning_.find(site); it != returning_.end()) {
+    for (const auto& w : workers) it->second.erase(w);
+    if (it->second.empty()) {
+      returning_.erase(it);
+      returnedAt_.erase(site);
+    }
+  }
 }
 
 void JobCore::onJms(const std::set<std::string>& sites) { jms_ = sites; }
@@ -665,7 +679,31 @@ Actions JobCore::step(double now) {
     out.fail = *failure_;
     failReported_ = true;
   }
-  if (primary_) decidePrimary(now, out);
+  noteReturningSites(now, out);
+  if (primary_) {
+    decidePrimary(now, out);
+  } else if (auto live = allLiveWorkers()) {
+    // Our own task's output, known from its end before any listing showed it, on a worker
+    // that is dead since: the primary drops the record (or already did, before we listed
+    // it), so no listing will take it away here. Forget it, and run the task again.
+    const auto stages = static_cast<uint32_t>(view_.stages.size());
+    for (uint32_t u = 0; u < stages; ++u) {
+      bool needed = u + 1 == stages;  // as lineage decides it (decidePrimary)
+      for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
+      if (!needed) continue;
+      auto& parts = view_.stages[u].parts;
+      const auto& listed = listedParts_[u];
+      for (auto it = parts.begin(); it != parts.end();) {
+        const uint32_t t = it->first;
+        if (listed.count(t) || live->count(it->second.worker_id()) || lossUndecided(u, t, it->second, *live)) {
+          ++it;
+          continue;
+        }
+        it = parts.erase(it);
+        notePart(u, t, false);
+      }
+    }
+  }
   decideContainers(now, out);
   decideLaunches(now, out);
   if (desire_ != publishedDesire_ || slots_.size() != publishedGranted_ || primary_ != publishedPrimary_) {
@@ -674,30 +712,77 @@ Actions JobCore::step(double now) {
   return out;
 }
 
-void JobCore::decidePrimary(double now, Actions& out) {
-  // Lineage: outputs whose only copy was on a dead worker and that are still needed are
-  // dropped from the job state, so their owners run the tasks again. Decided only when the
-  // live workers of every site are known.
-  bool workersKnown = status_.sites_size() > 0;
+std::optional<std::set<std::string>> JobCore::allLiveWorkers() const {
+  if (status_.sites_size() == 0) return std::nullopt;
   std::set<std::string> live;
   for (const auto& site : status_.sites()) {
     auto it = liveWorkers_.find(site);
-    if (it == liveWorkers_.end()) {
-      workersKnown = false;
-      break;
-    }
+    if (it == liveWorkers_.end()) return std::nullopt;
     live.insert(it->second.begin(), it->second.end());
   }
+  return live;
+}
+
+void JobCore::noteReturningSites(double now, Actions& out) {
+  for (auto it = returning_.begin(); it != returning_.end();) {
+    const std::string& site = it->first;
+    auto live = liveWorkers_.find(site);
+    if (live == liveWorkers_.end() || live->second.empty()) {
+      ++it;
+      continue;
+    }
+    const double since = returnedAt_.try_emplace(site, now).first->second;
+    if (now - since >= config_.timings.siteReturnGraceS) {
+      returnedAt_.erase(site);
+      it = returning_.erase(it);
+      continue;
+    }
+    wakeAt(since + config_.timings.siteReturnGraceS, now, out);
+    ++it;
+  }
+}
+
+bool JobCore::lossUndecided(uint32_t u, uint32_t t, const pb::PartitionLocation& loc,
+                            const std::set<std::string>& live) const {
+  // A site coming back: its missing workers get the grace to come back with their outputs.
+  if (auto it = returning_.find(loc.site()); it != returning_.end() && it->second.count(loc.worker_id()) &&
+                                             returnedAt_.count(loc.site())) {
+    return true;
+  }
+  // A raw partition no live worker holds a copy of (its site is cut off by a partition, or
+  // its workers are down): the task that read it cannot run again anywhere before one is
+  // back, so dropping its output gains nothing, and a site that comes back brings it too.
+  if (!isDatasetStage(view_.spec, u) || static_cast<int>(t) >= view_.stages[u].inputs.partitions_size()) return false;
+  const auto& ref = view_.stages[u].inputs.partitions(static_cast<int>(t));
+  if (live.count(ref.worker_id())) return false;
+  for (const auto& replica : ref.replicas()) {
+    if (live.count(replica.worker_id())) return false;
+  }
+  return true;
+}
+
+void JobCore::decidePrimary(double now, Actions& out) {
+  // Lineage: outputs whose only copy was on a dead worker and that are still needed are
+  // dropped from the job state, so their owners run the tasks again. Decided only when the
+  // live workers of every site are known, and not while the loss is undecided
+  // (lossUndecided): such an output is kept, and held as a loss not yet decided.
+  const auto liveWorkers = allLiveWorkers();
+  const bool workersKnown = liveWorkers.has_value();
+  const std::set<std::string> live = liveWorkers.value_or(std::set<std::string>());
   const auto stages = static_cast<uint32_t>(view_.stages.size());
+  bool unreachable = false;  // a needed output is on a dead worker and cannot be recomputed yet
   if (workersKnown) {
     for (uint32_t u = 0; u < stages; ++u) {
       bool needed = u + 1 == stages;  // the job's result
       for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
       if (!needed) continue;
       for (const auto& [t, loc] : view_.stages[u].parts) {
-        if (!live.count(loc.worker_id())) {
-          out.lostOutputs.push_back({{u, t}, loc.worker_id(), "its only copy was on dead worker " + loc.worker_id()});
+        if (live.count(loc.worker_id())) continue;
+        if (lossUndecided(u, t, loc, live)) {
+          unreachable = true;
+          continue;
         }
+        out.lostOutputs.push_back({{u, t}, loc.worker_id(), "its only copy was on dead worker " + loc.worker_id()});
       }
     }
   }
@@ -707,7 +792,8 @@ void JobCore::decidePrimary(double now, Actions& out) {
   const bool trusted = decideVerification(out);
   if (!out.lostOutputs.empty()) return;
 
-  auto releasable = releasableStages(view_);
+  // Nothing is released or finished on an output no live worker can serve.
+  auto releasable = unreachable ? std::vector<uint32_t>() : releasableStages(view_);
   std::erase_if(releasable, [&](uint32_t s) {
     for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
       const int u = in.has_stage() ? job::stageIndex(view_.spec, in.stage()) : -1;
@@ -740,7 +826,7 @@ void JobCore::decidePrimary(double now, Actions& out) {
       siteCapacities_.reset();  // capacities are read afresh for the next release
     }
   }
-  if (trusted && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
+  if (trusted && !unreachable && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
     out.succeed = true;
     return;
   }

@@ -41,6 +41,10 @@ struct CoreTimings {
   double jmGraceS = 2.0;           // a JM that never appeared gets this long before one is requested
   double jmRequestIntervalS = 5.0; // between two requests for the same site's JM
   double masterRefreshS = 1.0;     // a container request is repeated at least this often while unmet
+  // A site whose every worker vanished (a partition, or a whole-site loss) comes back worker by
+  // worker: a worker still missing this long after the first one is back is taken as lost
+  // (its outputs are recomputed); until then its outputs are kept.
+  double siteReturnGraceS = 5.0;
   uint32_t defaultMaxAttempts = 4; // when the spec sets none
 };
 
@@ -287,6 +291,14 @@ class JobCore {
   void addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std::vector<std::string>>& shuffleWorkers,
                            std::vector<std::string>& out) const;
   void decidePrimary(double now, Actions& out);
+  // Sites coming back from having no live worker: starts and ends their grace (siteReturnGraceS).
+  void noteReturningSites(double now, Actions& out);
+  // The output of task t of stage u is on a dead worker, but that is not (yet) a loss: no live
+  // worker holds a copy of the raw partition it read (it could not run again anywhere), or its
+  // worker belongs to a site coming back within its grace.
+  bool lossUndecided(uint32_t u, uint32_t t, const pb::PartitionLocation& loc, const std::set<std::string>& live) const;
+  // Every site's live workers, when every site of the job has reported them.
+  std::optional<std::set<std::string>> allLiveWorkers() const;
   // verifyOutputs: every part of stage s is confirmed by its finish record.
   bool stageVerified(uint32_t s) const;
   // Asks for finish records of complete stages with parts not confirmed yet; queues removal
@@ -308,6 +320,10 @@ class JobCore {
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks we did not launch
   std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts the last listing showed, by stage
   std::map<std::string, std::set<std::string>> liveWorkers_;  // by site
+  std::map<std::string, std::set<std::string>> everLive_;     // by site: every worker seen live
+  // By site: workers missing since the site had no live worker at all, not back yet.
+  std::map<std::string, std::set<std::string>> returning_;
+  std::map<std::string, double> returnedAt_;  // by site: when its first worker was back
   std::set<std::string> jms_;
   std::optional<std::vector<jobstate::SiteCapacity>> siteCapacities_;  // fresh, for pending releases
 

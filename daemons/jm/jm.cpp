@@ -329,7 +329,12 @@ awaitable<Status> JobManager::registerSelf() {
     }
     co_return set;
   }
-  if (*stat) {
+  if (*stat && everRegistered_ && (*stat)->ephemeralOwner == registeredSession_) {
+    // Our own node from our previous session. Without a quorum nothing expires sessions, so
+    // after an outage it can outlive the session we opened since: it is no replacement of
+    // us; it goes, and we register again.
+    (void)co_await store_->removeJmRegistration(config_.job_id, config_.site);
+  } else if (*stat) {
     if (everRegistered_) {
       // We lost our session and the site got a new JM meanwhile: it is the JM now.
       exitWith(false, "replaced by another JM of site " + config_.site);
@@ -339,10 +344,12 @@ awaitable<Status> JobManager::registerSelf() {
     (void)co_await store_->removeJmRegistration(config_.job_id, config_.site);
   }
   const pb::JmInfo current = info();
+  const int64_t session = server_.coordinator().sessionId();
   Status created = co_await store_->createJmRegistration(config_.job_id, current);
   if (!created) co_return created;
   registered_ = true;
   everRegistered_ = true;
+  registeredSession_ = session;
   core_.onPublished(current.desire(), current.granted());
   co_return Status::ok();
 }
@@ -427,6 +434,15 @@ awaitable<void> JobManager::mainLoop() {
   }
   while (!server_.stopping()) {
     wake_.reset();
+    // Without a ZooKeeper session what this JM knows of the job may be stale (another JM may
+    // be primary by now) and nothing it writes can land: it decides nothing — no launches, no
+    // writes, no container requests, no steals — until the session is back (the server logs
+    // the outage once). Tasks already running go on; their ends are taken in as they come.
+    // A session event wakes the loop.
+    if (!server_.zookeeperAvailable()) {
+      co_await wake_.waitFor(milliseconds(config_.tick_ms));
+      continue;
+    }
     co_await readChangedState();
     if (server_.stopping()) break;
     if (!registered_) {

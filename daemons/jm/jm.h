@@ -102,6 +102,9 @@ class JobManager {
   // Registration and election.
   bool registered_ = false;
   bool everRegistered_ = false;
+  // The session our registration node was last created under: a node of that session found
+  // on a later one is our own, left over while ZooKeeper had no quorum to expire it.
+  int64_t registeredSession_ = 0;
   std::unique_ptr<coord::LeaderElection> election_;
   bool takingOver_ = false;
   int32_t epochVersion_ = -1;  // version of the epoch node we wrote: the fencing token

@@ -261,7 +261,11 @@ awaitable<void> Master::publishLoop() {
       co_await loadPutDatasets();
       prepared = true;
     }
-    if (auto st = co_await publishSite(); !st) spdlog::warn("publishing site: {}", st.message());
+    // Without a session nothing can be published (the outage is logged once by the server);
+    // the first round on a new session re-creates the record.
+    if (server_.zookeeperAvailable()) {
+      if (auto st = co_await publishSite(); !st) spdlog::warn("publishing site: {}", st.message());
+    }
     co_await server_.sleepFor(kPublishPeriod);
   }
 }
@@ -319,10 +323,21 @@ awaitable<void> Master::pushGrants(std::string jobId, std::string jmAddress) {
 }
 
 awaitable<void> Master::scheduleLoop() {
+  auto lastRound = Clock::now();
   while (!server_.stopping()) {
     co_await server_.sleepFor(milliseconds(config_.schedule_period_ms));
     if (server_.stopping()) break;
     auto now = Clock::now();
+    // A master that did not run for a worker timeout (stopped with its whole site by a
+    // partition, or starved) heard no heartbeat in that time whether or not its workers sent
+    // any: it gives each a full timeout from now instead of declaring them all dead (which
+    // would withdraw the containers its JMs run on and start replacement JMs).
+    if (now - lastRound > milliseconds(config_.worker_timeout_ms)) {
+      spdlog::warn("master did not run for {} ms: its workers get {} ms from now to be heard",
+                   std::chrono::duration_cast<milliseconds>(now - lastRound).count(), config_.worker_timeout_ms);
+      for (auto& [id, w] : workers_) w.lastHeartbeat = std::max(w.lastHeartbeat, now);
+    }
+    lastRound = now;
     for (const auto& [id, u] : uploads_) {
       if (now - u.lastChunk > milliseconds(config_.put_idle_timeout_ms)) {
         spdlog::warn("put {} of dataset {}: no chunk for {} ms, dropping it", id, u.dataset, config_.put_idle_timeout_ms);

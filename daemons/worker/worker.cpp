@@ -228,10 +228,22 @@ awaitable<void> Worker::livenessLoop() {
     if (connected) {
       auto stat = co_await server_.coordinator().exists(path);
       if (stat && *stat && (*stat)->ephemeralOwner != server_.coordinator().sessionId()) {
-        (void)co_await server_.coordinator().remove(path);  // left by our previous incarnation
-        *stat = std::nullopt;
+        // Left by our previous session (or process), which ZooKeeper expires only later —
+        // after a quorum loss, a session timeout after the quorum is back. Replaced in one
+        // transaction: a JM must never see this worker missing in between, or its primary
+        // drops the outputs stored here as lost and runs their tasks again.
+        std::vector<coord::ZkOp> ops{coord::ZkOp::remove(path, (*stat)->version),
+                                     coord::ZkOp::create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral)};
+        auto replaced = co_await server_.coordinator().multi(std::move(ops));
+        if (replaced) {
+          published = true;
+          co_await changed.waitFor(watch ? kLivenessRecheck : kLivenessRetry);
+          continue;
+        }
+        // Gone meanwhile (expired): created below like any missing node.
+        if (replaced.error().code == ErrorCode::kNotFound) *stat = std::nullopt;
       }
-      published = stat && *stat;
+      published = stat && *stat && (*stat)->ephemeralOwner == server_.coordinator().sessionId();
       if (stat && !*stat) {
         auto parent = co_await server_.coordinator().ensurePath(jobstate::siteWorkersPath(config_.site));
         auto created = co_await server_.coordinator().create(path, info.SerializeAsString(), coord::CreateMode::kEphemeral);

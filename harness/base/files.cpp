@@ -7,7 +7,13 @@ namespace tellus::harness {
 
 std::string readFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  // A /proc file of a process that exits while it is read fails the read (ESRCH), which the
+  // stream reports by throwing from underflow: that is "cannot be read", not a test failure.
+  try {
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return std::string();
+  }
 }
 
 bool processAlive(pid_t pid) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -119,6 +120,8 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
 }
 
 MiniCluster::~MiniCluster() {
+  // A stopped process cannot act on SIGTERM, and a stopped voter holds up the ensemble.
+  for (const auto& site : std::set<std::string>(pausedSites_)) (void)resumeSite(site);
   // Workers first (their groups hold JMs and executors), then masters, then ZooKeeper.
   for (auto& [id, w] : workers_) {
     if (w.process && w.process->running()) (void)w.process->killGroup(SIGKILL);
@@ -257,6 +260,49 @@ Status MiniCluster::restartMaster(const std::string& site) {
   return launch(it->second);
 }
 
+std::optional<size_t> MiniCluster::siteVoter(const std::string& site) const {
+  if (!ensemble_) return std::nullopt;
+  auto it = std::find(sites_.begin(), sites_.end(), site);
+  if (it == sites_.end()) return std::nullopt;
+  auto index = static_cast<size_t>(it - sites_.begin());
+  if (index >= ensemble_->size()) return std::nullopt;
+  return index;
+}
+
+Status MiniCluster::pauseSite(const std::string& site) {
+  auto master = masters_.find(site);
+  if (master == masters_.end() || !master->second.process) return makeError(ErrorCode::kInvalidArgument, "no site " + site);
+  if (pausedSites_.count(site)) return makeError(ErrorCode::kInvalidArgument, "site " + site + " is already paused");
+  // The voter first: the site's ZooKeeper traffic stops with the rest of it, not after it.
+  if (auto voter = siteVoter(site)) TELLUS_RETURN_IF_ERROR(ensemble_->server(*voter).pause().prepend("voter of " + site));
+  pausedSites_.insert(site);
+  TELLUS_RETURN_IF_ERROR(master->second.process->killGroup(SIGSTOP).prepend("master of " + site));
+  for (const auto& id : workers(site)) {
+    auto& w = workers_.at(id);
+    if (w.process && w.process->running()) TELLUS_RETURN_IF_ERROR(w.process->killGroup(SIGSTOP).prepend(id));
+  }
+  return {};
+}
+
+Status MiniCluster::resumeSite(const std::string& site) {
+  if (!pausedSites_.count(site)) return makeError(ErrorCode::kInvalidArgument, "site " + site + " is not paused");
+  pausedSites_.erase(site);
+  Status result;
+  auto keep = [&result](Status st) {
+    if (!st && result) result = std::move(st);
+  };
+  // Everything is resumed even when one signal fails: a stopped process must not outlive
+  // the test.
+  if (auto voter = siteVoter(site)) keep(ensemble_->server(*voter).resume().prepend("voter of " + site));
+  auto& master = masters_.at(site);
+  if (master.process && master.process->running()) keep(master.process->killGroup(SIGCONT).prepend("master of " + site));
+  for (const auto& id : workers(site)) {
+    auto& w = workers_.at(id);
+    if (w.process && w.process->running()) keep(w.process->killGroup(SIGCONT).prepend(id));
+  }
+  return result;
+}
+
 Result<pb::JmInfo> MiniCluster::jmInfo(const std::string& jobId, const std::string& site) {
   auto info = reader_->run(reader_->jobs().jm(jobId, site));
   if (!info) return info.error();
@@ -340,11 +386,13 @@ std::string MiniCluster::crashedDaemons() {
 }
 
 Status MiniCluster::putDataset(const std::string& site, const std::string& dataset, const std::string& content,
-                               uint32_t partitions) {
+                               uint32_t partitions, bool residencyLocal) {
   auto file = dir() / (dataset + "-" + site + ".txt");
   TELLUS_RETURN_IF_ERROR(writeAll(file, content));
-  auto r = tellus({"put", file.string(), "--dataset", dataset, "--site", site, "--partitions",
-                   std::to_string(partitions)});
+  std::vector<std::string> args{"put", file.string(), "--dataset", dataset, "--site", site, "--partitions",
+                                std::to_string(partitions)};
+  if (residencyLocal) args.push_back("--residency-local");
+  auto r = tellus(args);
   if (r.exitCode != 0) return makeError(ErrorCode::kInternal, "tellus put failed: " + r.err);
   return {};
 }

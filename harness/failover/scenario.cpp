@@ -272,7 +272,8 @@ Result<std::unique_ptr<Scenario>> Scenario::start(const ScenarioOptions& options
     // Texts are counted per site and never concatenated: no word straddles two sites.
     std::string text = makeCorpus(static_cast<uint32_t>(17 + i), options.partitionsPerSite * options.linesPerPartition);
     for (const auto& [word, n] : countWords(text)) sc->expected_[word] += n;
-    TELLUS_RETURN_IF_ERROR(sc->cluster_->putDataset(sites[i], "corpus", text, options.partitionsPerSite));
+    TELLUS_RETURN_IF_ERROR(sc->cluster_->putDataset(sites[i], "corpus", text, options.partitionsPerSite,
+                                                    options.residencyLocalSites.count(sites[i]) > 0));
   }
   return sc;
 }

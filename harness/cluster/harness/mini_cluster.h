@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,18 @@ class MiniCluster {
   Status restartMaster(const std::string& site);
   bool workerRunning(const std::string& workerId);
 
+  // A region partition, as seen from the rest of the system: SIGSTOP to every process of
+  // `site` (its master and the process group of each of its workers: their JMs and
+  // executors) and, with an ensemble, to the site's ZooKeeper voter (voter i stands in
+  // region i, the sites in order: us-east holds server 0). Nothing of the site answers or
+  // acts until resumeSite() sends SIGCONT to the same processes. A paused site is resumed
+  // when the cluster goes away. kInvalidArgument for an unknown or already paused site.
+  Status pauseSite(const std::string& site);
+  Status resumeSite(const std::string& site);
+  // The index of the ensemble server standing in `site`'s region; nullopt without an
+  // ensemble or when the site has none (more sites than voters).
+  std::optional<size_t> siteVoter(const std::string& site) const;
+
   // The JmInfo the JM of `jobId` at `site` registered (kNotFound when it has none now), and
   // every registered JM of the job by site.
   Result<pb::JmInfo> jmInfo(const std::string& jobId, const std::string& site);
@@ -125,8 +138,9 @@ class MiniCluster {
   std::string crashedDaemons();
 
   // Writes `lines` to a file under the cluster dir and loads it into `site` with `tellus put`.
+  // residencyLocal: `tellus put --residency-local` (its raw partitions never leave the site).
   Status putDataset(const std::string& site, const std::string& dataset, const std::string& content,
-                    uint32_t partitions);
+                    uint32_t partitions, bool residencyLocal = false);
 
  private:
   struct Daemon {
@@ -150,6 +164,7 @@ class MiniCluster {
   std::map<std::string, std::string> workerAddresses_;  // by worker id
   std::map<std::string, Daemon> masters_;  // by site
   std::map<std::string, Daemon> workers_;  // by worker id
+  std::set<std::string> pausedSites_;
 };
 
 }  // namespace tellus::harness

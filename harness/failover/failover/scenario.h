@@ -112,6 +112,8 @@ struct ScenarioOptions {
   double taskSleepS = 0.8;
   uint32_t mapTasks = 6;
   uint32_t reduceTasks = 3;
+  // Sites whose part of the corpus is put with `residency: local`.
+  std::set<std::string> residencyLocalSites;
 
   static harness::MiniClusterOptions defaultCluster();
 };

@@ -201,6 +201,128 @@ TEST_CASE("worker loss: a needed output whose only copy was on a dead worker is 
   CHECK(relaunched);
 }
 
+TEST_CASE("a cut-off site: an output whose raw input has no live copy is kept, not recomputed, until the site is back",
+          "[unit][jobcore]") {
+  // Issue 12 item 3: a partition takes a site's every worker out of ZooKeeper; the task that
+  // wrote an output there read a partition only that site holds, so it could not run again
+  // anywhere before the site is back, and when the site is back it brings the output too.
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 3; ++t) parts[t] = outputAt("a-w1");
+  parts[3] = outputAt("b-w1", "b");
+  core.onParts(0, parts);
+  core.onLiveWorkers("b", {});  // b is cut off
+  auto cut = core.step(1);
+  CHECK(cut.lostOutputs.empty());
+  // Nothing is released on an output no live worker can serve.
+  CHECK_FALSE(cut.needSiteRecords);
+  CHECK(cut.releases.empty());
+  CHECK_FALSE(cut.succeed);
+  // Healed: the same worker serves it; the next stage is released on it, nothing re-runs.
+  core.onLiveWorkers("b", {"b-w1"});
+  auto healed = core.step(2);
+  CHECK(healed.lostOutputs.empty());
+  CHECK(healed.needSiteRecords);
+  // With a replica of the input on b-w2 and b-w1 lost for good: once b-w2 is live the task
+  // can run again, so the output is a loss and is recomputed.
+  JobCore other(configAt("a"));
+  auto inputs = wordcountInputs();
+  inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("b-w2");
+  REQUIRE(other.onJobLoaded(wordcountSpec(), inputs));
+  other.onStatus(running(), 0);
+  other.onLiveWorkers("a", {"a-w1", "a-w2"});
+  other.onLiveWorkers("b", {});
+  other.onJms({"a", "b"});
+  releaseMaps(other, 0);
+  other.onParts(0, parts);
+  CHECK(other.step(1).lostOutputs.empty());
+  other.onLiveWorkers("b", {"b-w2"});
+  auto lost = other.step(2);
+  REQUIRE(lost.lostOutputs.size() == 1);
+  CHECK(lost.lostOutputs[0].task == TaskId{0, 3});
+}
+
+namespace {
+// A core at `site` whose partition 3 (at b-w1) has a replica on b-w2; every worker live.
+JobCore loadedWithReplicaAt(const std::string& site) {
+  JobCore core(configAt(site));
+  auto inputs = wordcountInputs();
+  inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("b-w2");
+  REQUIRE(core.onJobLoaded(wordcountSpec(), inputs));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  core.onLiveWorkers("b", {"b-w1", "b-w2"});
+  core.onJms({"a", "b"});
+  return core;
+}
+}  // namespace
+
+TEST_CASE("a cut-off site coming back worker by worker: a worker still missing keeps its outputs for the grace",
+          "[unit][jobcore]") {
+  // Healing a partition, b-w2 re-registers before b-w1: b-w1's output must not be dropped
+  // (and its task re-run from the replica on b-w2) in between.
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 3; ++t) parts[t] = outputAt("a-w1");
+  parts[3] = outputAt("b-w1", "b");
+  for (bool comesBack : {true, false}) {
+    INFO((comesBack ? "b-w1 comes back within the grace" : "b-w1 does not come back"));
+    JobCore core = loadedWithReplicaAt("a");
+    releaseMaps(core, 0);
+    core.onParts(0, parts);
+    core.onLiveWorkers("b", {});  // cut off
+    CHECK(core.step(1).lostOutputs.empty());
+    core.onLiveWorkers("b", {"b-w2"});  // the first one back
+    auto first = core.step(2);
+    CHECK(first.lostOutputs.empty());
+    CHECK_FALSE(first.needSiteRecords);
+    REQUIRE(first.wakeAt);
+    CHECK(*first.wakeAt <= 2 + CoreTimings().siteReturnGraceS);
+    if (comesBack) {
+      core.onLiveWorkers("b", {"b-w1", "b-w2"});
+      auto healed = core.step(3);
+      CHECK(healed.lostOutputs.empty());
+      CHECK(healed.needSiteRecords);
+      CHECK(core.step(2 + CoreTimings().siteReturnGraceS + 1).lostOutputs.empty());
+    } else {
+      CHECK(core.step(3).lostOutputs.empty());
+      auto lost = core.step(2 + CoreTimings().siteReturnGraceS);
+      REQUIRE(lost.lostOutputs.size() == 1);
+      CHECK(lost.lostOutputs[0].task == TaskId{0, 3});
+    }
+  }
+}
+
+TEST_CASE("an output known only from our own task's end, on a worker that died since, is forgotten and run again",
+          "[unit][jobcore]") {
+  // The primary drops the record of an output whose worker died (lineage), possibly before
+  // the owner ever listed it: no listing would take it away, and the owner would wait on it
+  // for ever.
+  JobCore core = loadedWithReplicaAt("b");
+  pb::TaskMap map;
+  for (const char* site : {"a", "a", "a", "b"}) map.add_owner_site(site);
+  map.set_epoch(1);
+  core.onTaskMap(0, map, 0);
+  core.onGrants({container("b-w1", 0, "b"), container("b-w2", 0, "b")});
+  auto launched = core.step(1);
+  REQUIRE(launched.launches.size() == 1);
+  REQUIRE(launched.launches[0].task == TaskId{0, 3});
+  const auto output = outputAt(launched.launches[0].container.id().worker_id(), "b");
+  core.onTaskEnded(launched.launches[0], AttemptEnd::kSucceeded, &output, "", 2);
+  CHECK(core.view().stages[0].parts.count(3));
+  CHECK(core.step(3).launches.empty());
+  // Its worker dies before any listing showed the record.
+  const std::string dead = output.worker_id();
+  const std::string other = dead == "b-w1" ? "b-w2" : "b-w1";
+  core.onLiveWorkers("b", {other});
+  core.onGrants({container(other, 0, "b")});  // the master withdrew the dead worker's container
+  auto again = core.step(4);
+  CHECK_FALSE(core.view().stages[0].parts.count(3));
+  REQUIRE(again.launches.size() == 1);
+  CHECK(again.launches[0].task == TaskId{0, 3});
+  CHECK(again.launches[0].container.id().worker_id() == other);
+}
+
 TEST_CASE("a secondary decides no lineage, releases or JM replacements", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   core.onTaskMap(0, [] {
