@@ -1,7 +1,7 @@
 // Pipelined fetches (transfer/fetch.h, the worker's fetch path) from real workers of a mini
 // cluster, over mutual TLS and plaintext: multi-chunk and byte-exact, a corrupted partition
 // caught by its checksum, and a source killed mid-stream replaced by its copy on another
-// worker. The dataset is loaded with `tellus put` (pipelined too).
+// worker; `tellus put` and `tellus result` (pipelined too) move a multi-chunk dataset exactly.
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
 
@@ -146,16 +146,37 @@ TEST_CASE("pipelined fetches from real workers: byte-exact, checksummed, a dead 
     REQUIRE_FALSE(fetched);
     CHECK_THAT(fetched.message(), Catch::Contains("checksum mismatch"));
   }
+  // `tellus put` (pipelined chunks, relayed by the master in order) stores both copies exactly.
+  const std::string text = lines(12 * kMiB);
+  REQUIRE(cluster.putDataset("us-east", "logs", text, 1));
+  auto f1 = putFile(cluster, "us-east-w1", "logs");
+  auto f2 = putFile(cluster, "us-east-w2", "logs");
+  REQUIRE_FALSE(f1.empty());
+  REQUIRE_FALSE(f2.empty());
+  REQUIRE(harness::readFile(f1) == text);
+  REQUIRE(harness::readFile(f2) == text);
+  {
+    INFO("tellus result of a multi-chunk output: pipelined through the master, checksum checked");
+    const auto spec = cluster.dir() / "copy.yaml";
+    {
+      std::ofstream f(spec);
+      f << "name: copy\nstages:\n  - name: all\n    op: identity\n    input: {dataset: logs}\n";
+    }
+    auto submitted = cluster.tellus({"submit", spec.string()});
+    INFO(submitted.err);
+    REQUIRE(submitted.exitCode == 0);
+    std::string jobId = submitted.out.substr(0, submitted.out.find('\n'));
+    auto watched = cluster.tellus({"status", jobId, "--watch"}, "", std::chrono::milliseconds(120000));
+    INFO(watched.out << watched.err);
+    REQUIRE(watched.exitCode == 0);
+    const auto resultFile = cluster.dir() / "result.txt";
+    auto result = cluster.tellus({"result", jobId, "-o", resultFile.string()});
+    INFO(result.err);
+    REQUIRE(result.exitCode == 0);
+    CHECK(harness::readFile(resultFile) == text);
+  }
   {
     INFO("a source killed mid-stream: the fetch fails over to the copy on the other worker");
-    const std::string text = lines(12 * kMiB);
-    REQUIRE(cluster.putDataset("us-east", "logs", text, 1));
-    auto f1 = putFile(cluster, "us-east-w1", "logs");
-    auto f2 = putFile(cluster, "us-east-w2", "logs");
-    REQUIRE_FALSE(f1.empty());
-    REQUIRE_FALSE(f2.empty());
-    REQUIRE(harness::readFile(f1) == text);  // the put (pipelined) stored both copies exactly
-    REQUIRE(harness::readFile(f2) == text);
     std::vector<transfer::FetchSource> sources;
     for (const auto& [worker, file] : {std::pair{std::string("us-east-w1"), f1}, std::pair{std::string("us-east-w2"), f2}}) {
       transfer::FetchSource s{worker, cluster.workerAddress(worker), {}, false};
