@@ -50,7 +50,8 @@ class ClientConnection final : public FramedConnection {
                          ConnectionOptions{.maxFrameBytes = options.maxFrameBytes,
                                            .maxQueuedBytes = options.maxQueuedBytes},
                          endpoint.toString(), options.tls),
-        endpoint_(std::move(endpoint)) {}
+        endpoint_(std::move(endpoint)),
+        sendBufferBytes_(options.sendBufferBytes) {}
 
   void connect(std::chrono::milliseconds timeout) {
     asio::co_spawn(socket().get_executor(),
@@ -70,6 +71,7 @@ class ClientConnection final : public FramedConnection {
   static asio::awaitable<void> connectLoop(std::shared_ptr<ClientConnection> self, std::chrono::milliseconds timeout);
 
   Endpoint endpoint_;
+  std::size_t sendBufferBytes_;
 };
 
 asio::awaitable<void> ClientConnection::connectLoop(std::shared_ptr<ClientConnection> self,
@@ -111,6 +113,9 @@ asio::awaitable<void> ClientConnection::connectLoop(std::shared_ptr<ClientConnec
     co_return;
   }
   self->socket().set_option(tcp::no_delay(true), ec);
+  if (self->sendBufferBytes_ > 0) {
+    self->socket().set_option(asio::socket_base::send_buffer_size(static_cast<int>(self->sendBufferBytes_)), ec);
+  }
   // The handshake has its own timer, of the same length as the connect timer (cancelled above).
   const Status shaken = co_await self->handshake(/*asServer=*/false, timeout);
   if (self->isClosed()) co_return;

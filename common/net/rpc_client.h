@@ -41,6 +41,8 @@ struct ClientOptions {
   // Mutual TLS (net/tls.h); null = plaintext. The server must present a certificate from the
   // same CA; calls over a refused handshake fail with kPermissionDenied or kUnavailable.
   std::shared_ptr<TlsContext> tls;
+  // SO_SNDBUF of the connection (0: the kernel's autotuning), as ServerOptions::sendBufferBytes.
+  std::size_t sendBufferBytes = 4 * 1024 * 1024;
 };
 
 namespace detail {

@@ -230,6 +230,11 @@ asio::awaitable<void> ServerCore::acceptLoop(std::shared_ptr<ServerCore> self) {
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);  // small RPCs must not wait for Nagle
+    // Responses of pipelined transfers fill a long link only with a send buffer of its
+    // bandwidth × RTT (the kernel's autotuning stops at net.ipv4.tcp_wmem's maximum).
+    if (self->options_.sendBufferBytes > 0) {
+      socket.set_option(asio::socket_base::send_buffer_size(static_cast<int>(self->options_.sendBufferBytes)), ec);
+    }
     std::string peer = peerName(socket);
     std::string peerIp = peerAddress(socket);
     if (const auto verdict = self->limiter_.admit(peerIp); verdict != ConnectionLimiter::Verdict::kAdmit) {

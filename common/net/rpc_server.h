@@ -73,6 +73,10 @@ struct ServerOptions {
   // refused during the handshake, which must finish within handshakeTimeout.
   std::shared_ptr<TlsContext> tls;
   std::chrono::milliseconds handshakeTimeout{5000};
+  // SO_SNDBUF of accepted connections (0: the kernel's autotuning). The kernel caps it at
+  // net.core.wmem_max and counts only about half of it as payload. The receive buffer is left
+  // to autotuning, which grows it up to net.ipv4.tcp_rmem's maximum, further than a fixed size.
+  std::size_t sendBufferBytes = 4 * 1024 * 1024;
 };
 
 // Untyped handler: serialized request in, serialized response (or error) out.

@@ -942,6 +942,7 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
   if (!chunk) co_return chunk.error().prepend("reading result from worker " + loc.worker_id());
   resp.set_data(std::move(*chunk->mutable_data()));
   resp.set_total_bytes(chunk->total_bytes());
+  resp.set_crc32(chunk->crc32());
   resp.set_worker_id(loc.worker_id());
   resp.set_site(loc.site());
   co_return resp;

@@ -16,6 +16,7 @@
 #include "data/checksum.h"
 #include "data/dataset.h"
 #include "data/operator.h"
+#include "transfer/fetch.h"
 #include "job/exec_policy.h"
 #include "job/spec.h"
 #include "jobstate/paths.h"
@@ -33,7 +34,11 @@ namespace {
 
 constexpr milliseconds kMasterCallTimeout{2000};
 constexpr milliseconds kFetchCallTimeout{30000};
+// A fetch keeps up to kFetchWindowBytes of chunk calls in flight: a link's bandwidth × RTT
+// (1 Gbit/s × 100 ms = 12.5 MB) fits, and 32 chunk calls stay far below the server's
+// calls-in-flight cap per connection (rpc limits, 256).
 constexpr uint32_t kFetchChunkBytes = 1 << 20;
+constexpr uint64_t kFetchWindowBytes = 32ULL << 20;
 constexpr milliseconds kChildPoll{10};
 // The liveness node is re-checked this often while it is published and watched, and retried
 // this often while it is not.
@@ -415,61 +420,38 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
     }
   }
   auto path = dir / ("input-" + std::to_string(index));
-  pb::FetchRequest req;
+  // The output partition, or the raw partition and its copies on other workers: a dead VM
+  // costs one retry, not the job. Only partitions carry a checksum.
+  std::vector<transfer::FetchSource> sources;
+  transfer::FetchSource first{ref.worker_id(), ref.worker_address(), {}, ref.has_partition()};
   if (ref.has_partition()) {
-    *req.mutable_partition() = ref.partition();
+    *first.request.mutable_partition() = ref.partition();
   } else {
-    req.set_dataset_file(ref.dataset_file());
+    first.request.set_dataset_file(ref.dataset_file());
   }
-  auto st = co_await fetchTo(ref.site(), ref.worker_id(), ref.worker_address(), req, path, ref.has_partition());
-  // Raw partitions have copies on other workers: a dead VM costs one retry, not the job.
-  for (int i = 0; !st && i < ref.replicas_size(); ++i) {
-    spdlog::warn("input {} from {} failed ({}): trying replica on {}", index, ref.worker_id(), st.message(),
-                 ref.replicas(i).worker_id());
-    req.set_dataset_file(ref.replicas(i).file());
-    st = co_await fetchTo(ref.site(), ref.replicas(i).worker_id(), ref.replicas(i).worker_address(), req, path, false);
+  first.request.set_from_site(config_.site);
+  sources.push_back(first);
+  for (const auto& replica : ref.replicas()) {
+    transfer::FetchSource copy{replica.worker_id(), replica.worker_address(), first.request, false};
+    copy.request.set_dataset_file(replica.file());
+    sources.push_back(std::move(copy));
   }
-  if (!st) co_return st.error();
-  co_return path.string();
-}
-
-awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& workerId, const std::string& address,
-                                  pb::FetchRequest req, std::filesystem::path path, bool verify) {
-  auto started = std::chrono::steady_clock::now();
-  auto ep = net::Endpoint::parse(address);
-  if (!ep) co_return ep.error().prepend("input on worker " + workerId);
-  auto client = server_.client(*ep);
-  req.set_max_bytes(kFetchChunkBytes);
-  req.set_from_site(config_.site);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  uint64_t offset = 0;
-  data::Crc32 crc;
-  for (;;) {
-    req.set_offset(offset);
-    auto chunk = co_await client->call<rpc::Worker::Fetch>(req, kFetchCallTimeout);
-    if (!chunk) co_return chunk.error().prepend("fetching input from " + workerId);
-    out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
-    crc.update(chunk->data());
-    offset += chunk->data().size();
-    if (offset >= chunk->total_bytes()) {
-      if (verify && crc.value() != chunk->crc32()) {
-        co_return makeError(ErrorCode::kInternal, "checksum mismatch in input fetched from " + workerId);
-      }
-      break;
-    }
-    if (chunk->data().empty()) co_return makeError(ErrorCode::kInternal, "fetch from " + workerId + " made no progress");
-  }
-  out.close();
-  if (!out) co_return makeError(ErrorCode::kInternal, "cannot write " + path.string());
+  transfer::TransferOptions options;
+  options.window = {.chunkBytes = kFetchChunkBytes,
+                    .windowBytes = kFetchWindowBytes,
+                    .maxTotalBytes = std::max(config_.limits.max_output_bytes, config_.limits.max_partition_bytes)};
+  options.chunkTimeout = kFetchCallTimeout;
+  auto fetched = co_await transfer::fetchToFile([this](const net::Endpoint& ep) { return server_.client(ep); },
+                                                std::move(sources), path, options);
+  if (!fetched) co_return fetched.error();
   // What the WAN delivered: the placement LPs are fed measured rates, not configured ones.
   // Small transfers measure latency, not bandwidth, so only those of 64 KiB and more count.
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (site != config_.site && offset >= (64u << 10) && seconds > 0) {
-    double mbps = static_cast<double>(offset) * 8 / 1e6 / seconds;
-    auto [it, fresh] = inboundMbps_.try_emplace(site, mbps);
+  if (ref.site() != config_.site && fetched->bytes >= (64u << 10) && fetched->seconds > 0) {
+    double mbps = static_cast<double>(fetched->bytes) * 8 / 1e6 / fetched->seconds;
+    auto [it, fresh] = inboundMbps_.try_emplace(ref.site(), mbps);
     if (!fresh) it->second = 0.8 * it->second + 0.2 * mbps;
   }
-  co_return Status::ok();
+  co_return path.string();
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {

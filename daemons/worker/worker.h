@@ -59,10 +59,6 @@ class Worker {
   // Brings one input partition to a local file (or points at it when it is already here).
   boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                          size_t index);
-  // Copies one partition from another worker into `path`, verifying its checksum.
-  boost::asio::awaitable<Status> fetchTo(const std::string& site, const std::string& workerId,
-                                         const std::string& address, pb::FetchRequest req,
-                                         std::filesystem::path path, bool verify);
   bool servable(const std::filesystem::path& file) const;
   // A raw partition of a residency: local dataset, which no other site may fetch.
   bool residentOnly(const std::filesystem::path& file) const;
