@@ -1,8 +1,13 @@
 // `tellus logs` end to end (issue 15, item 3): a failing exec task's stderr and a JM's log come
 // back through any site's master from the worker that holds them, bounded; a log whose VM is
-// gone is a one-line error. Its own two-site cluster (one worker per site) with exec enabled.
+// gone is a one-line error. Also the live progress of `submit --wait` (item 2) on a terminal
+// (a pseudo-terminal from util-linux `script`) and as JSON lines. Its own two-site cluster (one
+// worker per site) with exec enabled.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+
+#include "harness/files.h"
+#include "proc/subprocess.h"
 
 #include "cluster_test_util.h"
 
@@ -122,6 +127,61 @@ TEST_CASE("a JM's log comes back through another site's master", "[integration][
   CHECK_THAT(refusal(cluster.tellus({"logs", jobId, "--jm", kEu}, kUs), 1),
              Catch::Contains("no live worker of site eu-west holds a JM log of job " + jobId));
   CHECK_THAT(refusal(cluster.tellus({"logs", jobId, "--jm", "../us-east"}, kUs), 2), Catch::Contains("site"));
+}
+
+TEST_CASE("submit --wait draws bars on a terminal and prints JSON lines with --json", "[integration][cluster][progress]") {
+  auto& cluster = logsCluster();
+  CliRunner files;
+  REQUIRE(cluster.putDataset(kUs, "progress-in", "a b\nc d\ne f\ng h\n", 2).isOk());
+  const auto spec = files.writeFile("progress.yaml",
+                                    "name: progress\nstages:\n  - name: map\n    op: wordcount.map\n"
+                                    "    input: {dataset: progress-in}\n  - name: reduce\n    op: wordcount.reduce\n"
+                                    "    tasks: 2\n    input: {stage: map}\n");
+  // On a terminal: `script` runs the CLI on a pseudo-terminal and copies what it draws.
+  std::string command = "'" + (cluster.binDir() / "tellus").string() + "' --master " + cluster.masterAddress(kUs) +
+                        " submit '" + spec.string() + "' --wait";
+  proc::SpawnOptions options;
+  options.argv = {"script", "--quiet", "--return", "--command", command, "/dev/null"};
+  options.extraEnv = cluster.cliEnv();
+  options.extraEnv.emplace_back("SHELL", "/bin/sh");
+  options.stdoutFile = files.dir() / "tty.out";
+  options.stderrFile = files.dir() / "tty.err";
+  options.dieWithParent = true;
+  auto run = proc::Subprocess::spawn(options);
+  REQUIRE(run.isOk());
+  auto exit = run->waitFor(120s);
+  const std::string drawn = harness::readFile(files.dir() / "tty.out");
+  INFO("terminal output:\n" << drawn << "\nstderr: " << harness::readFile(files.dir() / "tty.err"));
+  REQUIRE(exit.isOk());
+  CHECK(exit->exited);
+  CHECK(exit->code == 0);
+  CHECK_THAT(drawn, Catch::Contains("\x1b[2K"));  // lines cleared and redrawn in place
+  CHECK_THAT(drawn, Catch::Contains("\x1b[3A"));  // up over the last frame: header + 2 stages
+  CHECK_THAT(drawn, Catch::Contains("[####################]     2/2     100%  done"));
+  CHECK_THAT(drawn, Catch::Contains("us-east 2/2"));
+  CHECK_THAT(drawn, Catch::Contains("progress  succeeded"));
+
+  // --json: one status per line, the last one final.
+  auto json = cluster.tellus({"--json", "submit", spec.string(), "--wait"}, kUs);
+  INFO(json.err);
+  REQUIRE(json.exitCode == 0);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < json.out.size();) {
+    const size_t end = json.out.find('\n', at);
+    REQUIRE(end != std::string::npos);
+    lines.push_back(json.out.substr(at, end - at));
+    at = end + 1;
+  }
+  REQUIRE(!lines.empty());
+  for (const auto& line : lines) {
+    pb::JobStatusResponse st;
+    INFO(line);
+    REQUIRE(parseJson(line, st).isOk());
+    CHECK(st.stages_size() == 2);
+  }
+  pb::JobStatusResponse last;
+  REQUIRE(parseJson(lines.back(), last).isOk());
+  CHECK(last.status().state() == pb::JOB_SUCCEEDED);
 }
 
 TEST_CASE("a log whose VM is gone is a one-line error", "[integration][cluster][logs]") {
