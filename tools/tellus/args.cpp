@@ -1,5 +1,7 @@
 #include "args.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 
 #include "util/names.h"
@@ -8,8 +10,8 @@ namespace tellus::cli {
 
 Result<TaskRef> parseTaskRef(std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return makeError(ErrorCode::kInvalidArgument, "--task '" + std::string(text.substr(0, 64)) + "': " +
-                                                      std::string(why) + " (expected STAGE:N, e.g. map:3)");
+    return makeError(ErrorCode::kInvalidArgument,
+                     fmt::format("--task '{}': {} (expected STAGE:N, e.g. map:3)", text.substr(0, 64), why));
   };
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos) return bad("no ':'");

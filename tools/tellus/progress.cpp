@@ -46,7 +46,14 @@ void JobProgress::add(double nowSeconds, const pb::JobStatusResponse& status) {
 std::string progressBar(uint64_t done, uint64_t total, int width) {
   const auto cells = static_cast<uint64_t>(std::max(width, 1));
   const uint64_t filled = total == 0 ? 0 : std::min(cells, done * cells / total);
-  return "[" + std::string(filled, '#') + std::string(cells - filled, '-') + "]";
+  // Appended, not concatenated: GCC 12 at -O3 reports a false -Wrestrict on "[" + std::string.
+  std::string bar;
+  bar.reserve(cells + 2);
+  bar += '[';
+  bar.append(filled, '#');
+  bar.append(cells - filled, '-');
+  bar += ']';
+  return bar;
 }
 
 std::string formatDuration(double seconds) {
@@ -60,7 +67,11 @@ std::string redrawFrame(const std::vector<std::string>& lines, size_t previousLi
   std::string out;
   // Up to the first line of the previous frame, then each line cleared and rewritten.
   if (previousLines > 0) out += fmt::format("\x1b[{}A", previousLines);
-  for (const auto& line : lines) out += "\r\x1b[2K" + line + "\n";
+  for (const auto& line : lines) {
+    out += "\r\x1b[2K";
+    out += line;
+    out += '\n';
+  }
   // A shorter frame than the last: clear what is left of the old one below it.
   if (previousLines > lines.size()) {
     out += "\x1b[J";
@@ -83,9 +94,9 @@ std::vector<std::string> JobProgress::render(const pb::JobStatusResponse& status
                                    formatDuration(nowSeconds));
   if (!over) {
     auto eta = total_.etaSeconds(remaining);
-    header += eta ? "  ETA " + formatDuration(*eta) : std::string("  ETA --");
+    header += eta ? fmt::format("  ETA {}", formatDuration(*eta)) : std::string("  ETA --");
   }
-  if (!st.error().empty()) header += "  error: " + st.error();
+  if (!st.error().empty()) header += fmt::format("  error: {}", st.error());
   lines.push_back(fit(std::move(header)));
 
   size_t nameWidth = 0;
@@ -107,7 +118,7 @@ std::vector<std::string> JobProgress::render(const pb::JobStatusResponse& status
       auto perSecond = rate ? rate->perSecond() : std::nullopt;
       auto eta = rate ? rate->etaSeconds(stage.tasks() - stage.done()) : std::nullopt;
       line += perSecond ? fmt::format("{:.1f}/s", *perSecond) : std::string("-/s");
-      line += eta && !over ? "  ETA " + formatDuration(*eta) : std::string("  ETA --");
+      line += eta && !over ? fmt::format("  ETA {}", formatDuration(*eta)) : std::string("  ETA --");
     }
     for (const auto& site : stage.sites()) line += fmt::format("  {} {}/{}", site.site(), site.done(), site.owned());
     lines.push_back(fit(std::move(line)));
