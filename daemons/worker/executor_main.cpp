@@ -51,10 +51,11 @@ int main(int argc, char** argv) {
   spec.output.task = task.task();
   // Without the worker's exec section exec stays disabled.
   if (task.has_exec()) spec.env.exec = tellus::job::fromProto(task.exec());
+  spec.env.log = &std::cerr;  // the worker keeps it for `tellus logs`
   auto result = tellus::data::runTask(spec, *store);
   if (!result) {
-    // Also on stderr, which the worker keeps per execution for `tellus logs` (for exec: the
-    // command's exit and the last lines of its stderr).
+    // Also on stderr, which the worker keeps per execution for `tellus logs` (for exec, after
+    // the command's own stderr: its exit and the last lines of its stderr).
     std::cerr << "tellus-executor: task " << task.stage() << ":" << task.task() << " failed: " << result.message()
               << std::endl;
     report.set_error(result.message());

@@ -62,18 +62,23 @@ TEST_CASE("a failing exec task's stderr comes back through any master", "[integr
   REQUIRE(cluster.putDataset(kUs, "logs-in", "alpha\nbeta\n", 1).isOk());
   const std::string jobId = runJob(cluster, files, "failing",
                                    "name: failing\nmax_task_attempts: 2\nstages:\n  - name: run\n    op: exec\n"
-                                   "    params: {cmd: \"echo stderr-of-a-failing-task >&2; exit 3\"}\n"
+                                   "    params: {cmd: \"echo first-of-many-lines >&2; seq 1 30 >&2; "
+                                   "echo stderr-of-a-failing-task >&2; exit 3\"}\n"
                                    "    input: {dataset: logs-in}\n",
                                    kUs, pb::JOB_FAILED);
 
-  // Through the other site's master, which forwards to us-east's, which asks its worker.
-  auto latest = cluster.tellus({"logs", jobId, "--task", "run:0"}, kEu);
+  // Through the other site's master, which forwards to us-east's, which asks its worker. The
+  // first execution: it ran to its end (the task ran again only after it). The latest may be
+  // one the job's end killed before its command wrote anything.
+  auto latest = cluster.tellus({"logs", jobId, "--task", "run:0", "--attempt", "1"}, kEu);
   INFO("exit " << latest.exitCode << "\nstdout: " << latest.out << "\nstderr: " << latest.err);
   REQUIRE(latest.exitCode == 0);
   CHECK_THAT(latest.out, Catch::Contains("stderr-of-a-failing-task"));
   CHECK_THAT(latest.out, Catch::Contains("exited with status 3"));
+  // The command's whole stderr, not only the last lines the error message carries.
+  CHECK_THAT(latest.out, Catch::StartsWith("first-of-many-lines\n1\n2\n"));
 
-  // The first of the two executions, by stage index; the same text (the command is the same).
+  // The same execution by stage index, through the master of its own site.
   auto first = cluster.tellus({"--json", "logs", jobId, "--task", "0:0", "--attempt", "1"}, kUs);
   INFO(first.err);
   REQUIRE(first.exitCode == 0);
@@ -86,15 +91,24 @@ TEST_CASE("a failing exec task's stderr comes back through any master", "[integr
   CHECK(meta.worker_id() == cluster.workers(kUs).front());
   CHECK(meta.complete());
   CHECK(meta.size() == meta.data().size());
-  CHECK_THAT(meta.data(), Catch::Contains("stderr-of-a-failing-task"));
+  CHECK(meta.data() == latest.out);
+  // Without --attempt: the latest execution.
+  auto newest = cluster.tellus({"--json", "logs", jobId, "--task", "run:0"}, kEu);
+  INFO(newest.err);
+  REQUIRE(newest.exitCode == 0);
+  pb::LogsResponse newestMeta;
+  REQUIRE(parseJson(newest.out, newestMeta).isOk());
+  CHECK(newestMeta.attempt() == executions);
+  CHECK(newestMeta.attempts() == executions);
+  CHECK(newestMeta.attempt_id() != meta.attempt_id());
 
   // Bounded: the last 10 bytes are the end of the whole log.
-  auto tail = cluster.tellus({"logs", jobId, "--task", "run:0", "--bytes", "10"}, kEu);
+  auto tail = cluster.tellus({"logs", jobId, "--task", "run:0", "--attempt", "1", "--bytes", "10"}, kEu);
   REQUIRE(tail.exitCode == 0);
   CHECK(tail.out.size() == 10);
   CHECK(latest.out.substr(latest.out.size() - 10) == tail.out);
   // --follow ends by itself once the executor has ended and everything is printed.
-  auto followed = cluster.tellus({"logs", jobId, "--task", "run:0", "--follow"}, kUs);
+  auto followed = cluster.tellus({"logs", jobId, "--task", "run:0", "--attempt", "1", "--follow"}, kUs);
   CHECK(followed.exitCode == 0);
   CHECK(followed.out == latest.out);
 
