@@ -327,8 +327,8 @@ constexpr const char* kChildSteps[] = {"dup2", "chdir", "setrlimit", "setgroups"
 
 class ExecOperator final : public Operator {
  public:
-  ExecOperator(std::string command, std::uint64_t timeoutMs, config::ExecConfig exec)
-      : Operator("exec"), command_(std::move(command)), timeoutMs_(timeoutMs), exec_(std::move(exec)) {}
+  ExecOperator(std::string command, std::uint64_t timeoutMs, config::ExecConfig exec, std::ostream* log)
+      : Operator("exec"), command_(std::move(command)), timeoutMs_(timeoutMs), exec_(std::move(exec)), log_(log) {}
 
  private:
   // fork + exec rather than posix_spawn: the child must drop privileges and set limits before
@@ -431,6 +431,7 @@ class ExecOperator final : public Operator {
     BucketRouter router(io.buckets);
     OutputSplitter output(router, *io.buckets.front());
     StderrTail stderrTail;
+    std::uint64_t forwarded = 0;  // of the command's stderr, to log_
     std::vector<char> inputBuffer(kPipeChunkBytes);
     std::size_t inputBegin = 0;
     std::size_t inputEnd = 0;
@@ -511,7 +512,18 @@ class ExecOperator final : public Operator {
       if (stderrSlot >= 0 && fds[stderrSlot].revents != 0) {
         const ssize_t got = ::read(childStderr.get(), readBuffer.data(), readBuffer.size());
         if (got > 0) {
-          stderrTail.consume(std::string_view(readBuffer.data(), static_cast<std::size_t>(got)));
+          const std::string_view bytes(readBuffer.data(), static_cast<std::size_t>(got));
+          stderrTail.consume(bytes);
+          if (log_ != nullptr && forwarded < kMaxForwardedStderrBytes) {
+            const auto n = std::min<std::uint64_t>(bytes.size(), kMaxForwardedStderrBytes - forwarded);
+            log_->write(bytes.data(), static_cast<std::streamsize>(n));
+            forwarded += n;
+            if (forwarded == kMaxForwardedStderrBytes) {
+              *log_ << "\n[tellus: the rest of the command's stderr is not kept (over " << (kMaxForwardedStderrBytes >> 20)
+                    << " MiB)]\n";
+            }
+            log_->flush();
+          }
         } else if (got == 0) {
           childStderr.reset();
         } else if (errno != EAGAIN && errno != EINTR) {
@@ -535,6 +547,7 @@ class ExecOperator final : public Operator {
   std::string command_;
   std::uint64_t timeoutMs_;  // 0: no limit
   config::ExecConfig exec_;
+  std::ostream* log_;  // the task's log (OperatorEnv::log), or nullptr
 };
 
 }  // namespace
@@ -545,7 +558,7 @@ Result<std::unique_ptr<Operator>> makeExec(ParamReader& params, const OperatorEn
   auto timeoutMs = params.optionalUint("timeout_ms", 0, kMaxTimeoutMs);
   if (!timeoutMs.isOk()) return timeoutMs.error();
   TELLUS_RETURN_IF_ERROR(checkExecAllowed(env.exec, *command));
-  return std::unique_ptr<Operator>(new ExecOperator(*command, *timeoutMs, env.exec));
+  return std::unique_ptr<Operator>(new ExecOperator(*command, *timeoutMs, env.exec, env.log));
 }
 
 }  // namespace tellus::data::internal

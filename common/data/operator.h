@@ -45,7 +45,12 @@ using OperatorParams = std::map<std::string, std::string>;
 // What the site lets operators do. Default: exec disabled.
 struct OperatorEnv {
   config::ExecConfig exec;
+  // Where an operator writes diagnostics for the task's log: the executor's stderr, which its
+  // worker keeps per execution for `tellus logs`. nullptr: nowhere. exec copies its command's
+  // stderr here (the first kMaxForwardedStderrBytes).
+  std::ostream* log = nullptr;
 };
+inline constexpr std::uint64_t kMaxForwardedStderrBytes = std::uint64_t{16} << 20;
 
 // What a task reads and writes. The streams are owned by the caller and outlive run().
 struct TaskIo {

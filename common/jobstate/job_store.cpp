@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -9,6 +10,7 @@
 #include "jobstate/job_view.h"
 #include "jobstate/paths.h"
 #include "util/log.h"
+#include "util/names.h"
 
 namespace tellus::jobstate {
 
@@ -286,6 +288,35 @@ awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
     out.push_back(Attempt{*id, node->data});
   }
   co_return out;
+}
+
+awaitable<Result<std::vector<std::string>>> JobStore::taskAttempts(std::string jobId, TaskId task) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  const std::string dir = attemptsPath(jobId);
+  auto names = co_await zk_.children(dir);
+  if (!names) co_return names.error();
+  const std::string prefix = runningTaskName(task.first, task.second) + "-";
+  std::vector<std::string> out;
+  for (const auto& name : *names) {
+    if (name.rfind(prefix, 0) == 0 && parseTaskName(name) == task) out.push_back(name);
+  }
+  // Sequence numbers in decimal: shorter is smaller, then digit by digit.
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  co_return out;
+}
+
+awaitable<Result<std::string>> JobStore::attemptWorker(std::string jobId, std::string attemptId) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  if (!parseTaskName(attemptId) || std::count(attemptId.begin(), attemptId.end(), '-') != 2) {
+    co_return makeError(ErrorCode::kInvalidArgument, "bad attempt id '" + attemptId.substr(0, 64) + "'");
+  }
+  const std::string path = attemptsPath(jobId) + "/" + attemptId;
+  auto node = co_await zk_.get(path);
+  if (!node) co_return node.error().prepend("reading " + path);
+  if (!isName(node->data)) co_return makeError(ErrorCode::kInvalidArgument, path + " does not name a worker");
+  co_return node->data;
 }
 
 awaitable<Result<std::vector<std::string>>> JobStore::jmSites(std::string jobId) {

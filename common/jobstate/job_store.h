@@ -123,6 +123,12 @@ class JobStore {
   Awaitable<Result<std::map<TaskId, uint32_t>>> attemptCounts(std::string jobId);
   // Every execution with the worker that started it (one read per attempt).
   Awaitable<Result<std::vector<Attempt>>> attempts(std::string jobId);
+  // The executions of one task, as attempt ids (names of their audit nodes), in the order they
+  // started (one read: the names).
+  Awaitable<Result<std::vector<std::string>>> taskAttempts(std::string jobId, TaskId task);
+  // The worker that started execution `attemptId` (one read; kInvalidArgument for a malformed
+  // id or a stored worker id that is not a name).
+  Awaitable<Result<std::string>> attemptWorker(std::string jobId, std::string attemptId);
   // Sites with a registered JM.
   Awaitable<Result<std::vector<std::string>>> jmSites(std::string jobId);
   Awaitable<Result<Versioned<pb::JmInfo>>> jm(std::string jobId, std::string site);

@@ -26,6 +26,8 @@ struct Master {
   TELLUS_RPC_METHOD(Master, RegisterWorker, net::Role::kWorker);
   TELLUS_RPC_METHOD(Master, Heartbeat, net::Role::kWorker);
   TELLUS_RPC_METHOD(Master, JmUpdate, net::Role::kWorker);
+  // A client asks; a master forwards to the master of the site holding the log.
+  TELLUS_RPC_METHOD(Master, Logs, net::Role::kClient, net::Role::kMaster);
 };
 
 struct Worker {
@@ -34,6 +36,7 @@ struct Worker {
   TELLUS_RPC_METHOD(Worker, Fetch, net::Role::kMaster, net::Role::kWorker);
   TELLUS_RPC_METHOD(Worker, KillJobTasks, net::Role::kMaster);
   TELLUS_RPC_METHOD(Worker, WriteDataset, net::Role::kMaster);
+  TELLUS_RPC_METHOD(Worker, ReadLog, net::Role::kMaster);
 };
 
 struct Jm {
@@ -45,7 +48,9 @@ struct Jm {
 using AllMethods =
     std::tuple<Master::Submit, Master::StartJm, Master::Status, Master::List, Master::Sites, Master::Kill,
                Master::Result, Master::Put, Master::RegisterWorker, Master::Heartbeat, Master::JmUpdate,
+               Master::Logs,
                Worker::LaunchJm, Worker::RunTask, Worker::Fetch, Worker::KillJobTasks, Worker::WriteDataset,
+               Worker::ReadLog,
                Jm::Steal, Jm::ContainerUsage, Jm::Grants>;
 
 namespace detail {

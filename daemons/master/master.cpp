@@ -53,6 +53,7 @@ Status Master::start() {
   server_.handle<rpc::Master::Kill>([this](pb::JobRequest r, net::CallContext c) { return kill(std::move(r), c); });
   server_.handle<rpc::Master::Result>([this](pb::ResultRequest r, net::CallContext c) { return result(std::move(r), c); });
   server_.handle<rpc::Master::Put>([this](pb::PutRequest r, net::CallContext c) { return put(std::move(r), c); });
+  server_.handle<rpc::Master::Logs>([this](pb::LogsRequest r, net::CallContext c) { return logs(std::move(r), c); });
   // Identity binding (TLS): a worker speaks only for itself, a JM only at its own site.
   server_.handle<rpc::Master::RegisterWorker>(
       [this](pb::RegisterWorkerRequest r, net::CallContext c) -> awaitable<Result<pb::RegisterWorkerResponse>> {
@@ -946,6 +947,171 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
   resp.set_worker_id(loc.worker_id());
   resp.set_site(loc.site());
   co_return resp;
+}
+
+awaitable<Result<std::optional<std::string>>> Master::siteOfWorker(const std::string& workerId) {
+  auto names = co_await server_.coordinator().children(sitesPath());
+  if (!names) co_return names.error().prepend("reading sites");
+  for (const auto& site : *names) {
+    if (!isName(site)) continue;
+    auto held = co_await server_.coordinator().exists(siteWorkerPath(site, workerId));
+    if (!held) co_return held.error();
+    if (held->has_value()) co_return std::optional<std::string>(site);
+  }
+  co_return std::optional<std::string>();
+}
+
+awaitable<Result<net::Endpoint>> Master::siteMaster(const std::string& site) {
+  auto node = co_await server_.coordinator().get(siteLivePath(site));
+  if (!node) {
+    if (node.error().code != ErrorCode::kNotFound) co_return node.error();
+    co_return makeError(ErrorCode::kUnavailable, "site " + site + " has no live master");
+  }
+  auto info = daemon::parseProto<pb::SiteInfo>(node->data, siteLivePath(site));
+  if (!info) co_return info.error();
+  auto ep = net::Endpoint::parse(info->master_address());
+  if (!ep) co_return ep.error().prepend("site " + site + " publishes a bad master address");
+  co_return *ep;
+}
+
+awaitable<Result<pb::LogsResponse>> Master::logs(pb::LogsRequest req, net::CallContext ctx) {
+  if (!isJobId(req.job_id())) co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + req.job_id().substr(0, 64) + "'");
+  if (!req.jm_site().empty()) {
+    if (auto st = checkName("site", req.jm_site()); !st) co_return st.error();
+  }
+  const auto timeout = std::min(ctx.remaining(), kPeerCallTimeout);
+  if (!req.worker_id().empty() || !req.attempt_id().empty()) {
+    // A master that resolved the execution forwards it here, its worker's site; a client may
+    // not point the read at a worker of its choosing.
+    if (ctx.identity && ctx.identity->role != net::Role::kMaster) {
+      co_return makeError(ErrorCode::kPermissionDenied, "worker_id and attempt_id of a logs request are set by masters only");
+    }
+    if (auto st = checkName("worker id", req.worker_id()); !st) co_return st.error();
+    if (!req.jm_site().empty()) co_return makeError(ErrorCode::kInvalidArgument, "a JM log names no execution");
+    co_return co_await localLog(std::move(req), ctx);
+  }
+  auto spec = co_await store_->spec(req.job_id());
+  if (!spec) co_return spec.error();
+  if (!req.jm_site().empty()) {
+    if (req.jm_site() == config_.site) co_return co_await localLog(std::move(req), ctx);
+    auto ep = co_await siteMaster(req.jm_site());
+    if (!ep) co_return ep.error();
+    auto r = co_await server_.client(*ep)->call<rpc::Master::Logs>(req, timeout);
+    if (!r) co_return r.error().prepend("site " + req.jm_site());
+    co_return r;
+  }
+  // A task's execution: the stage by name or index.
+  std::optional<uint32_t> stage;
+  const std::string& name = req.stage();
+  if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (name.size() <= 9 && std::stoul(name) < static_cast<unsigned long>(spec->stages_size())) {
+      stage = static_cast<uint32_t>(std::stoul(name));
+    }
+  } else {
+    for (int s = 0; s < spec->stages_size(); ++s) {
+      if (spec->stages(s).name() == name) stage = static_cast<uint32_t>(s);
+    }
+  }
+  if (!stage) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("job {} has no stage '{}' ({} stages)", req.job_id(),
+                                                                 name.substr(0, 64), spec->stages_size()));
+  }
+  const std::string taskName = fmt::format("{}:{}", spec->stages(static_cast<int>(*stage)).name(), req.task());
+  auto attempts = co_await store_->taskAttempts(req.job_id(), {*stage, req.task()});
+  if (!attempts) co_return attempts.error();
+  const auto count = static_cast<uint32_t>(attempts->size());
+  if (count == 0) co_return makeError(ErrorCode::kNotFound, fmt::format("task {} of job {} has not run", taskName, req.job_id()));
+  if (req.attempt() > count) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("task {} of job {} has run {} times: there is no attempt {}",
+                                                                 taskName, req.job_id(), count, req.attempt()));
+  }
+  const uint32_t attempt = req.attempt() == 0 ? count : req.attempt();
+  const std::string attemptId = (*attempts)[attempt - 1];
+  auto workerId = co_await store_->attemptWorker(req.job_id(), attemptId);
+  if (!workerId) co_return workerId.error();
+  auto site = co_await siteOfWorker(*workerId);
+  if (!site) co_return site.error();
+  if (!*site) {
+    co_return makeError(ErrorCode::kUnavailable,
+                        fmt::format("attempt {} of task {} ran on worker {}, which is registered at no site: its VM and "
+                                    "the log with it are gone",
+                                    attempt, taskName, *workerId));
+  }
+  req.set_worker_id(*workerId);
+  req.set_attempt_id(attemptId);
+  Result<pb::LogsResponse> r = makeError(ErrorCode::kInternal, "unreachable");
+  if (**site == config_.site) {
+    r = co_await localLog(req, ctx);
+  } else {
+    auto ep = co_await siteMaster(**site);
+    if (!ep) co_return ep.error();
+    r = co_await server_.client(*ep)->call<rpc::Master::Logs>(req, timeout);
+    if (!r) co_return r.error().prepend("site " + **site);
+  }
+  if (!r) co_return r.error();
+  r->set_attempt(attempt);
+  r->set_attempts(count);
+  co_return r;
+}
+
+awaitable<Result<pb::LogsResponse>> Master::localLog(pb::LogsRequest req, net::CallContext ctx) {
+  const auto timeout = std::min(ctx.remaining(), kPeerCallTimeout);
+  pb::ReadLogRequest read;
+  read.set_job_id(req.job_id());
+  read.set_offset(req.offset());
+  read.set_tail(req.tail());
+  read.set_max_bytes(req.max_bytes());
+  auto ask = [&](const std::string& workerId) -> awaitable<Result<pb::LogsResponse>> {
+    auto w = workers_.find(workerId);
+    if (w == workers_.end() || !w->second.alive) {
+      co_return makeError(ErrorCode::kUnavailable, fmt::format("worker {} of site {} is gone (not registered with its "
+                                                               "master): the log went with its VM",
+                                                               workerId, config_.site));
+    }
+    auto ep = net::Endpoint::parse(w->second.address);
+    if (!ep) co_return ep.error();
+    auto r = co_await server_.client(*ep)->call<rpc::Worker::ReadLog>(read, timeout);
+    if (!r && r.error().code != ErrorCode::kNotFound && r.error().code != ErrorCode::kInvalidArgument) {
+      co_return r.error().prepend(fmt::format("worker {} of site {} did not answer (its VM may be gone)", workerId,
+                                              config_.site));
+    }
+    co_return r;
+  };
+  if (req.jm_site().empty()) {
+    read.set_attempt_id(req.attempt_id());
+    co_return co_await ask(req.worker_id());
+  }
+  read.set_jm(true);
+  // The worker of the JM registered now (job state) holds the current log.
+  std::string registered;
+  auto info = co_await store_->jm(req.job_id(), config_.site);
+  if (info) registered = info->value.worker_id();
+  if (!registered.empty() && workers_.count(registered) > 0) {
+    auto r = co_await ask(registered);
+    if (r) co_return r;
+  }
+  // No JM runs here now (the job ended, or its JM is being replaced): the live worker whose JM
+  // log of the job changed last (a JM replaced on another worker appends to a new file there).
+  std::optional<pb::LogsResponse> newest;
+  std::vector<std::string> unreachable;
+  std::vector<std::string> live;  // copied: workers_ may change while we wait for answers
+  for (const auto& [id, w] : workers_) {
+    if (w.alive && id != registered) live.push_back(id);
+  }
+  for (const auto& id : live) {
+    auto r = co_await ask(id);
+    if (r) {
+      if (!newest || r->modified_unix_ms() > newest->modified_unix_ms()) newest = std::move(*r);
+    } else if (r.error().code != ErrorCode::kNotFound) {
+      unreachable.push_back(id);
+    }
+  }
+  if (newest) co_return std::move(*newest);
+  co_return makeError(ErrorCode::kNotFound,
+                      fmt::format("no live worker of site {} holds a JM log of job {}{}: the VMs that ran its JMs here "
+                                  "are gone, or none ran here",
+                                  config_.site, req.job_id(),
+                                  unreachable.empty() ? "" : fmt::format(" ({} did not answer)", fmt::join(unreachable, ", "))));
 }
 
 awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallContext ctx) {

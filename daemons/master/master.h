@@ -92,6 +92,17 @@ class Master {
   boost::asio::awaitable<Status> publishUpload(std::string uploadId);
   // A failed or idle put: its workers drop every file of it, and it is forgotten.
   boost::asio::awaitable<void> abortUpload(std::string uploadId);
+  // `tellus logs`: resolves a task's execution from the job's state (its audit node names the
+  // worker; the worker's registration names its site) and reads the log through the master of
+  // that site (one hop), or a JM's log through the master of the JM's site.
+  boost::asio::awaitable<Result<pb::LogsResponse>> logs(pb::LogsRequest req, net::CallContext ctx);
+  // The log on a worker of this site: execution `req.attempt_id` on `req.worker_id`, or the
+  // job's JM log (the registered JM's worker, else the live worker whose log changed last).
+  boost::asio::awaitable<Result<pb::LogsResponse>> localLog(pb::LogsRequest req, net::CallContext ctx);
+  // The site where a worker is registered; nullopt when it is registered nowhere (its VM is gone).
+  boost::asio::awaitable<Result<std::optional<std::string>>> siteOfWorker(const std::string& workerId);
+  // The RPC address of a live site's master.
+  boost::asio::awaitable<Result<net::Endpoint>> siteMaster(const std::string& site);
   Result<pb::RegisterWorkerResponse> registerWorker(const pb::RegisterWorkerRequest& req);
   Result<pb::HeartbeatResponse> heartbeat(const pb::WorkerHeartbeat& req);
   Result<pb::JmUpdateResponse> jmUpdate(const pb::JmUpdateRequest& req);

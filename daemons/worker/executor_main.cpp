@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   auto store = tellus::data::PartitionStore::open(task.store_root());
   if (!store) {
     report.set_error(store.message());
+    std::cerr << "tellus-executor: " << store.message() << std::endl;
     return writeReport(argv[2], report);
   }
   tellus::data::TaskSpec spec;
@@ -50,8 +51,13 @@ int main(int argc, char** argv) {
   spec.output.task = task.task();
   // Without the worker's exec section exec stays disabled.
   if (task.has_exec()) spec.env.exec = tellus::job::fromProto(task.exec());
+  spec.env.log = &std::cerr;  // the worker keeps it for `tellus logs`
   auto result = tellus::data::runTask(spec, *store);
   if (!result) {
+    // Also on stderr, which the worker keeps per execution for `tellus logs` (for exec, after
+    // the command's own stderr: its exit and the last lines of its stderr).
+    std::cerr << "tellus-executor: task " << task.stage() << ":" << task.task() << " failed: " << result.message()
+              << std::endl;
     report.set_error(result.message());
   } else {
     for (const auto& b : result->buckets) report.add_bucket_bytes(b.sizeBytes);

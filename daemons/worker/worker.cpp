@@ -5,7 +5,10 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -113,6 +116,12 @@ Status Worker::start() {
   server_.handle<rpc::Worker::Fetch>([this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
   server_.handle<rpc::Worker::KillJobTasks>([this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); });
   server_.handle<rpc::Worker::WriteDataset>([this](const pb::WriteDatasetRequest& r) { return writeDataset(r); });
+  // Only our own site's master asks (it found us from the job's state for a client).
+  server_.handle<rpc::Worker::ReadLog>(
+      [this](pb::ReadLogRequest r, net::CallContext c) -> awaitable<Result<pb::LogsResponse>> {
+        if (Status s = net::checkCallerSite(c.identity, config_.site); !s) co_return s.error();
+        co_return readLog(r);
+      });
 
   // Every JM of this host holds its own ZooKeeper session, and ZooKeeper refuses a client
   // address's connections past maxClientCnxns with nothing but a closed socket: refuse to
@@ -529,9 +538,13 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   busy.jobId = req.job_id();
   ++busy.tasks;
 
+  // The executor's stderr is kept by execution (its attempt id), also after the task succeeds
+  // and its container directory goes: `tellus logs` reads it (readLog).
+  const auto logDir = dataDir_ / "logs" / req.job_id();
+  std::filesystem::create_directories(logDir, ec);
   proc::SpawnOptions opts;
   opts.argv = {(binDir_ / "tellus-executor").string(), (dir / "task.pb").string(), (dir / "report.pb").string()};
-  opts.stderrFile = dir / "stderr";
+  opts.stderrFile = logDir / (*attemptId + ".stderr");
   auto child = proc::Subprocess::spawn(opts);
   if (!child) {
     if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
@@ -544,6 +557,8 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
   }
   executors_[req.job_id()].insert(child->pid());
+  const auto attemptKey = std::make_pair(req.job_id(), *attemptId);
+  runningAttempts_.insert(attemptKey);
   const auto runKey = std::make_tuple(req.job_id(), req.stage(), req.task());
   ++taskRuns_[runKey];
   // The executor's exit is polled on our loop: no thread blocks in waitpid.
@@ -554,6 +569,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     if (it->second.empty()) executors_.erase(it);
   }
   if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
+  runningAttempts_.erase(attemptKey);
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
   auto result = co_await recordOutput(req, *attemptId, *exit, dir);
@@ -567,7 +583,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
 
 void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir) {
   std::error_code ec;
-  // Fetched inputs can be as large as the outputs; task.pb, report.pb and stderr stay.
+  // Fetched inputs can be as large as the outputs; task.pb and report.pb stay.
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     if (e.path().filename().string().rfind("input-", 0) == 0) std::filesystem::remove(e.path(), ec);
   }
@@ -714,6 +730,60 @@ Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequ
     spdlog::info("job {} stopped here: killed {} JM and {} executors", req.job_id(), resp.jms_killed(),
                  resp.executors_killed());
   }
+  return resp;
+}
+
+Result<pb::LogsResponse> Worker::readLog(const pb::ReadLogRequest& req) const {
+  // The most one call returns; `tellus logs` asks again for more.
+  constexpr uint64_t kMaxLogBytesPerCall = uint64_t{1} << 20;
+  if (auto st = checkName("job id", req.job_id()); !st) return st.error();
+  std::filesystem::path path;
+  std::string what;
+  bool running = false;
+  if (req.jm()) {
+    path = dataDir_ / "jms" / req.job_id() / "jm.log";
+    what = "JM log";
+    const auto jm = jms_.find(req.job_id());
+    running = jm != jms_.end() && jm->second.running();
+  } else {
+    // "<stage>-<task>-<sequence>": digits and two dashes, one file name under logs/<job>.
+    const auto& id = req.attempt_id();
+    if (!jobstate::parseTaskName(id) || std::count(id.begin(), id.end(), '-') != 2) {
+      return makeError(ErrorCode::kInvalidArgument, "bad attempt id '" + id.substr(0, 64) + "'");
+    }
+    path = dataDir_ / "logs" / req.job_id() / (id + ".stderr");
+    what = "stderr of execution " + id;
+    running = runningAttempts_.contains({req.job_id(), id});
+  }
+  // O_NOFOLLOW and fstat on what was opened: a symlink planted in its place is not followed.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) ::close(fd);
+    return makeError(ErrorCode::kNotFound, fmt::format("worker {} holds no {} of job {}", config_.id, what, req.job_id()));
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const uint64_t want = req.max_bytes() == 0 ? kMaxLogBytesPerCall : std::min<uint64_t>(req.max_bytes(), kMaxLogBytesPerCall);
+  const uint64_t offset = req.tail() ? (size > want ? size - want : 0) : std::min<uint64_t>(req.offset(), size);
+  std::string data(static_cast<size_t>(std::min(want, size - offset)), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // shorter than fstat said (truncated meanwhile): what there is
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
+  pb::LogsResponse resp;
+  resp.set_data(std::move(data));
+  resp.set_offset(offset);
+  resp.set_size(size);
+  resp.set_complete(!running);
+  resp.set_site(config_.site);
+  resp.set_worker_id(config_.id);
+  resp.set_attempt_id(req.attempt_id());
+  resp.set_modified_unix_ms(int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000);
   return resp;
 }
 

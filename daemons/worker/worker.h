@@ -52,6 +52,9 @@ class Worker {
                                                                    proc::ExitStatus exit, std::filesystem::path dir);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
+  // A bounded piece of an execution's stderr (logs/<job>/<attempt id>.stderr) or of the job's
+  // JM log here (jms/<job>/jm.log); both names are built from validated parts only.
+  Result<pb::LogsResponse> readLog(const pb::ReadLogRequest& req) const;
   // Kills the job's JM and every executor of it here, by job id; reports what it killed.
   Result<pb::KillJobTasksResponse> killJobTasks(const pb::KillJobTasksRequest& req);
   // The reason a JM of `jobId` left in its exit file (bounded), for the master.
@@ -98,11 +101,12 @@ class Worker {
   };
   std::map<std::string, TrackedTask> tracked_;  // monitor key -> what it runs for
   std::map<std::string, std::set<pid_t>> executors_;  // job -> executor processes running for it
+  std::set<std::pair<std::string, std::string>> runningAttempts_;  // (job, attempt id) of running executors
   // Executors running here per (job, stage, task): a task's partial outputs are removed only
   // when none of its attempts is still writing.
   std::map<std::tuple<std::string, uint32_t, uint32_t>, int> taskRuns_;
   // Removes what a failed or killed executor of the task left: its uncommitted buckets in the
-  // partition store and the inputs fetched into `dir` (its stderr stays, for the log).
+  // partition store and the inputs fetched into `dir` (its stderr is under logs/, for `tellus logs`).
   void removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir);
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)

@@ -17,12 +17,14 @@
 #include <sstream>
 #include <thread>
 
+#include "args.h"
 #include "data/dataset.h"
 #include "job/spec.h"
 #include "jobstate/job_view.h"
 #include "net/methods.h"
 #include "net/rpc_client.h"
 #include "plan/plan.h"
+#include "progress.h"
 #include "tellus.pb.h"
 #include "transfer/chunked.h"
 
@@ -47,6 +49,7 @@ struct Globals {
   net::TlsConfig tls;
   bool insecure = false;
   std::shared_ptr<net::TlsContext> tlsContext;  // loaded once the command is known
+  Terminal terminal;
 };
 
 // A failure that ends the command: message and exit code.
@@ -159,30 +162,45 @@ void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
   }
 }
 
-// Polls the job until it ends, printing progress whenever it changes.
-int waitForJob(const Client& client, const std::string& jobId, bool json, std::ostream& out) {
+// How often a watch asks for the job's status (the summary: a few ZooKeeper reads per stage).
+constexpr milliseconds kWatchPoll{500};
+
+// Polls the job's status summary until it ends. On a terminal: one bar per stage, redrawn in
+// place (progress.h); otherwise a line whenever the progress changes; with --json, the status
+// as a JSON line whenever it changes (the last line is the final status).
+int waitForJob(const Client& client, const std::string& jobId, const Globals& g, std::ostream& out) {
   pb::JobRequest req;
   req.set_job_id(jobId);
+  const auto started = std::chrono::steady_clock::now();
+  JobProgress progress;
   std::string last;
+  size_t drawn = 0;
   for (;;) {
     auto st = client.call<rpc::Master::Status>(req);
-    std::ostringstream line;
-    line << jobstate::jobStateName(st.status().state());
-    for (const auto& stage : st.stages()) line << "  " << stage.name() << " " << stage.done() << "/" << stage.tasks();
-    if (!json && line.str() != last) {
-      out << "[" << jobId << "] " << line.str() << std::endl;
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    progress.add(now, st);
+    const bool over = jobstate::isTerminal(st.status().state());
+    if (g.json) {
+      std::string line = toJson(st);
+      if (line != last) out << line << std::endl;
+      last = std::move(line);
+    } else if (g.terminal.tty) {
+      auto lines = progress.render(st, now, g.terminal.width);
+      out << redrawFrame(lines, drawn) << std::flush;
+      drawn = lines.size();
+    } else {
+      std::ostringstream line;
+      line << jobstate::jobStateName(st.status().state());
+      for (const auto& stage : st.stages()) line << "  " << stage.name() << " " << stage.done() << "/" << stage.tasks();
+      if (line.str() != last) out << "[" << jobId << "] " << line.str() << std::endl;
       last = line.str();
     }
-    if (jobstate::isTerminal(st.status().state())) {
-      if (json) {
-        out << toJson(st) << "\n";
-      } else {
-        printStatus(st, out);
-      }
+    if (over) {
+      if (!g.json) printStatus(st, out);
       return st.status().state() == pb::JOB_SUCCEEDED ? 0 : 1;
     }
     // A poll interval, not a race fix: the CLI is a human-facing watcher.
-    std::this_thread::sleep_for(milliseconds(200));
+    std::this_thread::sleep_for(kWatchPoll);
   }
 }
 
@@ -198,13 +216,13 @@ int cmdSubmit(const Globals& g, const std::string& path, bool wait, std::ostream
     return 0;
   }
   if (!g.json) out << "submitted " << resp.job_id() << "\n";
-  return waitForJob(client, resp.job_id(), g.json, out);
+  return waitForJob(client, resp.job_id(), g, out);
 }
 
 int cmdStatus(const Globals& g, const std::string& jobId, bool watch, bool tasks, uint32_t taskOffset,
               uint32_t taskLimit, std::ostream& out) {
   Client client(g);
-  if (watch) return waitForJob(client, jobId, g.json, out);
+  if (watch) return waitForJob(client, jobId, g, out);
   pb::JobRequest req;
   req.set_job_id(jobId);
   auto st = client.call<rpc::Master::Status>(req);
@@ -377,6 +395,128 @@ int cmdPut(const Globals& g, const std::string& path, const std::string& dataset
   return 0;
 }
 
+struct LogsArgs {
+  std::string jobId;
+  std::string task;  // STAGE:N
+  uint32_t attempt = 0;
+  std::string jmSite;
+  uint64_t bytes = kChunkBytes;
+  bool follow = false;
+};
+
+// How often --follow asks for more once it has caught up.
+constexpr milliseconds kFollowPoll{500};
+
+// A task's stderr or a JM's log: the last `bytes` of it, then with --follow what is appended
+// until its writer ends. Every call returns at most kChunkBytes.
+int cmdLogs(const Globals& g, const LogsArgs& a, std::ostream& out) {
+  Client client(g);
+  pb::LogsRequest req;
+  req.set_job_id(a.jobId);
+  if (!a.jmSite.empty()) {
+    req.set_jm_site(a.jmSite);
+  } else {
+    auto ref = parseTaskRef(a.task);
+    if (!ref) throw Failure{2, ref.message()};
+    req.set_stage(ref->stage);
+    req.set_task(ref->task);
+    req.set_attempt(a.attempt);
+  }
+  const auto emit = [&](const pb::LogsResponse& r) {
+    if (g.json) {
+      out << toJson(r) << "\n";
+    } else {
+      out.write(r.data().data(), static_cast<std::streamsize>(r.data().size()));
+    }
+    out.flush();
+  };
+  req.set_tail(true);
+  req.set_max_bytes(static_cast<uint32_t>(std::min<uint64_t>(a.bytes, kChunkBytes)));
+  auto r = client.call<rpc::Master::Logs>(req);
+  // Later calls read this execution, even when the task runs again meanwhile.
+  if (r.attempt() > 0) req.set_attempt(r.attempt());
+  req.set_tail(false);
+  req.set_max_bytes(kChunkBytes);
+  uint64_t offset = r.offset() + r.data().size();
+  if (a.bytes > kChunkBytes && r.offset() > 0) {
+    // More than one call's worth: from `bytes` before the end, forward.
+    const uint64_t end = r.size();
+    offset = end > a.bytes ? end - a.bytes : 0;
+    while (offset < end) {
+      req.set_offset(offset);
+      r = client.call<rpc::Master::Logs>(req);
+      if (r.data().empty()) break;
+      if (r.offset() + r.data().size() > end) r.mutable_data()->resize(end - r.offset());
+      emit(r);
+      offset = r.offset() + r.data().size();
+    }
+  } else {
+    emit(r);
+  }
+  if (!a.follow) return 0;
+  while (!(r.complete() && offset >= r.size())) {
+    if (r.data().size() < kChunkBytes) std::this_thread::sleep_for(kFollowPoll);
+    req.set_offset(offset);
+    r = client.call<rpc::Master::Logs>(req);
+    // Shorter than what we read: another file now (a JM log on another worker); from its start.
+    if (r.size() < offset) {
+      offset = 0;
+      continue;
+    }
+    emit(r);
+    offset = r.offset() + r.data().size();
+  }
+  return 0;
+}
+
+// A bash completion script for the commands and options of `app` (`tellus completion bash`).
+// Words after a command complete to its options; anything else falls back to file names.
+std::string bashCompletion(const CLI::App& app) {
+  const auto optionWords = [](const CLI::App& a, bool withValueOnly) {
+    std::vector<std::string> words;
+    for (const auto* opt : a.get_options()) {
+      if (withValueOnly && opt->get_expected_max() == 0) continue;
+      if (withValueOnly && opt->get_type_size() == 0) continue;
+      for (const auto& n : opt->get_lnames()) words.push_back("--" + n);
+      for (const auto& n : opt->get_snames()) words.push_back("-" + n);
+    }
+    return words;
+  };
+  const auto join = [](const std::vector<std::string>& words, const char* sep) {
+    std::string out;
+    for (const auto& w : words) out += (out.empty() ? "" : sep) + w;
+    return out;
+  };
+  const auto globals = optionWords(app, false);
+  std::vector<std::string> commands;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) commands.push_back(sub->get_name());
+  std::string script = "# bash completion for tellus (generated by `tellus completion bash`)\n"
+                       "_tellus() {\n"
+                       "  local cur=${COMP_WORDS[COMP_CWORD]} cmd= i\n"
+                       "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+                       "    case ${COMP_WORDS[i]} in\n";
+  script += "      " + join(optionWords(app, true), "|") + ") ((i++)) ;;\n";
+  script += "      -*) ;;\n"
+            "      *) cmd=${COMP_WORDS[i]}; break ;;\n"
+            "    esac\n"
+            "  done\n"
+            "  local words\n"
+            "  case $cmd in\n";
+  script += "    '') words='" + join(commands, " ") + " " + join(globals, " ") + "' ;;\n";
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    auto words = optionWords(*sub, false);
+    if (sub->get_name() == "completion") words.push_back("bash");
+    script += "    " + sub->get_name() + ") words='" + join(words, " ") + " " + join(globals, " ") + "' ;;\n";
+  }
+  script += "  esac\n"
+            "  if [[ -z $cmd || $cur == -* || $cmd == completion ]]; then\n"
+            "    COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
+            "  fi\n"
+            "}\n"
+            "complete -o default -F _tellus tellus\n";
+  return script;
+}
+
 }  // namespace
 
 namespace {
@@ -390,8 +530,9 @@ bool isCommand(const CLI::App& app, const std::string& word) {
 
 }  // namespace
 
-int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, Terminal terminal) {
   Globals g;
+  g.terminal = terminal;
   if (const char* env = std::getenv("TELLUS_MASTER")) g.master = env;
   if (const char* env = std::getenv("TELLUS_TLS_CA")) g.tls.ca_file = env;
   if (const char* env = std::getenv("TELLUS_TLS_CERT")) g.tls.cert_file = env;
@@ -399,6 +540,13 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (const char* env = std::getenv("TELLUS_INSECURE")) g.insecure = std::string_view(env) == "1" || std::string_view(env) == "true";
 
   CLI::App app{"tellus: run jobs over data that stays in its datacenters"};
+  app.name("tellus");
+  app.set_version_flag("--version", versionString(), "print the version and exit");
+  app.footer("Every command talks to any site's master (--master or $TELLUS_MASTER) over mutual TLS.\n"
+             "Examples:\n"
+             "  tellus submit examples/jobs/wordcount.yaml --wait\n"
+             "  tellus <command> --help      the command's options and an example\n"
+             "  source <(tellus completion bash)");
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the subcommand
   app.add_option("--master", g.master, "any site's master, HOST:PORT (default: $TELLUS_MASTER)");
@@ -409,32 +557,58 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.add_option("--tls-key", g.tls.key_file, "its private key, PEM (default: $TELLUS_TLS_KEY)");
   app.add_flag("--insecure", g.insecure, "plaintext RPC to a cluster run with insecure: true (default: $TELLUS_INSECURE)");
 
-  std::string jobFile, jobId, output, putFile, dataset, site, planFile, policy;
+  std::string jobFile, jobId, output, putFile, dataset, site, planFile, policy, shell;
   bool wait = false, watch = false, tasks = false, residencyLocal = false;
   uint32_t partitions = 1, taskOffset = 0, taskLimit = 0;
+  LogsArgs logsArgs;
 
   auto* submit = app.add_subcommand("submit", "submit a job spec (YAML)");
   submit->add_option("JOB", jobFile, "job spec")->required();
-  submit->add_flag("--wait", wait, "wait for the job to finish, showing progress");
+  submit->add_flag("--wait", wait, "wait for the job to finish, showing progress (bars per stage on a terminal)");
+  submit->footer("Example:\n  tellus submit examples/jobs/wordcount.yaml --wait");
   auto* status = app.add_subcommand("status", "show a job's progress per stage and site");
   status->add_option("JOB", jobId, "job id")->required();
-  status->add_flag("--watch", watch, "follow until the job ends");
+  status->add_flag("--watch", watch, "follow until the job ends (bars per stage on a terminal)");
   status->add_flag("--tasks", tasks, "also show where each task's output is and how often it ran");
   status->add_option("--task-offset", taskOffset, "with --tasks: start at this task (stages in order)");
   status->add_option("--task-limit", taskLimit, "with --tasks: show at most this many tasks (0: all)");
+  status->footer("Example:\n  tellus status job-0000000003 --watch");
   auto* list = app.add_subcommand("list", "list jobs");
+  list->footer("Example:\n  tellus list --json");
   auto* sites = app.add_subcommand("sites", "list live sites, workers, containers and datasets");
+  sites->footer("Example:\n  tellus sites");
   auto* result = app.add_subcommand("result", "print (or write) a finished job's output");
   result->add_option("JOB", jobId, "job id")->required();
   result->add_option("-o,--output", output, "write to this file instead of stdout");
+  result->footer("Example:\n  tellus result job-0000000003 -o counts.tsv");
   auto* kill = app.add_subcommand("kill", "kill a job");
   kill->add_option("JOB", jobId, "job id")->required();
+  kill->footer("Example:\n  tellus kill job-0000000003");
   auto* put = app.add_subcommand("put", "load a local file into a site as a dataset");
   put->add_option("FILE", putFile, "local text file")->required();
   put->add_option("--dataset", dataset, "dataset name")->required();
   put->add_option("--site", site, "site to store it at")->required();
   put->add_option("--partitions", partitions, "split into K partitions at line boundaries")->check(CLI::Range(1u, 100000u));
   put->add_flag("--residency-local", residencyLocal, "raw partitions may never leave the site");
+  put->footer("Example:\n  tellus put big.txt --dataset logs --site eu-west --partitions 8");
+  auto* logs = app.add_subcommand("logs", "print a task's stderr or a JM's log, from the worker that holds it");
+  logs->add_option("JOB", logsArgs.jobId, "job id")->required();
+  auto* logsTask = logs->add_option("--task", logsArgs.task, "STAGE:N: task N of the stage (its name or index)");
+  logs->add_option("--attempt", logsArgs.attempt, "with --task: its K-th execution (1 = first; default: the latest)")
+      ->check(CLI::Range(1u, UINT32_MAX))
+      ->needs(logsTask);
+  auto* logsJm = logs->add_option("--jm", logsArgs.jmSite, "the log of the job's JM at this site");
+  logsJm->excludes(logsTask);
+  logs->add_option("--bytes", logsArgs.bytes, "print at most the last N bytes (default 1 MiB, at most 64 MiB)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 20));
+  logs->add_flag("--follow", logsArgs.follow, "then print what is appended until the executor or JM ends");
+  logs->footer("Examples:\n"
+               "  tellus logs job-0000000003 --task map:2              stderr of map task 2, latest execution\n"
+               "  tellus logs job-0000000003 --task map:2 --attempt 1  its first execution\n"
+               "  tellus logs job-0000000003 --jm eu-west --follow     the JM log of site eu-west, as it grows");
+  auto* completion = app.add_subcommand("completion", "print a shell completion script");
+  completion->add_option("SHELL", shell, "the shell (bash)")->required()->check(CLI::IsMember({"bash"}));
+  completion->footer("Example:\n  source <(tellus completion bash)     # or save it under /etc/bash_completion.d/tellus");
   auto* plan = app.add_subcommand("plan", "solve a placement/ordering problem offline (docs/plan.md)");
   plan->add_option("PROBLEM", planFile, "problem YAML")->required();
   plan->add_option("--policy", policy, "policy name (default: the problem's)");
@@ -444,8 +618,11 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   std::reverse(rest.begin(), rest.end());  // CLI11 takes a reversed vector
   try {
     app.parse(rest);
+  } catch (const CLI::CallForVersion& e) {
+    out << e.what() << "\n";
+    return 0;
   } catch (const CLI::CallForHelp&) {
-    out << app.help();
+    out << app.help();  // the command's own help after `tellus <command> --help`
     return 0;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
@@ -460,7 +637,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       }
       if (!args[i].empty() && args[i][0] != '-' && !isCommand(app, args[i])) {
         err << "tellus: unknown command '" << args[i]
-            << "' (expected submit, status, list, sites, result, kill, put or plan)\n";
+            << "' (expected submit, status, list, sites, result, kill, put, logs, completion or plan)\n";
         return 2;
       }
       if (!args[i].empty() && args[i][0] != '-') break;
@@ -471,6 +648,16 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   try {
     if (*plan) return plan::runPlanCommand(planFile, policy, g.json, out, err);
+    if (*completion) {
+      out << bashCompletion(app);
+      return 0;
+    }
+    if (*logs && logsArgs.task.empty() && logsArgs.jmSite.empty()) {
+      throw Failure{2, "logs: which log? pass --task STAGE:N or --jm SITE"};
+    }
+    if (*logs && !logsArgs.task.empty()) {
+      if (auto ref = parseTaskRef(logsArgs.task); !ref) throw Failure{2, ref.message()};
+    }
     if (g.master.empty()) throw Failure{2, "no master: pass --master HOST:PORT or set TELLUS_MASTER"};
     // A bad address is the first thing to report, before credentials.
     if (auto endpoint = net::Endpoint::parse(g.master); !endpoint) throw Failure{2, "--master: " + endpoint.message()};
@@ -491,6 +678,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (*result) return cmdResult(g, jobId, output, out);
     if (*kill) return cmdKill(g, jobId, out);
     if (*put) return cmdPut(g, putFile, dataset, site, partitions, residencyLocal, out);
+    if (*logs) return cmdLogs(g, logsArgs, out);
   } catch (const Failure& f) {
     // One line, whatever the error carries (a failed command's stderr has several).
     std::string line = f.message;

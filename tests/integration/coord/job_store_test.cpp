@@ -377,3 +377,41 @@ TEST_CASE("JobStore: malformed nodes are error values, foreign names are skipped
   CHECK(f.run(f.store->endJob(jobId, pb::JOB_FAILED, "x")).code() == ErrorCode::kUnavailable);
   f.io.call([&] { watch->cancel(); });
 }
+
+TEST_CASE("JobStore: a task's executions in the order they started, and who ran each", "[integration][jobstate]") {
+  StoreFixture f;
+  const std::string jobId = f.createJob();
+  pb::RunningTask marker;
+  marker.set_site("s1");
+  // Three executions of map task 1 on different workers, with executions of other tasks between
+  // them (task 10 shares the prefix "0-1" of its name).
+  std::vector<std::string> started;
+  for (const char* worker : {"s1-w1", "s2-w1", "s1-w2"}) {
+    auto id = f.run(f.store->startAttempt(jobId, TaskId{0, 1}, marker, worker));
+    REQUIRE(id.isOk());
+    started.push_back(*id);
+    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 1})).isOk());
+    REQUIRE(f.run(f.store->startAttempt(jobId, TaskId{0, 10}, marker, "s9-w9")).isOk());
+    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 10})).isOk());
+  }
+  ZkClient& raw = **f.zk;
+  // A foreign node under the task's prefix, and one whose data is not a worker's name.
+  REQUIRE(f.run(raw.create(jobstate::attemptsPath(jobId) + "/0-1-x", "w", CreateMode::kPersistent)).isOk());
+  REQUIRE(f.run(raw.create(jobstate::attemptsPath(jobId) + "/0-1-0000000099", "../../etc", CreateMode::kPersistent)).isOk());
+
+  auto attempts = f.run(f.store->taskAttempts(jobId, TaskId{0, 1}));
+  REQUIRE(attempts.isOk());
+  std::vector<std::string> expected = started;
+  expected.push_back("0-1-0000000099");
+  CHECK(*attempts == expected);
+  CHECK(*f.run(f.store->attemptWorker(jobId, started[0])) == "s1-w1");
+  CHECK(*f.run(f.store->attemptWorker(jobId, started[1])) == "s2-w1");
+  CHECK(*f.run(f.store->attemptWorker(jobId, started[2])) == "s1-w2");
+  CHECK(f.run(f.store->taskAttempts(jobId, TaskId{1, 0}))->empty());
+  // Names and data that could make a path are refused.
+  CHECK(f.run(f.store->attemptWorker(jobId, "0-1-0000000099")).error().code == ErrorCode::kInvalidArgument);
+  CHECK(f.run(f.store->attemptWorker(jobId, "0-1")).error().code == ErrorCode::kInvalidArgument);
+  CHECK(f.run(f.store->attemptWorker(jobId, "../0-1-0000000000")).error().code == ErrorCode::kInvalidArgument);
+  CHECK(f.run(f.store->attemptWorker(jobId, "0-1-0000000077")).error().code == ErrorCode::kNotFound);
+  CHECK(f.run(f.store->taskAttempts("../x", TaskId{0, 1})).error().code == ErrorCode::kInvalidArgument);
+}

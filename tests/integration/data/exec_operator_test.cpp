@@ -162,6 +162,24 @@ TEST_CASE("exec keeps only the last lines of a long stderr", "[integration][data
   CHECK_THAT(message, !Catch::Contains("warning line 3989 of"));
 }
 
+TEST_CASE("exec copies the whole stderr of its command to the task's log", "[integration][data]") {
+  std::ostringstream log;
+  OperatorEnv env = execAsSelf();
+  env.log = &log;
+  const auto out = runOperator("exec", {{"cmd", "i=0; while [ $i -lt 4000 ]; do echo \"warning line $i of many\" >&2; "
+                                                "i=$((i+1)); done; echo done; exit 1"}},
+                               {}, 1, env);
+  REQUIRE_FALSE(out.status.isOk());
+  std::string expected;
+  for (int i = 0; i < 4000; ++i) expected += fmt::format("warning line {} of many\n", i);
+  CHECK(log.str() == expected);  // every line, in order; stdout is the output, not the log
+  // A successful command's stderr is kept too.
+  std::ostringstream quiet;
+  env.log = &quiet;
+  CHECK(runOperator("exec", {{"cmd", "echo note >&2; cat"}}, {"x\n"}, 1, env).status.isOk());
+  CHECK(quiet.str() == "note\n");
+}
+
 TEST_CASE("exec reports a command killed by a signal", "[integration][data]") {
   const auto out = runOperator("exec", {{"cmd", "kill -9 $$"}}, {});
   REQUIRE_FALSE(out.status.isOk());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "cli.h"
 
 namespace tellus::cli {
@@ -63,6 +64,37 @@ TEST_CASE("tellus rejects missing or malformed arguments before contacting anyon
   checkUsageError({"--master", m, "--timeout-ms", "0", "list"}, "timeout-ms");
   checkUsageError({"--master", m, "--timeout-ms", "soon", "list"}, "timeout-ms");
   checkUsageError({"--master", m, "list", "--no-such-flag"}, "no-such-flag");
+  // logs: exactly one of --task and --jm; --attempt only with --task; a task is STAGE:N.
+  checkUsageError({"--master", m, "logs"}, "JOB");
+  checkUsageError({"--master", m, "logs", "job-1"}, "--task STAGE:N or --jm SITE");
+  checkUsageError({"--master", m, "logs", "job-1", "--task", "map:1", "--jm", "us-east"}, "excludes");
+  checkUsageError({"--master", m, "logs", "job-1", "--attempt", "2"}, "--task");
+  checkUsageError({"--master", m, "logs", "job-1", "--task", "map:1", "--attempt", "0"}, "attempt");
+  checkUsageError({"--master", m, "logs", "job-1", "--task", "map"}, "expected STAGE:N");
+  checkUsageError({"--master", m, "logs", "job-1", "--task", "map:x"}, "the task must be a number");
+  checkUsageError({"--master", m, "logs", "job-1", "--task", "../etc:1"}, "stage");
+  checkUsageError({"--master", m, "logs", "job-1", "--task", "map:1", "--bytes", "0"}, "bytes");
+  checkUsageError({"--master", m, "logs", "job-1", "--jm", "us-east", "--bytes", "68000000"}, "bytes");
+  checkUsageError({"completion"}, "SHELL");
+  checkUsageError({"completion", "tcsh"}, "tcsh");
+}
+
+TEST_CASE("--task STAGE:N names a stage by name or index and a task number", "[unit][cli]") {
+  auto ref = parseTaskRef("map:3");
+  REQUIRE(ref.isOk());
+  CHECK(ref->stage == "map");
+  CHECK(ref->task == 3);
+  ref = parseTaskRef("0:4294967295");
+  REQUIRE(ref.isOk());
+  CHECK(ref->stage == "0");
+  CHECK(ref->task == 4294967295u);
+  for (const char* bad : {"", "map", ":1", "map:", "map:-1", "map:1x", "map:4294967296", "a/b:1", "..:1", "map: 1"}) {
+    INFO(bad);
+    auto r = parseTaskRef(bad);
+    REQUIRE_FALSE(r.isOk());
+    CHECK(r.error().code == ErrorCode::kInvalidArgument);
+    CHECK(r.message().find("expected STAGE:N") != std::string::npos);
+  }
 }
 
 TEST_CASE("tellus needs a master address of the form HOST:PORT", "[unit][cli]") {
@@ -81,6 +113,47 @@ TEST_CASE("tellus --help prints the commands and succeeds", "[unit][cli]") {
   for (const char* command : {"submit", "status", "list", "sites", "result", "kill", "put", "plan"}) {
     INFO(command);
     CHECK(r.out.find(command) != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tellus::cli
+
+namespace tellus::cli {
+namespace {
+
+TEST_CASE("tellus --version prints the version and succeeds", "[unit][cli]") {
+  auto r = runCli({"--version"});
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, Catch::StartsWith("tellus 0."));
+  CHECK(r.out == versionString() + "\n");
+}
+
+TEST_CASE("every command's --help is its own, with an example", "[unit][cli]") {
+  for (const char* command : {"submit", "status", "list", "sites", "result", "kill", "put", "logs", "completion"}) {
+    INFO(command);
+    auto r = runCli({command, "--help"});
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    CHECK_THAT(r.out, Catch::Contains(std::string("tellus ") + command));  // usage line
+    CHECK_THAT(r.out, Catch::Contains("Example"));
+    CHECK_THAT(r.out, Catch::Contains(std::string("\n  tellus ") + command) ||
+                          Catch::Contains(std::string("\n  source <(tellus ") + command));
+  }
+  auto logs = runCli({"logs", "--help"});
+  for (const char* option : {"--task", "--attempt", "--jm", "--bytes", "--follow"}) CHECK_THAT(logs.out, Catch::Contains(option));
+}
+
+TEST_CASE("tellus completion bash prints a script naming every command, without a master", "[unit][cli]") {
+  auto r = runCli({"--master", "", "completion", "bash"});
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, Catch::Contains("complete -o default -F _tellus tellus"));
+  for (const char* word : {"submit", "status", "list", "sites", "result", "kill", "put", "logs", "plan", "--follow",
+                           "--watch", "--master", "--tls-ca"}) {
+    INFO(word);
+    CHECK_THAT(r.out, Catch::Contains(word));
   }
 }
 

@@ -65,7 +65,9 @@ TEST_CASE("wire names are the ones every Tellus version has sent", "[unit][net]"
       "master.Submit",   "master.StartJm",        "master.Status",    "master.List",       "master.Sites",
       "master.Kill",     "master.Result",         "master.Put",       "master.RegisterWorker",
       "master.Heartbeat", "master.JmUpdate",      "worker.LaunchJm",  "worker.RunTask",    "worker.Fetch",
-      "worker.KillJobTasks", "worker.WriteDataset", "jm.Steal",       "jm.ContainerUsage", "jm.Grants"};
+      "worker.KillJobTasks", "worker.WriteDataset", "jm.Steal",       "jm.ContainerUsage", "jm.Grants",
+      // Added later (issue 15: `tellus logs`).
+      "master.Logs",     "worker.ReadLog"};
   std::set<std::string_view> current;
   std::apply([&](auto... tag) { (current.insert(decltype(tag)::kWireName), ...); }, rpc::AllMethods{});
   CHECK(current == historical);
