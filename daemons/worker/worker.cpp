@@ -117,7 +117,8 @@ Status Worker::start() {
                                            std::to_string(config_.max_jms) + ")");
   for (const auto& why : limit->unchecked) spdlog::warn("cannot check ZooKeeper's connection limit: {}", why);
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc, config_.tls,
+  registerMetrics();
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc, config_.tls,
                                          {net::Role::kWorker, config_.site, config_.id}}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
@@ -135,6 +136,32 @@ Status Worker::start() {
   }
   server_.spawn(reapLoop(), "child reaper");
   return {};
+}
+
+void Worker::addPhase(TaskPhase phase, std::chrono::steady_clock::duration d) {
+  phaseSeconds_[phase] += std::chrono::duration<double>(d).count();
+  ++phaseSamples_[phase];
+}
+
+void Worker::registerMetrics() {
+  static constexpr const char* kPhaseNames[kPhaseCount] = {"prepare",  "zk_start",  "executor_start", "executor",
+                                                           "operator", "zk_record", "zk_unmark",      "slot_idle"};
+  auto& metrics = server_.metrics();
+  metrics.counter("tellus_worker_tasks_total", "Tasks this worker ran, by outcome.", [this] {
+    return std::vector<daemon::MetricSample>{{{{"outcome", "succeeded"}}, double(tasksRun_ - tasksFailed_)},
+                                             {{{"outcome", "failed"}}, double(tasksFailed_)}};
+  });
+  metrics.counter("tellus_worker_task_phase_seconds_total",
+                  "Seconds spent in each phase of running tasks here, summed over tasks.", [this] {
+                    std::vector<daemon::MetricSample> out;
+                    for (size_t p = 0; p < kPhaseCount; ++p) out.push_back({{{"phase", kPhaseNames[p]}}, phaseSeconds_[p]});
+                    return out;
+                  });
+  metrics.counter("tellus_worker_task_phase_samples_total", "Times each phase was measured.", [this] {
+    std::vector<daemon::MetricSample> out;
+    for (size_t p = 0; p < kPhaseCount; ++p) out.push_back({{{"phase", kPhaseNames[p]}}, double(phaseSamples_[p])});
+    return out;
+  });
 }
 
 void Worker::stop() {
@@ -461,6 +488,8 @@ awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& wo
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
+  using Clock = std::chrono::steady_clock;
+  const auto received = Clock::now();
   // Everything is checked before the container directory is made: the job id becomes a
   // directory, the counts bound what the executor writes and what we fetch.
   const auto& limits = config_.limits;
@@ -515,6 +544,13 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     task.add_input_files(*file);
   }
   if (auto st = writeFile(dir / "task.pb", task.SerializeAsString()); !st) co_return st.error();
+  if (auto idle = slotIdleSince_.find(req.container().slot());
+      idle != slotIdleSince_.end() && idle->second.first == req.job_id()) {
+    addPhase(kSlotIdle, received - idle->second.second);
+    slotIdleSince_.erase(idle);
+  }
+  auto phaseStart = Clock::now();
+  addPhase(kPrepare, phaseStart - received);
 
   // Mark the task as running in ZooKeeper (ephemeral: it goes with us) and record the
   // execution; a JM that replaces the one that launched it will not run it a second time.
@@ -531,6 +567,8 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   }
   auto attemptId = co_await jobStore_->startAttempt(req.job_id(), taskId, marker, config_.id);
   if (!attemptId) co_return attemptId.error();
+  addPhase(kZkStart, Clock::now() - phaseStart);
+  phaseStart = Clock::now();
   auto& busy = busySlots_[req.container().slot()];
   busy.jobId = req.job_id();
   ++busy.tasks;
@@ -550,6 +588,8 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
   }
   executors_[req.job_id()].insert(child->pid());
+  addPhase(kExecutorStart, Clock::now() - phaseStart);
+  phaseStart = Clock::now();
   const auto runKey = std::make_tuple(req.job_id(), req.stage(), req.task());
   ++taskRuns_[runKey];
   // The executor's exit is polled on our loop: no thread blocks in waitpid.
@@ -560,14 +600,20 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     if (it->second.empty()) executors_.erase(it);
   }
   if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
+  const auto executorWall = Clock::now() - phaseStart;
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
-  auto result = co_await recordOutput(req, *attemptId, *exit, dir);
+  auto result = co_await recordOutput(req, *attemptId, *exit, dir, executorWall);
   if (!result) removePartialOutputs(req, dir);
   // The marker goes only once the output is recorded (or the task failed), so a JM never
   // sees the task as neither running nor done.
+  phaseStart = Clock::now();
   Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
   if (!unmarked) spdlog::warn("{}", unmarked.message());
+  addPhase(kZkUnmark, Clock::now() - phaseStart);
+  ++tasksRun_;
+  if (!result) ++tasksFailed_;
+  if (!busySlots_.count(req.container().slot())) slotIdleSince_[req.container().slot()] = {req.job_id(), Clock::now()};
   co_return result;
 }
 
@@ -596,12 +642,17 @@ void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::file
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
-                                                            proc::ExitStatus exit, std::filesystem::path dir) {
+                                                            proc::ExitStatus exit, std::filesystem::path dir,
+                                                            std::chrono::steady_clock::duration executorWall) {
   auto reportBytes = readFile(dir / "report.pb");
   if (!reportBytes) co_return makeError(ErrorCode::kInternal, "executor " + exit.toString() + " without a report");
   auto report = daemon::parseProto<pb::ExecutorReport>(*reportBytes, (dir / "report.pb").string());
   if (!report) co_return report.error();
   if (!report->error().empty()) co_return makeError(ErrorCode::kInternal, report->error());
+  const auto operatorTime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(std::max(0.0, report->elapsed_s())));
+  addPhase(kOperator, operatorTime);
+  addPhase(kExecutor, executorWall - std::min(operatorTime, executorWall));
 
   pb::PartitionLocation loc;
   loc.set_site(config_.site);
@@ -617,7 +668,9 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   // Retried through a ZooKeeper connection loss (an ensemble electing a leader): "already
   // exists" means an earlier try, or another copy of the task, recorded it.
   const jobstate::TaskId taskId{req.stage(), req.task()};
+  const auto recordStart = std::chrono::steady_clock::now();
   Status recorded = co_await jobStore_->recordOutput(req.job_id(), taskId, loc);
+  addPhase(kZkRecord, std::chrono::steady_clock::now() - recordStart);
   if (!recorded) co_return recorded.error().prepend("recording output of task " + std::to_string(req.task()));
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed

@@ -4,6 +4,8 @@
 // locations in ZooKeeper, serves its partitions and dataset files to other sites (with
 // optional WAN emulation), and launches the job managers its master asks for.
 
+#include <array>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -49,7 +51,8 @@ class Worker {
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
   // After the executor exits: read its report and record the output location in ZooKeeper.
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
-                                                                   proc::ExitStatus exit, std::filesystem::path dir);
+                                                                   proc::ExitStatus exit, std::filesystem::path dir,
+                                                                   std::chrono::steady_clock::duration executorWall);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
   // Kills the job's JM and every executor of it here, by job id; reports what it killed.
@@ -108,6 +111,27 @@ class Worker {
   // Removes what a failed or killed executor of the task left: its uncommitted buckets in the
   // partition store and the inputs fetched into `dir` (its stderr stays, for the log).
   void removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir);
+  // Where the time of the tasks run here went, served on /metrics (seconds summed over tasks;
+  // tools/bench/dispatch divides by the task count). Phases in TaskPhase order.
+  enum TaskPhase : size_t {
+    kPrepare,        // request checks, container directory, inputs made local
+    kZkStart,        // running marker + attempt node (one multi)
+    kExecutorStart,  // starting an executor process
+    kExecutor,       // task to the executor and its report back, less the operator's own time
+    kOperator,       // the operator, as the executor measured it
+    kZkRecord,       // output record + finish record (one multi)
+    kZkUnmark,       // running marker removed
+    kSlotIdle,       // a container between a task's reply and its JM's next task (RPC + JM)
+    kPhaseCount
+  };
+  std::array<double, kPhaseCount> phaseSeconds_{};
+  std::array<uint64_t, kPhaseCount> phaseSamples_{};
+  uint64_t tasksRun_ = 0;
+  uint64_t tasksFailed_ = 0;
+  void addPhase(TaskPhase phase, std::chrono::steady_clock::duration d);
+  // When each container slot last went idle, and for which job (kSlotIdle).
+  std::map<uint32_t, std::pair<std::string, std::chrono::steady_clock::time_point>> slotIdleSince_;
+  void registerMetrics();
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)
   uint64_t nextRun_ = 0;
