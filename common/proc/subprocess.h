@@ -27,6 +27,9 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> extraEnv;
   // Empty: inherit the parent's working directory.
   std::filesystem::path workingDir;
+  // nullopt: inherit the parent's stdin. Otherwise this descriptor of the parent becomes the
+  // child's stdin (e.g. one end of a socketpair; the parent keeps and closes its own copy).
+  std::optional<int> stdinFd;
   // nullopt: inherit the parent's stream. Otherwise the file is created if missing and
   // appended to (several restarts of one server can share a log).
   std::optional<std::filesystem::path> stdoutFile;

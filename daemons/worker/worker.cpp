@@ -34,7 +34,6 @@ namespace {
 constexpr milliseconds kMasterCallTimeout{2000};
 constexpr milliseconds kFetchCallTimeout{30000};
 constexpr uint32_t kFetchChunkBytes = 1 << 20;
-constexpr milliseconds kChildPoll{10};
 // The liveness node is re-checked this often while it is published and watched, and retried
 // this often while it is not.
 constexpr milliseconds kLivenessRecheck{30000};
@@ -51,12 +50,6 @@ Status writeFile(const std::filesystem::path& path, const std::string& bytes) {
   out.close();
   if (!out) return makeError(ErrorCode::kInternal, "cannot write " + path.string());
   return {};
-}
-
-Result<std::string> readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError(ErrorCode::kNotFound, "cannot read " + path.string());
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 data::PartitionKey toKey(const pb::PartitionKey& k) {
@@ -167,6 +160,11 @@ void Worker::registerMetrics() {
 void Worker::stop() {
   if (server_.stopping()) return;
   jms_.clear();  // kills and reaps JM children
+  // Their exit watchers reap them and return, so the stop does not wait on them.
+  for (auto& [key, executors] : executorPool_) {
+    for (auto& executor : executors) executor->kill("worker stopping");
+  }
+  executorPool_.clear();
   server_.stop();
 }
 
@@ -417,6 +415,44 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   co_return resp;
 }
 
+Result<std::shared_ptr<ExecutorProcess>> Worker::acquireExecutor(const std::string& jobId, uint32_t slot) {
+  auto& executors = executorPool_[{jobId, slot}];
+  std::erase_if(executors, [](const auto& e) { return !e->alive(); });
+  for (auto& executor : executors) {
+    if (!executor->busy()) {
+      executor->reserve();
+      return executor;
+    }
+  }
+  // A container runs one job's executors: idle ones of the job it ran before go.
+  for (auto it = executorPool_.begin(); it != executorPool_.end();) {
+    if (it->first.second == slot && it->first.first != jobId) {
+      std::erase_if(it->second, [&](const auto& e) {
+        if (e->busy()) return false;
+        e->kill("container " + std::to_string(slot) + " now runs job " + jobId);
+        return true;
+      });
+      if (it->second.empty()) {
+        it = executorPool_.erase(it);
+        continue;
+      }
+    }
+    ++it;
+  }
+  // None idle (a first task, or Parades packs another task into the container): a new one.
+  const auto started = std::chrono::steady_clock::now();
+  auto dir = dataDir_ / "containers" / jobId / fmt::format("executor-c{}-{}", slot, ++nextRun_);
+  auto executor = ExecutorProcess::start(server_.runtime().io().get_executor(), binDir_ / "tellus-executor", dir);
+  if (!executor) return executor.error();
+  server_.spawn(ExecutorProcess::watchExit(*executor), "executor exit watcher");
+  server_.spawn(ExecutorProcess::readReports(*executor), "executor report reader");
+  (*executor)->reserve();
+  executors.push_back(*executor);
+  addPhase(kExecutorStart, std::chrono::steady_clock::now() - started);
+  spdlog::debug("started executor pid {} for job {} in container {}", (*executor)->pid(), jobId, slot);
+  return executor;
+}
+
 awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                   size_t index) {
   if (ref.worker_id() == config_.id && ref.has_partition()) {
@@ -514,12 +550,14 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (auto st = job::checkOperatorLimits("s" + std::to_string(req.stage()), req.op(), req.params(), limits); !st) {
     co_return st.error();
   }
+  // Fetched inputs go here (a task without inputs needs no directory).
   auto dir = dataDir_ / "containers" / req.job_id() /
-             ("s" + std::to_string(req.stage()) + "-t" + std::to_string(req.task()) + "-a" +
-              std::to_string(req.attempt()) + "-" + std::to_string(++nextRun_));
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
+             fmt::format("s{}-t{}-a{}-{}", req.stage(), req.task(), req.attempt(), ++nextRun_);
+  if (req.inputs_size() > 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
+  }
 
   if (req.op() == "exec") {
     // The master checked at submission; this site's own config has the last word.
@@ -543,7 +581,6 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     if (!file) co_return makeError(ErrorCode::kNotFound, "input " + std::to_string(i) + " unavailable: " + file.message());
     task.add_input_files(*file);
   }
-  if (auto st = writeFile(dir / "task.pb", task.SerializeAsString()); !st) co_return st.error();
   if (auto idle = slotIdleSince_.find(req.container().slot());
       idle != slotIdleSince_.end() && idle->second.first == req.job_id()) {
     addPhase(kSlotIdle, received - idle->second.second);
@@ -573,37 +610,32 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   busy.jobId = req.job_id();
   ++busy.tasks;
 
-  proc::SpawnOptions opts;
-  opts.argv = {(binDir_ / "tellus-executor").string(), (dir / "task.pb").string(), (dir / "report.pb").string()};
-  opts.stderrFile = dir / "stderr";
-  auto child = proc::Subprocess::spawn(opts);
-  if (!child) {
+  // The container's executor for this job: an idle one, or a new one (a killed job's tasks
+  // must not start one).
+  auto executor = killedJobs_.count(req.job_id())
+                      ? Result<std::shared_ptr<ExecutorProcess>>(makeError(
+                            ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker"))
+                      : acquireExecutor(req.job_id(), req.container().slot());
+  if (!executor) {
     if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
     (void)co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
-    co_return child.error().prepend("starting executor");
+    co_return executor.error().prepend("starting executor");
   }
   std::string monitorKey = std::to_string(req.container().slot()) + "/" + req.job_id() + "/" +
                            jobstate::runningTaskName(req.stage(), req.task());
-  if (monitor_ && monitor_->track(monitorKey, child->pid())) {
+  if (monitor_ && monitor_->track(monitorKey, (*executor)->pid())) {
     tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
   }
-  executors_[req.job_id()].insert(child->pid());
-  addPhase(kExecutorStart, Clock::now() - phaseStart);
   phaseStart = Clock::now();
   const auto runKey = std::make_tuple(req.job_id(), req.stage(), req.task());
   ++taskRuns_[runKey];
-  // The executor's exit is polled on our loop: no thread blocks in waitpid.
-  std::optional<proc::ExitStatus> exit;
-  while (!(exit = child->tryWait())) co_await daemon::sleepFor(kChildPoll);
-  if (auto it = executors_.find(req.job_id()); it != executors_.end()) {
-    it->second.erase(child->pid());
-    if (it->second.empty()) executors_.erase(it);
-  }
+  // Its report comes back over its socket; its death, through its pidfd, fails the task at once.
+  auto report = co_await (*executor)->run(std::move(task));
   if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
   const auto executorWall = Clock::now() - phaseStart;
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
-  auto result = co_await recordOutput(req, *attemptId, *exit, dir, executorWall);
+  auto result = co_await recordOutput(req, *attemptId, std::move(report), dir, executorWall);
   if (!result) removePartialOutputs(req, dir);
   // The marker goes only once the output is recorded (or the task failed), so a JM never
   // sees the task as neither running nor done.
@@ -619,7 +651,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
 
 void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir) {
   std::error_code ec;
-  // Fetched inputs can be as large as the outputs; task.pb, report.pb and stderr stay.
+  // Fetched inputs can be as large as the outputs (the executor keeps its stderr in its own dir).
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     if (e.path().filename().string().rfind("input-", 0) == 0) std::filesystem::remove(e.path(), ec);
   }
@@ -642,11 +674,9 @@ void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::file
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
-                                                            proc::ExitStatus exit, std::filesystem::path dir,
+                                                            Result<pb::ExecutorReport> report,
+                                                            std::filesystem::path dir,
                                                             std::chrono::steady_clock::duration executorWall) {
-  auto reportBytes = readFile(dir / "report.pb");
-  if (!reportBytes) co_return makeError(ErrorCode::kInternal, "executor " + exit.toString() + " without a report");
-  auto report = daemon::parseProto<pb::ExecutorReport>(*reportBytes, (dir / "report.pb").string());
   if (!report) co_return report.error();
   if (!report->error().empty()) co_return makeError(ErrorCode::kInternal, report->error());
   const auto operatorTime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -763,12 +793,21 @@ Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequ
     if (jm->second.running()) resp.set_jms_killed(1);
     jms_.erase(jm);
   }
-  if (auto it = executors_.find(req.job_id()); it != executors_.end()) {
-    // Still-unreaped children (the runTask coroutines reap them), so the pids are ours; their
-    // commands go with them.
-    for (pid_t pid : it->second) monitor::signalProcessTree(pid, SIGKILL);
-    resp.set_executors_killed(static_cast<uint32_t>(it->second.size()));
+  // Its executors, busy or idle, with the commands they run; a task in flight fails (its
+  // executor's exit watcher reaps it and ends the task).
+  uint32_t busyKilled = 0;
+  for (auto it = executorPool_.begin(); it != executorPool_.end();) {
+    if (it->first.first != req.job_id()) {
+      ++it;
+      continue;
+    }
+    for (const auto& executor : it->second) {
+      if (executor->alive() && executor->busy()) ++busyKilled;
+      executor->kill("job " + req.job_id() + " stopped on this worker");
+    }
+    it = executorPool_.erase(it);
   }
+  resp.set_executors_killed(busyKilled);
   if (resp.jms_killed() + resp.executors_killed() > 0) {
     spdlog::info("job {} stopped here: killed {} JM and {} executors", req.job_id(), resp.jms_killed(),
                  resp.executors_killed());

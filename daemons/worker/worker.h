@@ -1,6 +1,7 @@
 #pragma once
 // tellus-worker: one per host ("VM"). Registers with its site's master, offers containers,
-// runs each task in an executor process (tellus-executor), records finished tasks' output
+// runs tasks in long-lived executor processes (tellus-executor, one per container slot and job),
+// records finished tasks' output
 // locations in ZooKeeper, serves its partitions and dataset files to other sites (with
 // optional WAN emulation), and launches the job managers its master asks for.
 
@@ -25,6 +26,7 @@
 #include "net/methods.h"
 #include "proc/subprocess.h"
 #include "tellus.pb.h"
+#include "worker/executor_process.h"
 #include "worker/wan_shaper.h"
 
 namespace tellus::worker {
@@ -49,9 +51,10 @@ class Worker {
   boost::asio::awaitable<void> reapLoop();
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
-  // After the executor exits: read its report and record the output location in ZooKeeper.
+  // After the executor's report (or its death): record the output location in ZooKeeper.
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
-                                                                   proc::ExitStatus exit, std::filesystem::path dir,
+                                                                   Result<pb::ExecutorReport> report,
+                                                                   std::filesystem::path dir,
                                                                    std::chrono::steady_clock::duration executorWall);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
@@ -104,7 +107,10 @@ class Worker {
     std::string jmAddress;
   };
   std::map<std::string, TrackedTask> tracked_;  // monitor key -> what it runs for
-  std::map<std::string, std::set<pid_t>> executors_;  // job -> executor processes running for it
+  // Long-lived executors by (job, container slot): one per task the container runs at once.
+  std::map<std::pair<std::string, uint32_t>, std::vector<std::shared_ptr<ExecutorProcess>>> executorPool_;
+  // An idle executor of the job in the slot, or a new one; reserved for the caller's task.
+  Result<std::shared_ptr<ExecutorProcess>> acquireExecutor(const std::string& jobId, uint32_t slot);
   // Executors running here per (job, stage, task): a task's partial outputs are removed only
   // when none of its attempts is still writing.
   std::map<std::tuple<std::string, uint32_t, uint32_t>, int> taskRuns_;
