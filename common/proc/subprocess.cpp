@@ -313,6 +313,17 @@ void Subprocess::killAndReap() {
   status_ = ExitStatus::fromWaitStatus(waitStatus);
 }
 
+Result<int> Subprocess::openPidFd() const {
+  if (!running()) return makeError(ErrorCode::kNotFound, program_ + ": process already reaped");
+  // Before it is reaped its pid cannot name another process, so this is its pidfd.
+  const int fd = proc::openPidFd(pid_);
+  if (fd < 0) {
+    return makeError(ErrorCode::kInternal, "pidfd_open for " + program_ + " (pid " + std::to_string(pid_) +
+                                               "): " + errnoText(errno) + " (Linux 5.3 or later is required)");
+  }
+  return fd;
+}
+
 Status Subprocess::signal(int sig) {
   if (!running()) return makeError(ErrorCode::kNotFound, program_ + ": process already reaped");
   if (::kill(pid_, sig) != 0) {
@@ -354,7 +365,7 @@ std::optional<ExitStatus> Subprocess::tryWait() {
 Result<ExitStatus> Subprocess::waitUntil(std::chrono::steady_clock::time_point deadline) {
   if (pid_ <= 0) return makeError(ErrorCode::kInvalidArgument, "wait: no process (moved-from Subprocess)");
   if (auto s = tryWait()) return *s;
-  FdGuard pidFd(openPidFd(pid_));
+  FdGuard pidFd(proc::openPidFd(pid_));
   auto pollDelay = std::chrono::milliseconds(1);
   while (true) {
     if (auto s = tryWait()) return *s;

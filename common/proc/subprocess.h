@@ -81,6 +81,11 @@ class Subprocess {
   // The exit status once reaped.
   const std::optional<ExitStatus>& exitStatus() const { return status_; }
 
+  // A new pidfd of the child (close-on-exec; the caller owns it): readable once the child has
+  // ended, so an event loop can wait for it without polling. kNotFound once reaped; kInternal
+  // when the kernel has no pidfd_open (Linux < 5.3).
+  Result<int> openPidFd() const;
+
   // Sends `sig` to the child only. kNotFound when it has already been reaped.
   Status signal(int sig);
   // Sends `sig` to the child's whole process group (requires newProcessGroup).

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,20 +20,6 @@ namespace tellus::worker {
 
 namespace asio = boost::asio;
 using asio::awaitable;
-
-namespace {
-
-int openPidFd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
-}  // namespace
 
 Result<std::shared_ptr<ExecutorProcess>> ExecutorProcess::start(asio::any_io_executor io,
                                                                 const std::filesystem::path& program,
@@ -57,15 +42,12 @@ Result<std::shared_ptr<ExecutorProcess>> ExecutorProcess::start(asio::any_io_exe
     ::close(sv[0]);
     return child.error();
   }
-  const int pidFd = openPidFd(child->pid());
-  if (pidFd < 0) {
-    const int err = errno;
+  auto pidFd = child->openPidFd();
+  if (!pidFd) {
     ::close(sv[0]);
-    // The Subprocess kills and reaps the child as it goes.
-    return makeError(ErrorCode::kInternal, std::string("pidfd_open for the executor: ") + std::strerror(err) +
-                                               " (Linux 5.3 or later is required)");
+    return pidFd.error();  // the Subprocess kills and reaps the child as it goes
   }
-  return std::shared_ptr<ExecutorProcess>(new ExecutorProcess(std::move(io), std::move(child).value(), sv[0], pidFd, dir));
+  return std::shared_ptr<ExecutorProcess>(new ExecutorProcess(std::move(io), std::move(child).value(), sv[0], *pidFd, dir));
 }
 
 ExecutorProcess::ExecutorProcess(asio::any_io_executor io, proc::Subprocess process, int socketFd, int pidFd,

@@ -1,5 +1,7 @@
 #include "worker/worker.h"
 
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -127,7 +129,6 @@ Status Worker::start() {
   } else {
     spdlog::warn("resource monitor disabled: {}", constants.message());
   }
-  server_.spawn(reapLoop(), "child reaper");
   return {};
 }
 
@@ -342,24 +343,28 @@ std::string Worker::jmExitReason(const std::string& jobId) const {
   return reason.empty() ? "no reason left (see its jm.log)" : reason;
 }
 
-awaitable<void> Worker::reapLoop() {
-  while (!server_.stopping()) {
-    for (auto it = jms_.begin(); it != jms_.end();) {
-      if (auto st = it->second.tryWait()) {
-        if (!st->success()) {
-          std::string reason = st->toString() + ": " + jmExitReason(it->first);
-          spdlog::warn("JM of job {} exited: {}", it->first, reason);
-          deadJms_.push_back({it->first, std::move(reason)});
-        } else {
-          spdlog::info("JM of job {} finished", it->first);
-        }
-        it = jms_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    co_await server_.sleepFor(milliseconds(50));
+awaitable<void> Worker::watchJm(std::string jobId, pid_t pid, int pidFd) {
+  asio::posix::stream_descriptor fd(server_.runtime().io(), pidFd);
+  boost::system::error_code ec;
+  co_await fd.async_wait(asio::posix::descriptor_base::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+  auto it = jms_.find(jobId);
+  // Killed and reaped by KillJobTasks or the stop, or replaced by a newer JM of the job.
+  if (it == jms_.end() || it->second.pid() != pid || !it->second.running()) co_return;
+  auto st = it->second.tryWait();
+  if (!st) {
+    // Only when the wait itself failed: erasing the Subprocess kills and reaps it.
+    spdlog::warn("waiting for the JM of job {} (pid {}): {}; stopping it", jobId, pid, ec.message());
+    jms_.erase(it);
+    co_return;
   }
+  if (!st->success()) {
+    std::string reason = st->toString() + ": " + jmExitReason(jobId);
+    spdlog::warn("JM of job {} exited: {}", jobId, reason);
+    deadJms_.push_back({jobId, std::move(reason)});
+  } else {
+    spdlog::info("JM of job {} finished", jobId);
+  }
+  jms_.erase(it);
 }
 
 awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req, net::CallContext) {
@@ -407,10 +412,14 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   opts.stderrFile = dir / "jm.log";
   auto child = proc::Subprocess::spawn(opts);
   if (!child) co_return child.error().prepend("starting JM for " + req.job_id());
+  // Its end is seen through a pidfd (no polling); without one the JM is not kept.
+  auto pidFd = child->openPidFd();
+  if (!pidFd) co_return pidFd.error().prepend("starting JM for " + req.job_id());
   pb::LaunchJmResponse resp;
   resp.set_pid(child->pid());
   spdlog::info("started {} JM for job {} (pid {})", jm.primary ? "primary" : "secondary", req.job_id(),
                child->pid());
+  server_.spawn(watchJm(req.job_id(), child->pid(), *pidFd), "JM reaper");
   jms_.insert_or_assign(req.job_id(), std::move(child).value());
   co_return resp;
 }
@@ -429,7 +438,7 @@ Result<std::shared_ptr<ExecutorProcess>> Worker::acquireExecutor(const std::stri
     if (it->first.second == slot && it->first.first != jobId) {
       std::erase_if(it->second, [&](const auto& e) {
         if (e->busy()) return false;
-        e->kill("container " + std::to_string(slot) + " now runs job " + jobId);
+        e->kill(fmt::format("container {} now runs job {}", slot, jobId));
         return true;
       });
       if (it->second.empty()) {

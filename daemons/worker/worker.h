@@ -48,7 +48,9 @@ class Worker {
   // container's JM without waiting for it (Af's utilization input).
   boost::asio::awaitable<void> usageLoop();
   boost::asio::awaitable<void> sendUsage(std::string jmAddress, pb::ContainerUsageReport report);
-  boost::asio::awaitable<void> reapLoop();
+  // Reaps the JM of `jobId` (pid) once its pidfd says it ended, and queues its death for the
+  // next heartbeat when it failed. Nothing to do when the JM was killed and reaped meanwhile.
+  boost::asio::awaitable<void> watchJm(std::string jobId, pid_t pid, int pidFd);
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
   // After the executor's report (or its death): record the output location in ZooKeeper.

@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <signal.h>
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cstdlib>
@@ -40,7 +42,7 @@ std::string joined(const std::vector<std::string>& lines) {
 
 pid_t parentOf(pid_t pid) {
   // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so from the last ')'.
-  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = readFile(fmt::format("/proc/{}/stat", pid));
   const auto close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream rest(stat.substr(close + 1));
@@ -68,7 +70,7 @@ std::map<pid_t, std::vector<pid_t>> executorsOf(const std::filesystem::path& clu
   std::map<pid_t, std::vector<pid_t>> out;
   const auto pids = allPids();
   for (pid_t pid : pids) {
-    std::string cmdline = readFile("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmdline = readFile(fmt::format("/proc/{}/cmdline", pid));
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     if (cmdline.find("tellus-executor --serve " + clusterDir.string()) == std::string::npos) continue;
     if (cmdline.find("/containers/" + jobId + "/") == std::string::npos || !processAlive(pid)) continue;
@@ -150,7 +152,7 @@ TEST_CASE("a long-lived executor killed mid-task: its task runs again and the jo
   CHECK(reran.size() == 1);
 
   // The task failed with the executor's death, named by its worker (and its JM logged it).
-  const std::string why = "executor (pid " + std::to_string(victim) + ") killed by signal 9";
+  const std::string why = fmt::format("executor (pid {}) killed by signal 9", victim);
   const std::string logs = cluster.jmLogs(*jobId, 1 << 20);
   INFO("JM logs:\n" << logs.substr(0, 4000));
   CHECK(logs.find(why) != std::string::npos);
