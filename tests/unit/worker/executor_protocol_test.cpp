@@ -19,7 +19,8 @@ tellus::pb::ExecutorTask sampleTask() {
   task.set_stage(2);
   task.set_task(41);
   task.set_op("wordcount.map");
-  (*task.mutable_params())["k"] = "v";
+  // insert, not operator[] + assign of a literal: GCC 12 -O3 warns falsely on the latter (-Wrestrict).
+  task.mutable_params()->insert({std::string("k"), std::string("v")});
   task.add_input_files("/data/in-0");
   task.add_input_files("/data/in-1");
   task.set_buckets(3);
