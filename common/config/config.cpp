@@ -298,6 +298,8 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.id = readSiteId(m, "id", "a worker id");
     c.site = readSiteId(m, "site", "a site id");
     c.listen = readEndpoint(m, "listen", PortRule::kListen);
+    c.http_listen = m.optional<std::string>("http_listen", "");
+    if (!c.http_listen.empty()) checkEndpoint(m, "http_listen", c.http_listen, PortRule::kListen);
     c.master = readEndpoint(m, "master", PortRule::kConnect);
     c.zookeeper = readZooKeeper(m);
     c.tls = readTls(m);

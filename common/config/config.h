@@ -126,6 +126,7 @@ struct WorkerConfig {
   std::string id;                      // unique in the site (required)
   std::string site;                    // (required)
   std::string listen;                  // host:port (required)
+  std::string http_listen;             // host:port of /metrics ("" = off)
   std::string master;                  // host:port of the site's master (required)
   ZooKeeperConfig zookeeper;
   TlsConfig tls;                       // or insecure: true

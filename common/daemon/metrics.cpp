@@ -43,6 +43,10 @@ void MetricsRegistry::gauge(std::string name, std::string help, std::function<st
   families_.push_back(Family{std::move(name), std::move(help), "gauge", std::move(read)});
 }
 
+void MetricsRegistry::counter(std::string name, std::string help, std::function<std::vector<MetricSample>()> read) {
+  families_.push_back(Family{std::move(name), std::move(help), "counter", std::move(read)});
+}
+
 std::string MetricsRegistry::render() const {
   // Appends only: GCC 12's -Wrestrict misfires on `"literal" + std::string&&` at -O3.
   std::string out;

@@ -21,6 +21,8 @@ class MetricsRegistry {
  public:
   // A gauge family: `name` ([a-zA-Z_:][a-zA-Z0-9_:]*), one line of help, and what it reads.
   void gauge(std::string name, std::string help, std::function<std::vector<MetricSample>()> read);
+  // A counter family (values only grow while the daemon runs; by convention named `..._total`).
+  void counter(std::string name, std::string help, std::function<std::vector<MetricSample>()> read);
 
   // Every family, in registration order: # HELP, # TYPE, then one line per sample.
   std::string render() const;

@@ -323,7 +323,7 @@ struct ChildFailure {
   int errnum;
 };
 constexpr const char* kChildSteps[] = {"dup2", "chdir", "setrlimit", "setgroups", "setgid", "setuid", "no_new_privs",
-                                       "exec /bin/sh"};
+                                       "exec /bin/sh", "pdeathsig"};
 
 class ExecOperator final : public Operator {
  public:
@@ -350,6 +350,7 @@ class ExecOperator final : public Operator {
     const std::string dirText = dir.string();
     const int in = toChild.read.get(), out = fromChild.write.get(), err = errFromChild.write.get();
     const int reportFd = report->write.get();
+    const pid_t parent = ::getpid();
 
     const pid_t pid = ::fork();
     if (pid < 0) return systemError("fork for command '" + command_ + "'", errno);
@@ -380,6 +381,11 @@ class ExecOperator final : public Operator {
       }
       // No setuid binary (sudo, su) can give the command back what we just dropped.
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(6);
+      // The command dies with its executor (a long-lived one runs task after task: one killed
+      // mid-task must not leave its command running). Set after the user switch, which clears
+      // it; a parent already gone is seen by getppid.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(8);
+      if (::getppid() != parent) ::_exit(127);
       ::execve(shell.c_str(), argv, envp);
       fail(7);
     }

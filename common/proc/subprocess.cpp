@@ -150,6 +150,7 @@ Result<pid_t> forkExec(const SpawnOptions& options, int outFd, int errFd, char* 
     struct sigaction defaultAction {};
     defaultAction.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &defaultAction, nullptr);  // EINVAL for KILL/STOP: fine
+    if (options.stdinFd && ::dup2(*options.stdinFd, STDIN_FILENO) < 0) fail(errno);
     if (outFd >= 0 && ::dup2(outFd, STDOUT_FILENO) < 0) fail(errno);
     if (errFd >= 0 && ::dup2(errFd, STDERR_FILENO) < 0) fail(errno);
     if (workDir && ::chdir(workDir) != 0) fail(errno);
@@ -204,6 +205,9 @@ Status validateSpawnOptions(const SpawnOptions& options) {
       return makeError(ErrorCode::kInvalidArgument,
                        "spawn " + options.argv.front() + ": an argument contains a NUL byte");
     }
+  }
+  if (options.stdinFd && *options.stdinFd < 0) {
+    return makeError(ErrorCode::kInvalidArgument, "spawn " + options.argv.front() + ": stdinFd is negative");
   }
   for (const auto& [key, value] : options.extraEnv) {
     if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos ||
@@ -262,6 +266,7 @@ Result<Subprocess> Subprocess::spawn(const SpawnOptions& options) {
   }
   posix_spawnattr_setflags(&attrs.attr, flags);
 
+  if (options.stdinFd) posix_spawn_file_actions_adddup2(&attrs.actions, *options.stdinFd, STDIN_FILENO);
   if (outFd.get() >= 0) posix_spawn_file_actions_adddup2(&attrs.actions, outFd.get(), STDOUT_FILENO);
   if (errFd.get() >= 0) posix_spawn_file_actions_adddup2(&attrs.actions, errFd.get(), STDERR_FILENO);
   if (!options.workingDir.empty()) {
@@ -308,6 +313,17 @@ void Subprocess::killAndReap() {
   status_ = ExitStatus::fromWaitStatus(waitStatus);
 }
 
+Result<int> Subprocess::openPidFd() const {
+  if (!running()) return makeError(ErrorCode::kNotFound, program_ + ": process already reaped");
+  // Before it is reaped its pid cannot name another process, so this is its pidfd.
+  const int fd = proc::openPidFd(pid_);
+  if (fd < 0) {
+    return makeError(ErrorCode::kInternal, "pidfd_open for " + program_ + " (pid " + std::to_string(pid_) +
+                                               "): " + errnoText(errno) + " (Linux 5.3 or later is required)");
+  }
+  return fd;
+}
+
 Status Subprocess::signal(int sig) {
   if (!running()) return makeError(ErrorCode::kNotFound, program_ + ": process already reaped");
   if (::kill(pid_, sig) != 0) {
@@ -349,7 +365,7 @@ std::optional<ExitStatus> Subprocess::tryWait() {
 Result<ExitStatus> Subprocess::waitUntil(std::chrono::steady_clock::time_point deadline) {
   if (pid_ <= 0) return makeError(ErrorCode::kInvalidArgument, "wait: no process (moved-from Subprocess)");
   if (auto s = tryWait()) return *s;
-  FdGuard pidFd(openPidFd(pid_));
+  FdGuard pidFd(proc::openPidFd(pid_));
   auto pollDelay = std::chrono::milliseconds(1);
   while (true) {
     if (auto s = tryWait()) return *s;

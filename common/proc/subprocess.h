@@ -27,6 +27,9 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> extraEnv;
   // Empty: inherit the parent's working directory.
   std::filesystem::path workingDir;
+  // nullopt: inherit the parent's stdin. Otherwise this descriptor of the parent becomes the
+  // child's stdin (e.g. one end of a socketpair; the parent keeps and closes its own copy).
+  std::optional<int> stdinFd;
   // nullopt: inherit the parent's stream. Otherwise the file is created if missing and
   // appended to (several restarts of one server can share a log).
   std::optional<std::filesystem::path> stdoutFile;
@@ -77,6 +80,11 @@ class Subprocess {
   bool running() const { return pid_ > 0 && !status_; }
   // The exit status once reaped.
   const std::optional<ExitStatus>& exitStatus() const { return status_; }
+
+  // A new pidfd of the child (close-on-exec; the caller owns it): readable once the child has
+  // ended, so an event loop can wait for it without polling. kNotFound once reaped; kInternal
+  // when the kernel has no pidfd_open (Linux < 5.3).
+  Result<int> openPidFd() const;
 
   // Sends `sig` to the child only. kNotFound when it has already been reaped.
   Status signal(int sig);

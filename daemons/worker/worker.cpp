@@ -1,5 +1,7 @@
 #include "worker/worker.h"
 
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -42,7 +44,6 @@ constexpr milliseconds kFetchCallTimeout{30000};
 // calls-in-flight cap per connection (rpc limits, 256).
 constexpr uint32_t kFetchChunkBytes = 1 << 20;
 constexpr uint64_t kFetchWindowBytes = 32ULL << 20;
-constexpr milliseconds kChildPoll{10};
 // The liveness node is re-checked this often while it is published and watched, and retried
 // this often while it is not.
 constexpr milliseconds kLivenessRecheck{30000};
@@ -59,12 +60,6 @@ Status writeFile(const std::filesystem::path& path, const std::string& bytes) {
   out.close();
   if (!out) return makeError(ErrorCode::kInternal, "cannot write " + path.string());
   return {};
-}
-
-Result<std::string> readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError(ErrorCode::kNotFound, "cannot read " + path.string());
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 data::PartitionKey toKey(const pb::PartitionKey& k) {
@@ -131,7 +126,8 @@ Status Worker::start() {
                                            std::to_string(config_.max_jms) + ")");
   for (const auto& why : limit->unchecked) spdlog::warn("cannot check ZooKeeper's connection limit: {}", why);
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc, config_.tls,
+  registerMetrics();
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc, config_.tls,
                                          {net::Role::kWorker, config_.site, config_.id}}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
@@ -147,13 +143,43 @@ Status Worker::start() {
   } else {
     spdlog::warn("resource monitor disabled: {}", constants.message());
   }
-  server_.spawn(reapLoop(), "child reaper");
   return {};
+}
+
+void Worker::addPhase(TaskPhase phase, std::chrono::steady_clock::duration d) {
+  phaseSeconds_[phase] += std::chrono::duration<double>(d).count();
+  ++phaseSamples_[phase];
+}
+
+void Worker::registerMetrics() {
+  static constexpr const char* kPhaseNames[kPhaseCount] = {"prepare",  "zk_start",  "executor_start", "executor",
+                                                           "operator", "zk_record", "zk_unmark",      "slot_idle"};
+  auto& metrics = server_.metrics();
+  metrics.counter("tellus_worker_tasks_total", "Tasks this worker ran, by outcome.", [this] {
+    return std::vector<daemon::MetricSample>{{{{"outcome", "succeeded"}}, double(tasksRun_ - tasksFailed_)},
+                                             {{{"outcome", "failed"}}, double(tasksFailed_)}};
+  });
+  metrics.counter("tellus_worker_task_phase_seconds_total",
+                  "Seconds spent in each phase of running tasks here, summed over tasks.", [this] {
+                    std::vector<daemon::MetricSample> out;
+                    for (size_t p = 0; p < kPhaseCount; ++p) out.push_back({{{"phase", kPhaseNames[p]}}, phaseSeconds_[p]});
+                    return out;
+                  });
+  metrics.counter("tellus_worker_task_phase_samples_total", "Times each phase was measured.", [this] {
+    std::vector<daemon::MetricSample> out;
+    for (size_t p = 0; p < kPhaseCount; ++p) out.push_back({{{"phase", kPhaseNames[p]}}, double(phaseSamples_[p])});
+    return out;
+  });
 }
 
 void Worker::stop() {
   if (server_.stopping()) return;
   jms_.clear();  // kills and reaps JM children
+  // Their exit watchers reap them and return, so the stop does not wait on them.
+  for (auto& [key, executors] : executorPool_) {
+    for (auto& executor : executors) executor->kill("worker stopping");
+  }
+  executorPool_.clear();
   server_.stop();
 }
 
@@ -343,24 +369,28 @@ std::string Worker::jmExitReason(const std::string& jobId) const {
   return reason.empty() ? "no reason left (see its jm.log)" : reason;
 }
 
-awaitable<void> Worker::reapLoop() {
-  while (!server_.stopping()) {
-    for (auto it = jms_.begin(); it != jms_.end();) {
-      if (auto st = it->second.tryWait()) {
-        if (!st->success()) {
-          std::string reason = st->toString() + ": " + jmExitReason(it->first);
-          spdlog::warn("JM of job {} exited: {}", it->first, reason);
-          deadJms_.push_back({it->first, std::move(reason)});
-        } else {
-          spdlog::info("JM of job {} finished", it->first);
-        }
-        it = jms_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    co_await server_.sleepFor(milliseconds(50));
+awaitable<void> Worker::watchJm(std::string jobId, pid_t pid, int pidFd) {
+  asio::posix::stream_descriptor fd(server_.runtime().io(), pidFd);
+  boost::system::error_code ec;
+  co_await fd.async_wait(asio::posix::descriptor_base::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+  auto it = jms_.find(jobId);
+  // Killed and reaped by KillJobTasks or the stop, or replaced by a newer JM of the job.
+  if (it == jms_.end() || it->second.pid() != pid || !it->second.running()) co_return;
+  auto st = it->second.tryWait();
+  if (!st) {
+    // Only when the wait itself failed: erasing the Subprocess kills and reaps it.
+    spdlog::warn("waiting for the JM of job {} (pid {}): {}; stopping it", jobId, pid, ec.message());
+    jms_.erase(it);
+    co_return;
   }
+  if (!st->success()) {
+    std::string reason = st->toString() + ": " + jmExitReason(jobId);
+    spdlog::warn("JM of job {} exited: {}", jobId, reason);
+    deadJms_.push_back({jobId, std::move(reason)});
+  } else {
+    spdlog::info("JM of job {} finished", jobId);
+  }
+  jms_.erase(it);
 }
 
 awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req, net::CallContext) {
@@ -408,12 +438,54 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   opts.stderrFile = dir / "jm.log";
   auto child = proc::Subprocess::spawn(opts);
   if (!child) co_return child.error().prepend("starting JM for " + req.job_id());
+  // Its end is seen through a pidfd (no polling); without one the JM is not kept.
+  auto pidFd = child->openPidFd();
+  if (!pidFd) co_return pidFd.error().prepend("starting JM for " + req.job_id());
   pb::LaunchJmResponse resp;
   resp.set_pid(child->pid());
   spdlog::info("started {} JM for job {} (pid {})", jm.primary ? "primary" : "secondary", req.job_id(),
                child->pid());
+  server_.spawn(watchJm(req.job_id(), child->pid(), *pidFd), "JM reaper");
   jms_.insert_or_assign(req.job_id(), std::move(child).value());
   co_return resp;
+}
+
+Result<std::shared_ptr<ExecutorProcess>> Worker::acquireExecutor(const std::string& jobId, uint32_t slot) {
+  auto& executors = executorPool_[{jobId, slot}];
+  std::erase_if(executors, [](const auto& e) { return !e->alive(); });
+  for (auto& executor : executors) {
+    if (!executor->busy()) {
+      executor->reserve();
+      return executor;
+    }
+  }
+  // A container runs one job's executors: idle ones of the job it ran before go.
+  for (auto it = executorPool_.begin(); it != executorPool_.end();) {
+    if (it->first.second == slot && it->first.first != jobId) {
+      std::erase_if(it->second, [&](const auto& e) {
+        if (e->busy()) return false;
+        e->kill(fmt::format("container {} now runs job {}", slot, jobId));
+        return true;
+      });
+      if (it->second.empty()) {
+        it = executorPool_.erase(it);
+        continue;
+      }
+    }
+    ++it;
+  }
+  // None idle (a first task, or Parades packs another task into the container): a new one.
+  const auto started = std::chrono::steady_clock::now();
+  auto dir = dataDir_ / "containers" / jobId / fmt::format("executor-c{}-{}", slot, ++nextRun_);
+  auto executor = ExecutorProcess::start(server_.runtime().io().get_executor(), binDir_ / "tellus-executor", dir);
+  if (!executor) return executor.error();
+  server_.spawn(ExecutorProcess::watchExit(*executor), "executor exit watcher");
+  server_.spawn(ExecutorProcess::readReports(*executor), "executor report reader");
+  (*executor)->reserve();
+  executors.push_back(*executor);
+  addPhase(kExecutorStart, std::chrono::steady_clock::now() - started);
+  spdlog::debug("started executor pid {} for job {} in container {}", (*executor)->pid(), jobId, slot);
+  return executor;
 }
 
 awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
@@ -464,6 +536,8 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
+  using Clock = std::chrono::steady_clock;
+  const auto received = Clock::now();
   // Everything is checked before the container directory is made: the job id becomes a
   // directory, the counts bound what the executor writes and what we fetch.
   const auto& limits = config_.limits;
@@ -488,12 +562,14 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (auto st = job::checkOperatorLimits("s" + std::to_string(req.stage()), req.op(), req.params(), limits); !st) {
     co_return st.error();
   }
+  // Fetched inputs go here (a task without inputs needs no directory).
   auto dir = dataDir_ / "containers" / req.job_id() /
-             ("s" + std::to_string(req.stage()) + "-t" + std::to_string(req.task()) + "-a" +
-              std::to_string(req.attempt()) + "-" + std::to_string(++nextRun_));
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
+             fmt::format("s{}-t{}-a{}-{}", req.stage(), req.task(), req.attempt(), ++nextRun_);
+  if (req.inputs_size() > 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
+  }
 
   if (req.op() == "exec") {
     // The master checked at submission; this site's own config has the last word.
@@ -517,7 +593,13 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     if (!file) co_return makeError(ErrorCode::kNotFound, "input " + std::to_string(i) + " unavailable: " + file.message());
     task.add_input_files(*file);
   }
-  if (auto st = writeFile(dir / "task.pb", task.SerializeAsString()); !st) co_return st.error();
+  if (auto idle = slotIdleSince_.find(req.container().slot());
+      idle != slotIdleSince_.end() && idle->second.first == req.job_id()) {
+    addPhase(kSlotIdle, received - idle->second.second);
+    slotIdleSince_.erase(idle);
+  }
+  auto phaseStart = Clock::now();
+  addPhase(kPrepare, phaseStart - received);
 
   // Mark the task as running in ZooKeeper (ephemeral: it goes with us) and record the
   // execution; a JM that replaces the one that launched it will not run it a second time.
@@ -534,56 +616,64 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   }
   auto attemptId = co_await jobStore_->startAttempt(req.job_id(), taskId, marker, config_.id);
   if (!attemptId) co_return attemptId.error();
+  addPhase(kZkStart, Clock::now() - phaseStart);
+  phaseStart = Clock::now();
   auto& busy = busySlots_[req.container().slot()];
   busy.jobId = req.job_id();
   ++busy.tasks;
 
-  // The executor's stderr is kept by execution (its attempt id), also after the task succeeds
-  // and its container directory goes: `tellus logs` reads it (readLog).
-  const auto logDir = dataDir_ / "logs" / req.job_id();
-  std::filesystem::create_directories(logDir, ec);
-  proc::SpawnOptions opts;
-  opts.argv = {(binDir_ / "tellus-executor").string(), (dir / "task.pb").string(), (dir / "report.pb").string()};
-  opts.stderrFile = logDir / (*attemptId + ".stderr");
-  auto child = proc::Subprocess::spawn(opts);
-  if (!child) {
+  // The execution's log (the operator's and an exec command's stderr) is kept by attempt id,
+  // also after the task succeeds and its container directory goes: `tellus logs` reads it.
+  {
+    std::error_code logEc;
+    std::filesystem::create_directories(dataDir_ / "logs" / req.job_id(), logEc);
+  }
+  task.set_log_file((dataDir_ / "logs" / req.job_id() / (*attemptId + ".stderr")).string());
+  // The container's executor for this job: an idle one, or a new one (a killed job's tasks
+  // must not start one).
+  auto executor = killedJobs_.count(req.job_id())
+                      ? Result<std::shared_ptr<ExecutorProcess>>(makeError(
+                            ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker"))
+                      : acquireExecutor(req.job_id(), req.container().slot());
+  if (!executor) {
     if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
     (void)co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
-    co_return child.error().prepend("starting executor");
+    co_return executor.error().prepend("starting executor");
   }
   std::string monitorKey = std::to_string(req.container().slot()) + "/" + req.job_id() + "/" +
                            jobstate::runningTaskName(req.stage(), req.task());
-  if (monitor_ && monitor_->track(monitorKey, child->pid())) {
+  if (monitor_ && monitor_->track(monitorKey, (*executor)->pid())) {
     tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
   }
-  executors_[req.job_id()].insert(child->pid());
   const auto attemptKey = std::make_pair(req.job_id(), *attemptId);
   runningAttempts_.insert(attemptKey);
+  phaseStart = Clock::now();
   const auto runKey = std::make_tuple(req.job_id(), req.stage(), req.task());
   ++taskRuns_[runKey];
-  // The executor's exit is polled on our loop: no thread blocks in waitpid.
-  std::optional<proc::ExitStatus> exit;
-  while (!(exit = child->tryWait())) co_await daemon::sleepFor(kChildPoll);
-  if (auto it = executors_.find(req.job_id()); it != executors_.end()) {
-    it->second.erase(child->pid());
-    if (it->second.empty()) executors_.erase(it);
-  }
+  // Its report comes back over its socket; its death, through its pidfd, fails the task at once.
+  auto report = co_await (*executor)->run(std::move(task));
   if (tracked_.erase(monitorKey)) (void)monitor_->untrack(monitorKey);
   runningAttempts_.erase(attemptKey);
+  const auto executorWall = Clock::now() - phaseStart;
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
-  auto result = co_await recordOutput(req, *attemptId, *exit, dir);
+  auto result = co_await recordOutput(req, *attemptId, std::move(report), dir, executorWall);
   if (!result) removePartialOutputs(req, dir);
   // The marker goes only once the output is recorded (or the task failed), so a JM never
   // sees the task as neither running nor done.
+  phaseStart = Clock::now();
   Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
   if (!unmarked) spdlog::warn("{}", unmarked.message());
+  addPhase(kZkUnmark, Clock::now() - phaseStart);
+  ++tasksRun_;
+  if (!result) ++tasksFailed_;
+  if (!busySlots_.count(req.container().slot())) slotIdleSince_[req.container().slot()] = {req.job_id(), Clock::now()};
   co_return result;
 }
 
 void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir) {
   std::error_code ec;
-  // Fetched inputs can be as large as the outputs; task.pb and report.pb stay.
+  // Fetched inputs can be as large as the outputs (the logs are under logs/, for `tellus logs`).
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     if (e.path().filename().string().rfind("input-", 0) == 0) std::filesystem::remove(e.path(), ec);
   }
@@ -606,12 +696,15 @@ void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::file
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
-                                                            proc::ExitStatus exit, std::filesystem::path dir) {
-  auto reportBytes = readFile(dir / "report.pb");
-  if (!reportBytes) co_return makeError(ErrorCode::kInternal, "executor " + exit.toString() + " without a report");
-  auto report = daemon::parseProto<pb::ExecutorReport>(*reportBytes, (dir / "report.pb").string());
+                                                            Result<pb::ExecutorReport> report,
+                                                            std::filesystem::path dir,
+                                                            std::chrono::steady_clock::duration executorWall) {
   if (!report) co_return report.error();
   if (!report->error().empty()) co_return makeError(ErrorCode::kInternal, report->error());
+  const auto operatorTime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(std::max(0.0, report->elapsed_s())));
+  addPhase(kOperator, operatorTime);
+  addPhase(kExecutor, executorWall - std::min(operatorTime, executorWall));
 
   pb::PartitionLocation loc;
   loc.set_site(config_.site);
@@ -627,7 +720,9 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   // Retried through a ZooKeeper connection loss (an ensemble electing a leader): "already
   // exists" means an earlier try, or another copy of the task, recorded it.
   const jobstate::TaskId taskId{req.stage(), req.task()};
+  const auto recordStart = std::chrono::steady_clock::now();
   Status recorded = co_await jobStore_->recordOutput(req.job_id(), taskId, loc);
+  addPhase(kZkRecord, std::chrono::steady_clock::now() - recordStart);
   if (!recorded) co_return recorded.error().prepend("recording output of task " + std::to_string(req.task()));
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed
@@ -720,12 +815,21 @@ Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequ
     if (jm->second.running()) resp.set_jms_killed(1);
     jms_.erase(jm);
   }
-  if (auto it = executors_.find(req.job_id()); it != executors_.end()) {
-    // Still-unreaped children (the runTask coroutines reap them), so the pids are ours; their
-    // commands go with them.
-    for (pid_t pid : it->second) monitor::signalProcessTree(pid, SIGKILL);
-    resp.set_executors_killed(static_cast<uint32_t>(it->second.size()));
+  // Its executors, busy or idle, with the commands they run; a task in flight fails (its
+  // executor's exit watcher reaps it and ends the task).
+  uint32_t busyKilled = 0;
+  for (auto it = executorPool_.begin(); it != executorPool_.end();) {
+    if (it->first.first != req.job_id()) {
+      ++it;
+      continue;
+    }
+    for (const auto& executor : it->second) {
+      if (executor->alive() && executor->busy()) ++busyKilled;
+      executor->kill("job " + req.job_id() + " stopped on this worker");
+    }
+    it = executorPool_.erase(it);
   }
+  resp.set_executors_killed(busyKilled);
   if (resp.jms_killed() + resp.executors_killed() > 0) {
     spdlog::info("job {} stopped here: killed {} JM and {} executors", req.job_id(), resp.jms_killed(),
                  resp.executors_killed());

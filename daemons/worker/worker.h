@@ -1,9 +1,12 @@
 #pragma once
 // tellus-worker: one per host ("VM"). Registers with its site's master, offers containers,
-// runs each task in an executor process (tellus-executor), records finished tasks' output
+// runs tasks in long-lived executor processes (tellus-executor, one per container slot and job),
+// records finished tasks' output
 // locations in ZooKeeper, serves its partitions and dataset files to other sites (with
 // optional WAN emulation), and launches the job managers its master asks for.
 
+#include <array>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -23,6 +26,7 @@
 #include "net/methods.h"
 #include "proc/subprocess.h"
 #include "tellus.pb.h"
+#include "worker/executor_process.h"
 #include "worker/wan_shaper.h"
 
 namespace tellus::worker {
@@ -44,12 +48,16 @@ class Worker {
   // container's JM without waiting for it (Af's utilization input).
   boost::asio::awaitable<void> usageLoop();
   boost::asio::awaitable<void> sendUsage(std::string jmAddress, pb::ContainerUsageReport report);
-  boost::asio::awaitable<void> reapLoop();
+  // Reaps the JM of `jobId` (pid) once its pidfd says it ended, and queues its death for the
+  // next heartbeat when it failed. Nothing to do when the JM was killed and reaped meanwhile.
+  boost::asio::awaitable<void> watchJm(std::string jobId, pid_t pid, int pidFd);
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
-  // After the executor exits: read its report and record the output location in ZooKeeper.
+  // After the executor's report (or its death): record the output location in ZooKeeper.
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
-                                                                   proc::ExitStatus exit, std::filesystem::path dir);
+                                                                   Result<pb::ExecutorReport> report,
+                                                                   std::filesystem::path dir,
+                                                                   std::chrono::steady_clock::duration executorWall);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
   // A bounded piece of an execution's stderr (logs/<job>/<attempt id>.stderr) or of the job's
@@ -100,14 +108,38 @@ class Worker {
     std::string jmAddress;
   };
   std::map<std::string, TrackedTask> tracked_;  // monitor key -> what it runs for
-  std::map<std::string, std::set<pid_t>> executors_;  // job -> executor processes running for it
-  std::set<std::pair<std::string, std::string>> runningAttempts_;  // (job, attempt id) of running executors
+  std::set<std::pair<std::string, std::string>> runningAttempts_;  // (job, attempt id) of running tasks
+  // Long-lived executors by (job, container slot): one per task the container runs at once.
+  std::map<std::pair<std::string, uint32_t>, std::vector<std::shared_ptr<ExecutorProcess>>> executorPool_;
+  // An idle executor of the job in the slot, or a new one; reserved for the caller's task.
+  Result<std::shared_ptr<ExecutorProcess>> acquireExecutor(const std::string& jobId, uint32_t slot);
   // Executors running here per (job, stage, task): a task's partial outputs are removed only
   // when none of its attempts is still writing.
   std::map<std::tuple<std::string, uint32_t, uint32_t>, int> taskRuns_;
   // Removes what a failed or killed executor of the task left: its uncommitted buckets in the
   // partition store and the inputs fetched into `dir` (its stderr is under logs/, for `tellus logs`).
   void removePartialOutputs(const pb::RunTaskRequest& req, const std::filesystem::path& dir);
+  // Where the time of the tasks run here went, served on /metrics (seconds summed over tasks;
+  // tools/bench/dispatch divides by the task count). Phases in TaskPhase order.
+  enum TaskPhase : size_t {
+    kPrepare,        // request checks, container directory, inputs made local
+    kZkStart,        // running marker + attempt node (one multi)
+    kExecutorStart,  // starting an executor process
+    kExecutor,       // task to the executor and its report back, less the operator's own time
+    kOperator,       // the operator, as the executor measured it
+    kZkRecord,       // output record + finish record (one multi)
+    kZkUnmark,       // running marker removed
+    kSlotIdle,       // a container between a task's reply and its JM's next task (RPC + JM)
+    kPhaseCount
+  };
+  std::array<double, kPhaseCount> phaseSeconds_{};
+  std::array<uint64_t, kPhaseCount> phaseSamples_{};
+  uint64_t tasksRun_ = 0;
+  uint64_t tasksFailed_ = 0;
+  void addPhase(TaskPhase phase, std::chrono::steady_clock::duration d);
+  // When each container slot last went idle, and for which job (kSlotIdle).
+  std::map<uint32_t, std::pair<std::string, std::chrono::steady_clock::time_point>> slotIdleSince_;
+  void registerMetrics();
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)
   uint64_t nextRun_ = 0;

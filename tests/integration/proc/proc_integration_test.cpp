@@ -2,6 +2,7 @@
 // and loopback port helpers.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -212,4 +213,39 @@ TEST_CASE("dieWithParent children behave like others and die with their spawning
   auto ended = orphan->waitFor(10s);
   REQUIRE(ended.isOk());
   CHECK(ended->signal == SIGKILL);
+}
+
+TEST_CASE("a socket as stdin, and a pidfd that turns readable when the child ends", "[integration][proc]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  SpawnOptions opts;
+  // Answers on the same socket it reads from (its stdin), then exits.
+  opts.argv = {"/bin/sh", "-c", "read line; echo \"got $line\" >&0"};
+  opts.stdinFd = sv[1];
+  auto child = Subprocess::spawn(opts);
+  ::close(sv[1]);
+  REQUIRE(child.isOk());
+  auto pidFd = child->openPidFd();
+  REQUIRE(pidFd.isOk());
+  REQUIRE(::write(sv[0], "hello\n", 6) == 6);
+  std::string answer;
+  char buf[64];
+  ssize_t n;
+  while ((n = ::read(sv[0], buf, sizeof buf)) > 0) answer.append(buf, static_cast<size_t>(n));
+  ::close(sv[0]);
+  CHECK(answer == "got hello\n");
+  pollfd pfd{*pidFd, POLLIN, 0};
+  CHECK(::poll(&pfd, 1, 10000) == 1);  // readable once the child has ended (bounded wait)
+  ::close(*pidFd);
+  auto status = child->tryWait();
+  REQUIRE(status.has_value());
+  CHECK(status->success());
+  auto late = child->openPidFd();
+  REQUIRE_FALSE(late.isOk());
+  CHECK(late.error().code == ErrorCode::kNotFound);
+
+  SpawnOptions bad;
+  bad.argv = {"/bin/true"};
+  bad.stdinFd = -1;
+  CHECK_FALSE(Subprocess::spawn(bad).isOk());
 }

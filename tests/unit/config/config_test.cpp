@@ -191,6 +191,15 @@ TEST_CASE("a worker config is parsed", "[unit][config]") {
   CHECK(c.wan[1].bandwidth_mbps == 0.0);
   CHECK(c.wan[1].latency_ms == 0u);
   CHECK(c.log_level == "warn");
+  CHECK(c.http_listen.empty());  // no /metrics unless asked for
+}
+
+TEST_CASE("a worker's http_listen serves /metrics and is checked like the master's", "[unit][config]") {
+  auto r = parseWorkerConfig(kWorker + "http_listen: 127.0.0.1:0\n", "worker.yaml");
+  REQUIRE(r.isOk());
+  CHECK(r->http_listen == "127.0.0.1:0");
+  CHECK_THAT(workerError(kWorker + "http_listen: ':80'\n"),
+             Catch::Contains("http_listen: expected host:port with a port in [0, 65535], got ':80'"));
 }
 
 TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][config]") {
