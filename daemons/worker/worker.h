@@ -23,6 +23,7 @@
 #include "net/methods.h"
 #include "proc/subprocess.h"
 #include "tellus.pb.h"
+#include "worker/output_batcher.h"
 #include "worker/wan_shaper.h"
 
 namespace tellus::worker {
@@ -47,7 +48,7 @@ class Worker {
   boost::asio::awaitable<void> reapLoop();
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
-  // After the executor exits: read its report and record the output location in ZooKeeper.
+  // After the executor exits: read its report and queue the output's record (batcher_).
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
                                                                    proc::ExitStatus exit, std::filesystem::path dir);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
@@ -75,6 +76,7 @@ class Worker {
   // everything that holds on to them.
   daemon::Server server_;
   std::optional<jobstate::JobStore> jobStore_;  // over the coordinator: running markers, attempts, outputs
+  std::optional<OutputBatcher> batcher_;        // over jobStore_: finished tasks' outputs
   std::unique_ptr<data::PartitionStore> store_;
   WanShaper wan_;
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
