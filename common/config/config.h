@@ -140,8 +140,9 @@ struct WorkerConfig {
   std::string bin_dir;                 // where tellus-jm / tellus-executor live ("" = next to self)
   uint32_t heartbeat_ms = 500;
   // Finished tasks' outputs are recorded in ZooKeeper in batches (one node per job, stage and
-  // flush): a batch is written once it holds output_batch_max_tasks executions, once nothing
-  // else of its stage runs here, or output_batch_linger_ms after its first execution.
+  // write): a stage's outputs are written at most once per output_batch_linger_ms (at once
+  // after a quiet period), and at once when a batch holds output_batch_max_tasks executions
+  // or nothing else of its stage runs here (worker/output_batcher.h).
   uint32_t output_batch_max_tasks = 200;  // 1 to jobstate::kMaxBatchTasks
   uint32_t output_batch_linger_ms = 1000;
   std::vector<WanLink> wan;            // outgoing links to other sites

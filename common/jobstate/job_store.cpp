@@ -937,10 +937,33 @@ awaitable<Status> JobStore::compactJob(std::string jobId) {
     auto written = co_await zk_.multi(std::move(ops));
     if (!written && written.error().code != ErrorCode::kAlreadyExists) co_return written.error().prepend("compacting " + jobId);
   }
-  // The rest goes; readers take the summary once `stages` is gone, so the order is free and a
+  // The rest goes but the dataset stages' inputs (what a result's residency check reads);
+  // readers take the summary once a stage's `parts` is gone, so the order is free and a
   // compaction cut short is finished by the next one.
-  const std::vector<std::string> rest{stagesPath(jobId), attemptsPath(jobId),           runningPath(jobId),
-                                      jmsPath(jobId),    jobstate::electionPath(jobId), epochPath(jobId)};
+  std::vector<std::string> rest{attemptsPath(jobId), runningPath(jobId), jmsPath(jobId), jobstate::electionPath(jobId),
+                                epochPath(jobId)};
+  auto stages = co_await zk_.children(stagesPath(jobId));
+  if (!stages && stages.error().code != ErrorCode::kNotFound) co_return stages.error().prepend("compacting " + jobId);
+  bool keepStages = false;
+  for (const auto& stage : stages ? *stages : std::vector<std::string>{}) {
+    const std::string path = stagesPath(jobId) + "/" + stage;
+    auto children = co_await zk_.children(path);
+    if (!children) continue;
+    bool inputs = false;
+    for (const auto& child : *children) {
+      if (child == "inputs") {
+        inputs = true;
+      } else {
+        rest.push_back(path + "/" + child);
+      }
+    }
+    if (inputs) {
+      keepStages = true;
+    } else {
+      rest.push_back(path);
+    }
+  }
+  if (!keepStages) rest.push_back(stagesPath(jobId));
   for (const auto& path : rest) {
     Status removed = co_await zk_.removeRecursive(path);
     if (!removed && removed.code() != ErrorCode::kNotFound) co_return removed.prepend("compacting " + jobId);

@@ -243,7 +243,8 @@ class JobStore {
 
   // ---- compaction (the master of the job's submit site) ----
   // A finished job's state folded into its summary (/jobs/<id>/summary, written with a check
-  // that the status did not change) and everything but spec, status and summary removed.
+  // that the status did not change) and everything but spec, status, summary and the dataset
+  // stages' inputs (a result's residency check reads them) removed.
   // kInvalidArgument while the job runs. Idempotent: a compaction cut short is finished.
   Awaitable<Status> compactJob(std::string jobId);
   // Tasks with a running marker, on every change of the markers.

@@ -22,7 +22,7 @@
 //   /jobs/<id>/running/<s>-<t>         ephemeral RunningTask, owned by the worker running it
 //   /jobs/<id>/attempts/<s>-<t>-<n>    one node per executor started (audit: no task runs twice),
 //                                      deleted when the execution is folded into a batch
-//   /jobs/<id>/summary                 JobSummary of a compacted job (then only spec and status remain)
+//   /jobs/<id>/summary                 JobSummary of a compacted job (then only spec, status and dataset stages' inputs remain)
 //
 // A live site's node is a child of a persistent one because ephemeral nodes cannot have
 // children, and `put` datasets must outlive a master restart.

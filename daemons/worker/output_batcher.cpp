@@ -39,7 +39,13 @@ awaitable<void> OutputBatcher::flush(Key key) {
         queues_.erase(key);  // nothing of the stage left: the next execution starts a new flush
         co_return;
       }
-      (void)co_await q.due->waitFor(options_.linger);
+      // Once per linger: at once after a quiet one.
+      std::chrono::milliseconds wait{0};
+      if (auto it = known_.find(key); it != known_.end()) {
+        const auto since = std::chrono::steady_clock::now() - it->second.lastWrite;
+        if (since < options_.linger) wait = std::chrono::ceil<std::chrono::milliseconds>(options_.linger - since);
+      }
+      if (wait.count() > 0) (void)co_await q.due->waitFor(wait);
     }
     // The queue may have grown meanwhile: written up to maxTasks at a time.
     auto& q = queues_[key];
@@ -57,16 +63,16 @@ awaitable<void> OutputBatcher::flush(Key key) {
     // Taken out while written (another stage's flush may evict entries meanwhile), put back after.
     jobstate::StageRecords known;
     if (auto it = known_.find(key); it != known_.end()) {
-      known = std::move(it->second.second);
+      known = std::move(it->second.records);
       known_.erase(it);
     }
     auto written = co_await store_.recordBatch(jobId, stage, batch, session, &known);
     if (known_.size() >= kMaxKnownStages) {
       known_.erase(std::min_element(known_.begin(), known_.end(), [](const auto& a, const auto& b) {
-        return a.second.first < b.second.first;
+        return a.second.lastUse < b.second.lastUse;
       }));
     }
-    known_[key] = {++uses_, std::move(known)};
+    known_[key] = Known{++uses_, std::move(known), std::chrono::steady_clock::now()};
     auto& after = queues_[key];
     if (written) {
       spdlog::debug("job {} stage {}: recorded a batch of {} executions ({} outputs)", jobId, stage, n, written->size());

@@ -5,10 +5,13 @@
 // batch is written a task stays marked running, so no JM re-runs it or takes it for lost; if
 // this worker dies first its outputs die with it, and the tasks run again like any lost output.
 //
-// A batch is written when it holds `maxTasks` executions, when nothing else of its stage runs
-// on this worker (the stage's last outputs here are not held back), or `linger` after its
-// first execution. One flush per (job, stage) at a time, each a coroutine spawned on the
-// server (counted in its stop). Threading: the server's executor only.
+// A (job, stage) is written at most once per `linger`: an execution that finishes after a
+// quiet `linger` is written at once (slow tasks' outputs are not held back), the ones that
+// finish within `linger` of the last write wait for the next one (many fast tasks go in one
+// batch). A batch is also written at once when it holds `maxTasks` executions or when nothing
+// else of its stage runs on this worker (the stage's last outputs here). One flush per (job,
+// stage) at a time, each a coroutine spawned on the server (counted in its stop).
+// Threading: the server's executor only.
 
 #include <chrono>
 #include <cstdint>
@@ -58,7 +61,12 @@ class OutputBatcher {
   // The record nodes of the stages this worker wrote to lately (so each write reads only new
   // ones), least recently used first out beyond kMaxKnownStages.
   static constexpr size_t kMaxKnownStages = 64;
-  std::map<Key, std::pair<uint64_t, jobstate::StageRecords>> known_;
+  struct Known {
+    uint64_t lastUse = 0;
+    jobstate::StageRecords records;
+    std::chrono::steady_clock::time_point lastWrite{};
+  };
+  std::map<Key, Known> known_;
   uint64_t uses_ = 0;
 };
 

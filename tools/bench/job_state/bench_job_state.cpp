@@ -8,6 +8,8 @@
 //
 //   bench-job-state [--tasks 1000] [--workers 2] [--containers 4] [--retention-ms -1]
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <fstream>
@@ -68,7 +70,7 @@ int run(int argc, char** argv) {
   options.sites = 1;
   options.workersPerSite = workers;
   options.containersPerWorker = containers;
-  if (retentionMs >= 0) options.masterExtraYaml = "job_state_retention_ms: " + std::to_string(retentionMs) + "\n";
+  if (retentionMs >= 0) options.masterExtraYaml = fmt::format("job_state_retention_ms: {}\n", retentionMs);
   std::cerr << "starting a cluster of 1 site x " << workers << " workers x " << containers << " containers\n";
   auto started = harness::MiniCluster::start(options);
   if (!started) {
