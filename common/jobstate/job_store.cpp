@@ -349,13 +349,15 @@ awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
     unfolded.push_back(Attempt{*id, node->data, name});
   }
   std::vector<Attempt> out;
+  // Compacted (the summary is written before anything is removed): it has every execution.
+  auto compactedStat = co_await zk_.exists(summaryPath(jobId));
+  if (!compactedStat) co_return compactedStat.error();
   auto stages = co_await zk_.children(stagesPath(jobId));
-  if (!stages) {
-    if (stages.error().code != ErrorCode::kNotFound) co_return stages.error();
-    // Compacted: the summary has every execution.
+  if (!stages && stages.error().code != ErrorCode::kNotFound) co_return stages.error();
+  if (!stages || *compactedStat) {
     auto compacted = co_await summary(jobId);
     if (!compacted) co_return compacted.error();
-    if (!*compacted) co_return stages.error();
+    if (!*compacted) co_return makeError(ErrorCode::kNotFound, "job " + jobId + " has no stages");
     for (uint32_t s = 0; s < (*compacted)->stages.size(); ++s) {
       for (auto& [t, worker] : (*compacted)->stages[s].executions) out.push_back(Attempt{{s, t}, std::move(worker), {}});
     }
