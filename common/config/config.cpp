@@ -280,6 +280,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.datasets = readDatasets(m);
     c.data_dir = readNonEmpty(m, "data_dir", "a directory");
     c.schedule_period_ms = m.optional<uint32_t>("schedule_period_ms", c.schedule_period_ms, kPositive);
+    c.job_state_retention_ms = m.optional<uint32_t>("job_state_retention_ms", c.job_state_retention_ms);
     c.worker_timeout_ms = m.optional<uint32_t>("worker_timeout_ms", c.worker_timeout_ms, kPositive);
     c.max_jm_crashes = m.optional<uint32_t>("max_jm_crashes", c.max_jm_crashes, kPositive);
     c.put_idle_timeout_ms = m.optional<uint32_t>("put_idle_timeout_ms", c.put_idle_timeout_ms, kPositive);
@@ -309,6 +310,12 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.data_dir = readNonEmpty(m, "data_dir", "a directory");
     c.bin_dir = m.optional<std::string>("bin_dir", "");
     c.heartbeat_ms = m.optional<uint32_t>("heartbeat_ms", c.heartbeat_ms, kPositive);
+    // A batch's transaction deletes an audit node per execution: bounded under ZooKeeper's
+    // 1 MiB request (jobstate::kMaxBatchTasks).
+    c.output_batch_max_tasks =
+        m.optional<uint32_t>("output_batch_max_tasks", c.output_batch_max_tasks, between<uint32_t>(1, 1000));
+    c.output_batch_linger_ms =
+        m.optional<uint32_t>("output_batch_linger_ms", c.output_batch_linger_ms, between<uint32_t>(0, 60000));
     c.wan = readWan(m, c.site);
     c.limits = readLimits(m);
     if (m.ok() && c.containers > c.limits.max_containers_per_worker) {

@@ -110,6 +110,9 @@ struct MasterConfig {
   std::vector<DatasetConfig> datasets;
   std::string data_dir;                // where `tellus put` partitions are kept (required)
   uint32_t schedule_period_ms = 1000;  // L: fair-share period
+  // A job submitted here is compacted (its ZooKeeper state folded into a summary) this long
+  // after it ended.
+  uint32_t job_state_retention_ms = 600000;
   uint32_t worker_timeout_ms = 3000;   // missed heartbeats before a worker is considered dead
   uint32_t max_jm_crashes = 5;         // a job whose JM here exits non-zero more often fails
   uint32_t put_idle_timeout_ms = 60000;  // an unfinished put with no chunk this long is dropped
@@ -137,6 +140,12 @@ struct WorkerConfig {
   std::string data_dir;                // partition store and container dirs (required)
   std::string bin_dir;                 // where tellus-jm / tellus-executor live ("" = next to self)
   uint32_t heartbeat_ms = 500;
+  // Finished tasks' outputs are recorded in ZooKeeper in batches (one node per job, stage and
+  // write): a stage's outputs are written at most once per output_batch_linger_ms (at once
+  // after a quiet period), and at once when a batch holds output_batch_max_tasks executions
+  // or nothing else of its stage runs here (worker/output_batcher.h).
+  uint32_t output_batch_max_tasks = 200;  // 1 to jobstate::kMaxBatchTasks
+  uint32_t output_batch_linger_ms = 1000;
   std::vector<WanLink> wan;            // outgoing links to other sites
   LimitsConfig limits;
   RpcLimitsConfig rpc;                 // also given to the JMs this worker starts

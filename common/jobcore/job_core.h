@@ -168,7 +168,7 @@ class JobCore {
   void onTaskMapUnreadable(uint32_t stage, const std::string& reason);
   // Every recorded output of the stage. A part an earlier listing showed and this one does not
   // was removed (lineage): it is forgotten. One recorded by our own task since is kept.
-  // `finishKeys`: each part's finish key (JobStore::recordedOutput), checked by the primary
+  // `finishKeys`: each part's finish key (JobStore::outputNode), checked by the primary
   // against the stage's finish records when verifyOutputs is on.
   void onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts,
                const std::map<uint32_t, std::string>& finishKeys = {});

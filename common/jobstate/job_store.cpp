@@ -1,10 +1,7 @@
 #include "jobstate/job_store.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 
 #include "coord/election.h"
 #include "jobstate/job_view.h"
@@ -43,19 +40,6 @@ std::optional<uint64_t> parseEpoch(std::string_view text) {
   return epoch;
 }
 
-std::set<uint32_t> JobStore::outputTaskIds(const std::vector<std::string>& names, const std::string& where) {
-  std::set<uint32_t> tasks;
-  for (const auto& name : names) {
-    auto task = parsePartName(name);
-    if (!task) {
-      spdlog::warn("ignoring a malformed output node {}/{}", where, name);
-      continue;
-    }
-    tasks.insert(*task);
-  }
-  return tasks;
-}
-
 std::vector<TaskId> JobStore::taskIds(const std::vector<std::string>& names, const std::string& where) {
   std::vector<TaskId> tasks;
   for (const auto& name : names) {
@@ -67,14 +51,6 @@ std::vector<TaskId> JobStore::taskIds(const std::vector<std::string>& names, con
     tasks.push_back(*id);
   }
   return tasks;
-}
-
-std::string JobStore::finishRecordName(const std::string& attemptId, const std::string& recordBytes) {
-  const auto crc = static_cast<uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(recordBytes.data()),
-                                                 static_cast<uInt>(recordBytes.size())));
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", crc);
-  return attemptId + "-" + hex;
 }
 
 std::string JobStore::electionPath(const std::string& jobId) { return jobstate::electionPath(jobId); }
@@ -142,7 +118,6 @@ awaitable<Result<std::string>> JobStore::createJob(pb::JobSpec spec, pb::JobStat
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec.stages_size()); ++s) {
     ops.push_back(coord::ZkOp::create(stagePath(jobId, s), ""));
     ops.push_back(coord::ZkOp::create(partsPath(jobId, s), ""));
-    ops.push_back(coord::ZkOp::create(finishedPath(jobId, s), ""));
   }
   for (const auto& [s, stageInputs] : inputs) {
     ops.push_back(coord::ZkOp::create(inputsPath(jobId, s), stageInputs.SerializeAsString()));
@@ -212,36 +187,119 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::taskMap(std::string jobId, u
   co_return map;
 }
 
-awaitable<Result<std::set<uint32_t>>> JobStore::outputTasks(std::string jobId, uint32_t stage) {
+namespace {
+
+bool isBatchName(std::string_view name) { return name.rfind(kBatchPrefix, 0) == 0; }
+
+void addExecution(std::vector<Attempt>& out, uint32_t stage, const BatchItem& item) {
+  out.push_back(Attempt{{stage, item.task}, item.location.worker_id(), item.location.attempt_id()});
+}
+
+}  // namespace
+
+awaitable<Result<StageOutputs>> JobStore::outputNode(std::string jobId, uint32_t stage, std::string name) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  const std::string path = partsPath(jobId, stage) + "/" + name;
+  auto node = co_await zk_.get(path);
+  if (!node) co_return node.error();
+  StageOutputs out;
+  if (!isBatchName(name)) {
+    auto task = parsePartName(name);
+    if (!task) co_return makeError(ErrorCode::kInternal, path + " is not a record node");
+    auto location = decodeNode<pb::PartitionLocation>(node->data, path);
+    if (!location) co_return location.error();
+    out.outputs[*task] = RecordedOutput{std::move(location).value(), "unconfirmed " + name};
+    co_return out;
+  }
+  auto items = decodeBatch(stage, node->data, path);
+  if (!items) co_return items.error();
+  for (auto& item : *items) {
+    addExecution(out.executions, stage, item);
+    if (!item.auditOnly) out.outputs[item.task] = RecordedOutput{std::move(item.location), batchKey(name)};
+  }
+  co_return out;
+}
+
+awaitable<Result<std::optional<JobFinal>>> JobStore::summary(std::string jobId) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  auto node = co_await zk_.get(summaryPath(jobId));
+  if (!node) {
+    if (node.error().code == ErrorCode::kNotFound) co_return std::optional<JobFinal>();
+    co_return node.error();
+  }
+  auto job = decodeSummary(node->data, summaryPath(jobId));
+  if (!job) co_return job.error();
+  co_return std::optional<JobFinal>(std::move(job).value());
+}
+
+awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t stage) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   auto names = co_await zk_.children(partsPath(jobId, stage));
-  if (!names) co_return names.error();
-  co_return outputTaskIds(*names, partsPath(jobId, stage));
+  if (!names && names.error().code != ErrorCode::kNotFound) co_return names.error();
+  StageOutputs out;
+  if (!names) {
+    // Compacted (or never created): the summary has what the stage recorded.
+    auto compacted = co_await summary(jobId);
+    if (!compacted) co_return compacted.error();
+    if (!*compacted) co_return names.error();
+    if (stage < (*compacted)->stages.size()) {
+      auto& st = (*compacted)->stages[stage];
+      for (auto& [t, loc] : st.outputs) out.outputs[t] = RecordedOutput{std::move(loc), "summary"};
+      for (auto& [t, worker] : st.executions) out.executions.push_back(Attempt{{stage, t}, std::move(worker), {}});
+    }
+    co_return out;
+  }
+  // Batches first, so that a forged per-task node never hides a real record.
+  std::sort(names->begin(), names->end(), [](const std::string& a, const std::string& b) {
+    return isBatchName(a) != isBatchName(b) ? isBatchName(a) : a < b;
+  });
+  for (const auto& name : *names) {
+    auto node = co_await outputNode(jobId, stage, name);
+    if (!node) {
+      if (node.error().code == ErrorCode::kNotFound) continue;  // replaced meanwhile
+      if (!isBatchName(name)) {
+        spdlog::warn("ignoring {}", node.message());
+        continue;
+      }
+      co_return node.error();
+    }
+    for (auto& [t, record] : node->outputs) {
+      const bool batch = record.finishKey.rfind("batch ", 0) == 0;
+      auto [it, added] = out.outputs.try_emplace(t, std::move(record));
+      if (!added && batch) out.recordedTwice.insert(t);
+    }
+    for (auto& e : node->executions) out.executions.push_back(std::move(e));
+  }
+  co_return out;
+}
+
+awaitable<Result<std::set<uint32_t>>> JobStore::outputTasks(std::string jobId, uint32_t stage) {
+  auto all = co_await outputs(std::move(jobId), stage);
+  if (!all) co_return all.error();
+  std::set<uint32_t> tasks;
+  for (const auto& [t, record] : all->outputs) tasks.insert(t);
+  co_return tasks;
 }
 
 awaitable<Result<pb::PartitionLocation>> JobStore::output(std::string jobId, uint32_t stage, uint32_t task) {
-  if (auto st = checkJobId(jobId); !st) co_return st.error();
-  auto location = co_await read<pb::PartitionLocation>(partPath(jobId, stage, task));
-  if (!location) co_return location.error();
-  co_return std::move(location->value);
-}
-
-awaitable<Result<RecordedOutput>> JobStore::recordedOutput(std::string jobId, uint32_t stage, uint32_t task) {
-  if (auto st = checkJobId(jobId); !st) co_return st.error();
-  const std::string path = partPath(jobId, stage, task);
-  auto node = co_await zk_.get(path);
-  if (!node) co_return node.error();
-  auto location = decodeNode<pb::PartitionLocation>(node->data, path);
-  if (!location) co_return location.error();
-  std::string key = finishRecordName(location->attempt_id(), node->data);
-  co_return RecordedOutput{std::move(location).value(), std::move(key)};
+  auto all = co_await outputs(jobId, stage);
+  if (!all) co_return all.error();
+  auto it = all->outputs.find(task);
+  if (it == all->outputs.end()) {
+    co_return makeError(ErrorCode::kNotFound, fmt::format("job {}: task {}/{} has no recorded output", jobId, stage, task));
+  }
+  co_return std::move(it->second.location);
 }
 
 awaitable<Result<std::set<std::string>>> JobStore::finishRecords(std::string jobId, uint32_t stage) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
-  auto names = co_await zk_.children(finishedPath(jobId, stage));
+  auto names = co_await zk_.children(partsPath(jobId, stage));
   if (!names) co_return names.error();
-  co_return std::set<std::string>(names->begin(), names->end());
+  std::set<std::string> keys;
+  for (const auto& name : *names) {
+    if (isBatchName(name)) keys.insert(batchKey(name));
+  }
+  co_return keys;
 }
 
 awaitable<Result<std::vector<TaskId>>> JobStore::runningTasks(std::string jobId) {
@@ -262,43 +320,85 @@ awaitable<Result<pb::RunningTask>> JobStore::runningMarker(std::string jobId, Ta
 }
 
 awaitable<Result<std::map<TaskId, uint32_t>>> JobStore::attemptCounts(std::string jobId) {
-  if (auto st = checkJobId(jobId); !st) co_return st.error();
-  auto names = co_await zk_.children(attemptsPath(jobId));
-  if (!names) co_return names.error();
+  auto all = co_await attempts(std::move(jobId));
+  if (!all) co_return all.error();
   std::map<TaskId, uint32_t> counts;
-  for (const auto& id : taskIds(*names, attemptsPath(jobId))) ++counts[id];
+  for (const auto& a : *all) ++counts[a.task];
   co_return counts;
 }
 
 awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
+  // Executions not folded yet (running, failed, lost with their worker), read before the
+  // batches: one folded in between is then in both, and counted once (by its id).
+  std::vector<Attempt> unfolded;
   const std::string dir = attemptsPath(jobId);
   auto names = co_await zk_.children(dir);
-  if (!names) co_return names.error();
-  std::vector<Attempt> out;
-  for (const auto& name : *names) {
+  if (!names && names.error().code != ErrorCode::kNotFound) co_return names.error();
+  for (const auto& name : names ? *names : std::vector<std::string>{}) {
     auto id = parseTaskName(name);
     if (!id) {
       spdlog::warn("ignoring a malformed node {}/{}", dir, name);
       continue;
     }
     auto node = co_await zk_.get(dir + "/" + name);
-    if (!node) co_return node.error().prepend("reading " + dir + "/" + name);
+    if (!node) {
+      if (node.error().code == ErrorCode::kNotFound) continue;  // folded meanwhile: in a batch below
+      co_return node.error().prepend("reading " + dir + "/" + name);
+    }
     if (node->data.size() > kMaxNodeBytes) co_return makeError(ErrorCode::kInternal, dir + "/" + name + " is too large");
-    out.push_back(Attempt{*id, node->data});
+    unfolded.push_back(Attempt{*id, node->data, name});
+  }
+  std::vector<Attempt> out;
+  // Compacted (the summary is written before anything is removed): it has every execution.
+  auto compactedStat = co_await zk_.exists(summaryPath(jobId));
+  if (!compactedStat) co_return compactedStat.error();
+  auto stages = co_await zk_.children(stagesPath(jobId));
+  if (!stages && stages.error().code != ErrorCode::kNotFound) co_return stages.error();
+  if (!stages || *compactedStat) {
+    auto compacted = co_await summary(jobId);
+    if (!compacted) co_return compacted.error();
+    if (!*compacted) co_return makeError(ErrorCode::kNotFound, "job " + jobId + " has no stages");
+    for (uint32_t s = 0; s < (*compacted)->stages.size(); ++s) {
+      for (auto& [t, worker] : (*compacted)->stages[s].executions) out.push_back(Attempt{{s, t}, std::move(worker), {}});
+    }
+    co_return out;
+  }
+  std::set<std::string> folded;
+  for (const auto& name : *stages) {
+    auto s = parsePartName(name);
+    if (!s) continue;
+    auto recorded = co_await outputs(jobId, *s);
+    if (!recorded) co_return recorded.error();
+    for (auto& e : recorded->executions) {
+      folded.insert(e.id);
+      out.push_back(std::move(e));
+    }
+  }
+  for (auto& a : unfolded) {
+    if (!folded.count(a.id)) out.push_back(std::move(a));
   }
   co_return out;
 }
 
 awaitable<Result<std::vector<std::string>>> JobStore::taskAttempts(std::string jobId, TaskId task) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
-  const std::string dir = attemptsPath(jobId);
-  auto names = co_await zk_.children(dir);
-  if (!names) co_return names.error();
-  const std::string prefix = runningTaskName(task.first, task.second) + "-";
+  // The audit is in attempt nodes until recorded, then folded into the stage's batches:
+  // attempts() reads both.
+  auto all = co_await attempts(jobId);
+  if (!all) co_return all.error();
   std::vector<std::string> out;
-  for (const auto& name : *names) {
-    if (name.rfind(prefix, 0) == 0 && parseTaskName(name) == task) out.push_back(name);
+  bool unnamed = false;
+  for (auto& a : *all) {
+    if (a.task != task) continue;
+    if (a.id.empty()) unnamed = true;
+    else out.push_back(std::move(a.id));
+  }
+  if (unnamed && out.empty()) {
+    co_return makeError(ErrorCode::kNotFound,
+                        fmt::format("job {} was compacted (job_state_retention_ms): its executions are counted but "
+                                    "no longer named",
+                                    jobId));
   }
   // Sequence numbers in decimal: shorter is smaller, then digit by digit.
   std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
@@ -312,11 +412,16 @@ awaitable<Result<std::string>> JobStore::attemptWorker(std::string jobId, std::s
   if (!parseTaskName(attemptId) || std::count(attemptId.begin(), attemptId.end(), '-') != 2) {
     co_return makeError(ErrorCode::kInvalidArgument, "bad attempt id '" + attemptId.substr(0, 64) + "'");
   }
-  const std::string path = attemptsPath(jobId) + "/" + attemptId;
-  auto node = co_await zk_.get(path);
-  if (!node) co_return node.error().prepend("reading " + path);
-  if (!isName(node->data)) co_return makeError(ErrorCode::kInvalidArgument, path + " does not name a worker");
-  co_return node->data;
+  auto all = co_await attempts(jobId);
+  if (!all) co_return all.error();
+  for (auto& a : *all) {
+    if (a.id != attemptId) continue;
+    if (!isName(a.workerId)) {
+      co_return makeError(ErrorCode::kInvalidArgument, "execution " + attemptId + " does not name a worker");
+    }
+    co_return std::move(a.workerId);
+  }
+  co_return makeError(ErrorCode::kNotFound, "job " + jobId + " has no execution " + attemptId);
 }
 
 awaitable<Result<std::vector<std::string>>> JobStore::jmSites(std::string jobId) {
@@ -426,7 +531,57 @@ awaitable<Status> JobStore::createTaskMapFenced(std::string jobId, uint32_t stag
 }
 
 awaitable<Status> JobStore::removeOutputFenced(std::string jobId, TaskId task, int32_t epochVersion) {
-  std::vector<coord::ZkOp> ops{coord::ZkOp::remove(partPath(jobId, task.first, task.second))};
+  if (auto st = checkJobId(jobId); !st) co_return st;
+  const auto [s, t] = task;
+  const std::string dirPath = partsPath(jobId, s);
+  constexpr int kTries = 5;  // each lost try means another record of the stage landed meanwhile
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    auto dir = co_await zk_.get(dirPath);
+    if (!dir) co_return dir.status();
+    auto names = co_await zk_.children(dirPath);
+    if (!names) co_return names.status();
+    std::vector<coord::ZkOp> ops{coord::ZkOp::set(dirPath, "", dir->stat.version)};
+    for (const auto& name : *names) {
+      const std::string path = dirPath + "/" + name;
+      if (!isBatchName(name)) {
+        if (parsePartName(name) == t) ops.push_back(coord::ZkOp::remove(path));
+        continue;
+      }
+      auto node = co_await zk_.get(path);
+      if (!node) {
+        if (node.error().code == ErrorCode::kNotFound) continue;  // replaced: the CAS below fails, and we retry
+        co_return node.status();
+      }
+      auto items = decodeBatch(s, node->data, path);
+      if (!items) continue;  // not a batch: removeOutputNodeFenced's business
+      bool recorded = false;
+      for (auto& item : *items) {
+        if (item.task != t || item.auditOnly) continue;
+        item.auditOnly = true;  // the execution stays in the audit
+        recorded = true;
+      }
+      if (!recorded) continue;
+      auto data = encodeBatch(s, *items);
+      if (!data) co_return data.error().prepend("rewriting " + path);
+      ops.push_back(coord::ZkOp::remove(path, node->stat.version));
+      ops.push_back(coord::ZkOp::create(batchPrefixPath(jobId, s), std::move(data).value(), coord::CreateMode::kPersistentSequential));
+    }
+    if (ops.size() == 1) co_return makeError(ErrorCode::kNotFound, fmt::format("task {}/{} has no recorded output", s, t));
+    Status st = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+    if (st || st.code() != ErrorCode::kConflict) co_return st;
+    // Fenced (the epoch moved: final), or the stage's records changed under us: again.
+    auto epoch = co_await zk_.exists(epochPath(jobId));
+    if (!epoch || !*epoch || (*epoch)->version != epochVersion) co_return st;
+  }
+  co_return makeError(ErrorCode::kConflict, fmt::format("task {}/{}: the stage's records kept changing", s, t));
+}
+
+awaitable<Status> JobStore::removeOutputNodeFenced(std::string jobId, uint32_t stage, std::string name, int32_t epochVersion) {
+  if (auto st = checkJobId(jobId); !st) co_return st;
+  if (name.empty() || name.find('/') != std::string::npos) co_return makeError(ErrorCode::kInvalidArgument, "bad node name");
+  // The record version moves too: a batch being written on what this node claimed retries.
+  std::vector<coord::ZkOp> ops{coord::ZkOp::set(partsPath(jobId, stage), "", -1),
+                               coord::ZkOp::remove(partsPath(jobId, stage) + "/" + name)};
   Status st = co_await fencedMulti(jobId, epochVersion, std::move(ops));
   co_return st;
 }
@@ -461,27 +616,151 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId
 
 // ---- a worker's writes ------------------------------------------------------------------------
 
-awaitable<Status> JobStore::recordOutput(std::string jobId, TaskId task, pb::PartitionLocation location) {
-  if (auto st = checkJobId(jobId); !st) co_return st;
-  if (!parseTaskName(location.attempt_id())) {
-    co_return makeError(ErrorCode::kInvalidArgument, "output record without a valid attempt id '" +
-                                                         location.attempt_id().substr(0, 64) + "'");
+awaitable<Status> JobStore::refreshRecords(const std::string& jobId, uint32_t stage, StageRecords& known) {
+  auto names = co_await zk_.children(partsPath(jobId, stage));
+  if (!names) co_return names.status();
+  const std::set<std::string> listed(names->begin(), names->end());
+  std::erase_if(known.nodes, [&](const auto& kv) { return !listed.count(kv.first); });
+  for (const auto& name : listed) {
+    if (!isBatchName(name) || known.nodes.count(name)) continue;  // per-task nodes are no records
+    auto node = co_await outputNode(jobId, stage, name);
+    if (!node) {
+      if (node.error().code == ErrorCode::kNotFound) continue;  // replaced meanwhile: the CAS tells
+      if (node.error().code == ErrorCode::kUnavailable) co_return node.status();
+      // Not a batch (forged or corrupt): no record of ours; the primary removes it.
+      spdlog::warn("{}", node.message());
+      known.nodes[name];
+      continue;
+    }
+    known.nodes[name] = std::move(node).value();
   }
-  const std::string path = partPath(jobId, task.first, task.second);
-  const std::string data = location.SerializeAsString();
-  const std::string finish = finishedPath(jobId, task.first) + "/" + finishRecordName(location.attempt_id(), data);
-  for (int attempt = 0;; ++attempt) {
-    // The record, its finish record and a check that its execution was audited, together
-    // (an audit node is written once: version 0).
-    std::vector<coord::ZkOp> ops{coord::ZkOp::check(attemptsPath(jobId) + "/" + location.attempt_id(), 0),
-                                 coord::ZkOp::create(path, data, coord::CreateMode::kPersistent),
-                                 coord::ZkOp::create(finish, "", coord::CreateMode::kPersistent)};
-    auto created = co_await zk_.multi(std::move(ops));
-    // "Already exists": an earlier try whose reply was lost, or another copy of the task.
-    if (created || created.error().code == ErrorCode::kAlreadyExists) co_return Status::ok();
-    if (created.error().code != ErrorCode::kUnavailable || attempt >= retry_.retries) co_return created.status();
-    co_await awaitReconnect();
+  co_return Status::ok();
+}
+
+awaitable<Result<std::set<uint32_t>>> JobStore::recordBatch(std::string jobId, uint32_t stage, std::vector<BatchItem> items,
+                                                            int64_t markerSession, StageRecords* known) {
+  StageRecords local;
+  StageRecords& records = known != nullptr ? *known : local;
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  if (items.empty()) co_return std::set<uint32_t>();
+  if (items.size() > kMaxBatchTasks) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("a batch of {} executions; at most {}", items.size(), kMaxBatchTasks));
   }
+  std::set<std::string> mine;
+  for (const auto& item : items) {
+    if (!attemptSeqOf(item.location.attempt_id(), stage, item.task)) {
+      co_return makeError(ErrorCode::kInvalidArgument, fmt::format("task {}/{}: '{}' is not one of its executions", stage,
+                                                                   item.task, item.location.attempt_id().substr(0, 64)));
+    }
+    mine.insert(item.location.attempt_id());
+  }
+  const std::string dirPath = partsPath(jobId, stage);
+  // After a node we meant to delete was missing: check each one (a marker another session
+  // owns now is not ours to delete; an audit node someone removed cannot be).
+  bool careful = false;
+  Error last{ErrorCode::kConflict, "the stage's records kept changing"};
+  int unavailable = 0;
+  constexpr int kMaxConflicts = 20;  // each means another batch of the stage landed meanwhile
+  for (int conflicts = 0; conflicts < kMaxConflicts;) {
+    if (last.code == ErrorCode::kUnavailable) {
+      if (unavailable++ >= retry_.retries) co_return last;
+      co_await awaitReconnect();
+    }
+    auto dir = co_await zk_.get(dirPath);
+    if (!dir) {
+      last = dir.error();
+      if (last.code == ErrorCode::kUnavailable) continue;
+      co_return last;
+    }
+    Status refreshed = co_await refreshRecords(jobId, stage, records);
+    if (!refreshed) {
+      last = refreshed.error();
+      if (last.code == ErrorCode::kUnavailable) continue;
+      co_return last;
+    }
+    std::set<std::string> folded;
+    std::set<uint32_t> taken;  // tasks some batch records
+    for (const auto& [name, node] : records.nodes) {
+      for (const auto& e : node.executions) folded.insert(e.id);
+      for (const auto& [t, r] : node.outputs) taken.insert(t);
+    }
+    if (std::any_of(mine.begin(), mine.end(), [&](const std::string& id) { return folded.count(id) > 0; })) {
+      // A try whose reply was lost landed (all of the batch, or nothing: one transaction).
+      std::set<uint32_t> ours;
+      for (const auto& [name, node] : records.nodes) {
+        for (const auto& [t, r] : node.outputs) {
+          if (mine.count(r.location.attempt_id())) ours.insert(t);
+        }
+      }
+      co_return ours;
+    }
+    // Careful: an execution whose audit node is gone cannot be folded (its record would name
+    // an execution the audit does not have): it is left out, and its task runs again.
+    std::set<uint32_t> markerTasks;
+    for (const auto& item : items) markerTasks.insert(item.task);
+    std::vector<BatchItem> batch;
+    bool unchecked = false;
+    for (const auto& item : items) {
+      if (careful) {
+        auto stat = co_await zk_.exists(attemptsPath(jobId) + "/" + item.location.attempt_id());
+        if (!stat) {
+          last = stat.error();
+          unchecked = true;
+          break;
+        }
+        if (!*stat) {
+          spdlog::warn("job {}: execution {} is not in the audit; its output is not recorded", jobId,
+                       item.location.attempt_id());
+          continue;
+        }
+      }
+      batch.push_back(item);
+    }
+    if (unchecked) {
+      if (last.code == ErrorCode::kUnavailable) continue;
+      co_return last;
+    }
+    std::set<uint32_t> recordedHere;
+    for (auto& item : batch) {
+      item.auditOnly = taken.count(item.task) > 0 || recordedHere.count(item.task) > 0;
+      if (!item.auditOnly) recordedHere.insert(item.task);
+    }
+    std::vector<coord::ZkOp> ops{coord::ZkOp::set(dirPath, "", dir->stat.version)};
+    if (!batch.empty()) {
+      auto data = encodeBatch(stage, batch);
+      if (!data) co_return data.error();
+      ops.push_back(coord::ZkOp::create(batchPrefixPath(jobId, stage), std::move(data).value(),
+                                        coord::CreateMode::kPersistentSequential));
+    }
+    for (const auto& item : batch) ops.push_back(coord::ZkOp::remove(attemptsPath(jobId) + "/" + item.location.attempt_id()));
+    if (markerSession != 0) {
+      for (uint32_t task : markerTasks) {
+        const std::string path = runningTaskPath(jobId, stage, task);
+        if (careful || zk_.sessionId() != markerSession) {
+          // Only a marker this session owns: after an expiry another worker may run the task.
+          auto stat = co_await zk_.exists(path);
+          if (!stat || !*stat || (*stat)->ephemeralOwner != zk_.sessionId()) continue;
+          ops.push_back(coord::ZkOp::remove(path, (*stat)->version));
+        } else {
+          ops.push_back(coord::ZkOp::remove(path));
+        }
+      }
+    }
+    auto done = co_await zk_.multi(std::move(ops));
+    if (done) co_return recordedHere;
+    last = done.error();
+    if (last.code == ErrorCode::kConflict) {
+      ++conflicts;  // another batch of the stage landed: re-read
+      continue;
+    }
+    if (last.code == ErrorCode::kNotFound && !careful) {
+      careful = true;
+      continue;
+    }
+    if (last.code == ErrorCode::kUnavailable) continue;
+    co_return last;
+  }
+  co_return last;
 }
 
 awaitable<Result<std::string>> JobStore::startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
@@ -624,12 +903,12 @@ Result<coord::Subscription> JobStore::watchEpoch(const std::string& jobId,
   });
 }
 
-Result<coord::Subscription> JobStore::watchOutputTasks(const std::string& jobId, uint32_t stage,
-                                                       std::function<void(const std::set<uint32_t>&)> callback) {
+Result<coord::Subscription> JobStore::watchOutputNodes(const std::string& jobId, uint32_t stage,
+                                                       std::function<void(const std::set<std::string>&)> callback) {
   if (auto st = checkJobId(jobId); !st) return st.error();
-  return zk_.watchChildren(partsPath(jobId, stage),
-                           [where = partsPath(jobId, stage), callback = std::move(callback)](
-                               const std::vector<std::string>& names) { callback(outputTaskIds(names, where)); });
+  return zk_.watchChildren(partsPath(jobId, stage), [callback = std::move(callback)](const std::vector<std::string>& names) {
+    callback(std::set<std::string>(names.begin(), names.end()));
+  });
 }
 
 Result<coord::Subscription> JobStore::watchRunningTasks(const std::string& jobId,
@@ -658,6 +937,84 @@ Result<coord::Subscription> JobStore::watchJmRegistration(
     }
     callback(node->stat);
   });
+}
+
+// ---- compaction ---------------------------------------------------------------------------------
+
+awaitable<Status> JobStore::compactJob(std::string jobId) {
+  if (auto st = checkJobId(jobId); !st) co_return st;
+  auto status = co_await this->status(jobId);
+  if (!status) co_return status.error();
+  if (!isTerminal(status->value.state())) co_return makeError(ErrorCode::kInvalidArgument, "job " + jobId + " is still running");
+  auto existing = co_await zk_.exists(summaryPath(jobId));
+  if (!existing) co_return existing.error();
+  if (!*existing) {
+    auto spec = co_await this->spec(jobId);
+    if (!spec) co_return spec.error().prepend("compacting " + jobId);
+    JobFinal job;
+    job.stages.resize(static_cast<size_t>(spec->stages_size()));
+    for (uint32_t s = 0; s < job.stages.size(); ++s) {
+      auto map = co_await taskMap(jobId, s);
+      if (map) {
+        job.stages[s].taskmap = std::move(map->value);
+      } else if (map.error().code != ErrorCode::kNotFound) {
+        // A taskMap that does not decode (the reason the job failed, perhaps): no tasks kept.
+        spdlog::warn("compacting {}: {}", jobId, map.message());
+      }
+      if (!job.stages[s].taskmap) continue;
+      auto recorded = co_await outputs(jobId, s);
+      if (!recorded) co_return recorded.error().prepend("compacting " + jobId);
+      const auto tasks = static_cast<uint32_t>(job.stages[s].taskmap->owner_site_size());
+      for (auto& [t, r] : recorded->outputs) {
+        // Only confirmed records (a forged per-task node is not one), of tasks of the stage.
+        if (t < tasks && r.finishKey.rfind("batch ", 0) == 0) job.stages[s].outputs[t] = std::move(r.location);
+      }
+    }
+    auto executions = co_await attempts(jobId);
+    if (!executions) co_return executions.error().prepend("compacting " + jobId);
+    for (auto& a : *executions) {
+      if (a.task.first < job.stages.size()) job.stages[a.task.first].executions.emplace_back(a.task.second, std::move(a.workerId));
+    }
+    auto data = encodeSummary(job);
+    if (!data) co_return data.error().prepend("compacting " + jobId);
+    // Only while the status is the one read: the summary is of a job that is over.
+    std::vector<coord::ZkOp> ops{coord::ZkOp::check(statusPath(jobId), status->stat.version),
+                                 coord::ZkOp::create(summaryPath(jobId), std::move(data).value())};
+    auto written = co_await zk_.multi(std::move(ops));
+    if (!written && written.error().code != ErrorCode::kAlreadyExists) co_return written.error().prepend("compacting " + jobId);
+  }
+  // The rest goes but the dataset stages' inputs (what a result's residency check reads);
+  // readers take the summary once a stage's `parts` is gone, so the order is free and a
+  // compaction cut short is finished by the next one.
+  std::vector<std::string> rest{attemptsPath(jobId), runningPath(jobId), jmsPath(jobId), jobstate::electionPath(jobId),
+                                epochPath(jobId)};
+  auto stages = co_await zk_.children(stagesPath(jobId));
+  if (!stages && stages.error().code != ErrorCode::kNotFound) co_return stages.error().prepend("compacting " + jobId);
+  bool keepStages = false;
+  for (const auto& stage : stages ? *stages : std::vector<std::string>{}) {
+    const std::string path = stagesPath(jobId) + "/" + stage;
+    auto children = co_await zk_.children(path);
+    if (!children) continue;
+    bool inputs = false;
+    for (const auto& child : *children) {
+      if (child == "inputs") {
+        inputs = true;
+      } else {
+        rest.push_back(path + "/" + child);
+      }
+    }
+    if (inputs) {
+      keepStages = true;
+    } else {
+      rest.push_back(path);
+    }
+  }
+  if (!keepStages) rest.push_back(stagesPath(jobId));
+  for (const auto& path : rest) {
+    Status removed = co_await zk_.removeRecursive(path);
+    if (!removed && removed.code() != ErrorCode::kNotFound) co_return removed.prepend("compacting " + jobId);
+  }
+  co_return Status::ok();
 }
 
 }  // namespace tellus::jobstate

@@ -9,7 +9,7 @@
 // ZooKeeper node may be) is kInternal naming its path; a child name that is not one of ours
 // (put there by someone else) is skipped with a warning. Reads and watches do not retry (the
 // callers' loops and watches do); the writes a worker makes without a loop above it
-// (recordOutput, startAttempt, removeRunningMarker) ride out a connection loss themselves.
+// (recordBatch, startAttempt, removeRunningMarker) ride out a connection loss themselves.
 //
 // Threading: as the coordinator's (one executor); the store holds no state of its own beyond
 // the coordinator reference and its retry policy.
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "coord/coordinator.h"
+#include "jobstate/batch_codec.h"
 #include "tellus.pb.h"
 #include "util/result.h"
 
@@ -50,13 +51,32 @@ struct LoadedJob {
 struct Attempt {
   TaskId task;
   std::string workerId;
+  std::string id;  // its audit node's name "<s>-<t>-<seq>" (empty once the job is compacted)
 };
 
-// An output record as read, with the key its execution's finish record must carry
-// (JobStore::finishRecordName of its attempt id and the CRC-32 of the record's bytes).
+// An output record as read, with the key that confirms it (JobStore::finishRecords): the
+// name of the batch that holds it. A record in any other node (the per-task nodes of the
+// layout before batches, or a forged one) has a key no confirmation names.
 struct RecordedOutput {
   pb::PartitionLocation location;
   std::string finishKey;
+};
+
+// What one record node (or all of a stage's) holds: the outputs it records, and every
+// execution folded into it (the audit: its attempt node was deleted when it was recorded).
+struct StageOutputs {
+  std::map<uint32_t, RecordedOutput> outputs;
+  std::vector<Attempt> executions;
+  // Tasks with an output in more than one batch node (none: recordBatch's compare-and-set
+  // records a task once; counted so that tests can tell).
+  std::set<uint32_t> recordedTwice;
+};
+
+// What a writer of a stage's batches knows of its record nodes (JobStore::recordBatch): the
+// nodes read so far, by name. Owned by the caller and kept between writes, so that each write
+// reads only the nodes that are new since the last one.
+struct StageRecords {
+  std::map<std::string, StageOutputs> nodes;
 };
 
 // How the self-retrying writes ride out a connection loss: up to `retries` more tries, each
@@ -108,20 +128,31 @@ class JobStore {
   // The spec and the inputs of every dataset stage.
   Awaitable<Result<LoadedJob>> load(std::string jobId);
   Awaitable<Result<Versioned<pb::TaskMap>>> taskMap(std::string jobId, uint32_t stage);
-  // Tasks of the stage with a recorded output.
+  // Every recorded output of the stage and the executions folded with them: one read per
+  // record node (tens per stage), or of the summary once the job is compacted. A node that
+  // does not decode is an error naming it.
+  Awaitable<Result<StageOutputs>> outputs(std::string jobId, uint32_t stage);
+  // One record node of the stage (a name watchOutputNodes reported). A batch's outputs carry
+  // batchKey(name) as their finish key; a node under a per-task name ("<t>": nothing writes
+  // those any more; forged) decodes as one PartitionLocation that no confirmation names.
+  Awaitable<Result<StageOutputs>> outputNode(std::string jobId, uint32_t stage, std::string name);
+  // Tasks of the stage with a recorded output (outputs()).
   Awaitable<Result<std::set<uint32_t>>> outputTasks(std::string jobId, uint32_t stage);
+  // kNotFound when the task has no recorded output (outputs()).
   Awaitable<Result<pb::PartitionLocation>> output(std::string jobId, uint32_t stage, uint32_t task);
-  // The same with the finish key it must match (see recordOutput).
-  Awaitable<Result<RecordedOutput>> recordedOutput(std::string jobId, uint32_t stage, uint32_t task);
-  // The stage's finish records: one name per execution that recorded an output (one read).
+  // The confirmations of the stage's records: batchKey of each batch node (one listing).
   Awaitable<Result<std::set<std::string>>> finishRecords(std::string jobId, uint32_t stage);
+  // The summary of a compacted job; nullopt while it is not compacted.
+  Awaitable<Result<std::optional<JobFinal>>> summary(std::string jobId);
   // Tasks with a running marker.
   Awaitable<Result<std::vector<TaskId>>> runningTasks(std::string jobId);
   // kInternal for a persistent node: a worker's marker is ephemeral.
   Awaitable<Result<pb::RunningTask>> runningMarker(std::string jobId, TaskId task);
-  // Executors started per task (from the audit nodes' names alone).
+  // Executors started per task: the audit nodes not folded yet (their names alone) plus the
+  // executions folded into every stage's batches (or the summary's).
   Awaitable<Result<std::map<TaskId, uint32_t>>> attemptCounts(std::string jobId);
-  // Every execution with the worker that started it (one read per attempt).
+  // Every execution with the worker that started it (one read per unfolded attempt node, one
+  // per batch).
   Awaitable<Result<std::vector<Attempt>>> attempts(std::string jobId);
   // The executions of one task, as attempt ids (names of their audit nodes), in the order they
   // started (one read: the names).
@@ -156,8 +187,12 @@ class JobStore {
   Awaitable<Result<Versioned<uint64_t>>> bumpEpoch(std::string jobId, int32_t statusVersion);
   // Releases a stage: creates its taskMap (kAlreadyExists if released already).
   Awaitable<Status> createTaskMapFenced(std::string jobId, uint32_t stage, pb::TaskMap map, int32_t epochVersion);
-  // Removes a lost output so that the task runs again (kNotFound if it is gone already).
+  // Removes a lost output so that the task runs again (kNotFound if it is gone already): its
+  // batch is replaced by one where the task's execution is kept for the audit only (or a
+  // per-task node is deleted), with the stage's record version bumped (see recordBatch).
   Awaitable<Status> removeOutputFenced(std::string jobId, TaskId task, int32_t epochVersion);
+  // Removes a record node that does not decode (its tasks, unknown, run again).
+  Awaitable<Status> removeOutputNodeFenced(std::string jobId, uint32_t stage, std::string name, int32_t epochVersion);
   Awaitable<Status> writeStatusFenced(std::string jobId, pb::JobStatus status, int32_t epochVersion);
 
   // ---- unfenced compare-and-set ----
@@ -169,12 +204,21 @@ class JobStore {
                                                        std::function<Status(pb::TaskMap&)> edit, int tries);
 
   // ---- a worker's writes (retried through connection loss, see RetryPolicy) ----
-  // Records a finished task's output, in one transaction with its execution's finish record
-  // (stages/<s>/finished/<attempt_id>-<crc of the record>) and a check that the execution's
-  // audit node exists: an output record is trusted only with its finish record (a forged or
-  // half-written one is not). `location.attempt_id` names the execution (startAttempt). The
-  // first copy recorded wins: kAlreadyExists is success.
-  Awaitable<Status> recordOutput(std::string jobId, TaskId task, pb::PartitionLocation location);
+  // Records finished executions of one stage as one batch node (stages/<s>/parts/b-<seq>), in
+  // one transaction that also
+  //   - sets the stage's record version (the data version of parts/) from the one read with
+  //     the stage's records: a compare-and-set over the stage's outputs, so an execution of a
+  //     task recorded meanwhile goes in as audit-only (the first copy wins, none twice);
+  //   - deletes each execution's audit node (attempts/<s>-<t>-<seq>): an execution is folded
+  //     once, and only one that was started (audited);
+  //   - with `markerSession` (the session that wrote the tasks' running markers; 0: none),
+  //     deletes each task's marker that this session still owns, so a JM never sees a task
+  //     neither running nor recorded (after a session change each marker's owner is checked).
+  // At most kMaxBatchTasks items. A lost reply is recognised on the retry (the executions are
+  // folded already). Returns the tasks whose output it recorded.
+  // `known`: the caller's cache of the stage's record nodes (nullptr: read them all).
+  Awaitable<Result<std::set<uint32_t>>> recordBatch(std::string jobId, uint32_t stage, std::vector<BatchItem> items,
+                                                    int64_t markerSession, StageRecords* known = nullptr);
   // The running marker (ephemeral, ours) and the execution's audit node (naming `workerId`) in
   // one transaction; returns the audit node's name (the attempt id). kAlreadyExists when the
   // task is running under another session. A persistent node in the marker's place (no
@@ -198,10 +242,17 @@ class JobStore {
   // The epoch; a malformed value is reported as 0 (with a warning), like a job no primary acted on.
   Result<coord::Subscription> watchEpoch(const std::string& jobId,
                                          std::function<void(const std::optional<Versioned<uint64_t>>&)> callback);
-  // Tasks with an output, on every change of the stage's outputs (a removal and a re-record
-  // in between two reports yield the same set: callers compare to tell).
-  Result<coord::Subscription> watchOutputTasks(const std::string& jobId, uint32_t stage,
-                                               std::function<void(const std::set<uint32_t>&)> callback);
+  // The names of the stage's record nodes (outputNode), on every change (a batch replaced by
+  // a lineage removal comes back under a new name).
+  Result<coord::Subscription> watchOutputNodes(const std::string& jobId, uint32_t stage,
+                                               std::function<void(const std::set<std::string>&)> callback);
+
+  // ---- compaction (the master of the job's submit site) ----
+  // A finished job's state folded into its summary (/jobs/<id>/summary, written with a check
+  // that the status did not change) and everything but spec, status, summary and the dataset
+  // stages' inputs (a result's residency check reads them) removed.
+  // kInvalidArgument while the job runs. Idempotent: a compaction cut short is finished.
+  Awaitable<Status> compactJob(std::string jobId);
   // Tasks with a running marker, on every change of the markers.
   Result<coord::Subscription> watchRunningTasks(const std::string& jobId,
                                                 std::function<void(const std::vector<TaskId>&)> callback);
@@ -212,10 +263,8 @@ class JobStore {
                                                   std::function<void(const std::optional<coord::NodeStat>&)> callback);
 
   // ---- node names (pure; exposed for tests) ----
-  // Outputs' names "<t>" -> task ids; other names skipped with a warning naming `where`.
-  static std::set<uint32_t> outputTaskIds(const std::vector<std::string>& names, const std::string& where);
-  // The finish record of an output record: "<attemptId>-<crc32 of its bytes, 8 hex digits>".
-  static std::string finishRecordName(const std::string& attemptId, const std::string& recordBytes);
+  // The confirmation of a batch node's outputs (their finish key).
+  static std::string batchKey(const std::string& nodeName) { return "batch " + nodeName; }
   // Running markers' "<s>-<t>" or attempts' "<s>-<t>-<n>" -> (stage, task); others skipped.
   static std::vector<TaskId> taskIds(const std::vector<std::string>& names, const std::string& where);
 
@@ -225,6 +274,8 @@ class JobStore {
   Awaitable<Result<Versioned<M>>> read(std::string path);
   // ops after a check of the epoch's version, in one transaction.
   Awaitable<Status> fencedMulti(const std::string& jobId, int32_t epochVersion, std::vector<coord::ZkOp> ops);
+  // Brings `known` up to the stage's record nodes as listed now (one listing, a read per new node).
+  Awaitable<Status> refreshRecords(const std::string& jobId, uint32_t stage, StageRecords& known);
   // Waits for the session to come back before another try of a write (RetryPolicy).
   Awaitable<void> awaitReconnect();
 

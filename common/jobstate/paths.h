@@ -16,11 +16,13 @@
 //   /jobs/<id>/election/n_<token>_<seq> ephemeral sequential (coord::LeaderElection): lowest leads
 //   /jobs/<id>/stages/<s>/inputs       StageInputs (dataset stages: one InputRef per task)
 //   /jobs/<id>/stages/<s>/taskmap      TaskMap (created when the stage is released; CAS)
-//   /jobs/<id>/stages/<s>/parts/<t>    PartitionLocation of finished task t
-//   /jobs/<id>/stages/<s>/finished/<a>-<crc>  empty: execution <a> (its attempts/ name) finished
-//                                      and recorded an output whose bytes have CRC-32 <crc>
+//   /jobs/<id>/stages/<s>/parts        empty; its data version is the stage's record version (CAS)
+//   /jobs/<id>/stages/<s>/parts/b-<n>  sequential: OutputBatch of finished executions of the stage
+//                                      (jobstate/batch_codec.h), written by the worker that ran them
 //   /jobs/<id>/running/<s>-<t>         ephemeral RunningTask, owned by the worker running it
-//   /jobs/<id>/attempts/<s>-<t>-<n>    one node per executor started (audit: no task runs twice)
+//   /jobs/<id>/attempts/<s>-<t>-<n>    one node per executor started (audit: no task runs twice),
+//                                      deleted when the execution is folded into a batch
+//   /jobs/<id>/summary                 JobSummary of a compacted job (then only spec, status and dataset stages' inputs remain)
 //
 // A live site's node is a child of a persistent one because ephemeral nodes cannot have
 // children, and `put` datasets must outlive a master restart.
@@ -58,10 +60,14 @@ inline std::string stagePath(const std::string& id, uint32_t s) { return stagesP
 inline std::string inputsPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/inputs"; }
 inline std::string taskmapPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/taskmap"; }
 inline std::string partsPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/parts"; }
+// A per-task record node: the layout before batches. Nothing writes one now; one found is
+// forged, and removed like any untrusted record.
 inline std::string partPath(const std::string& id, uint32_t s, uint32_t t) {
   return partsPath(id, s) + "/" + std::to_string(t);
 }
-inline std::string finishedPath(const std::string& id, uint32_t s) { return stagePath(id, s) + "/finished"; }
+inline constexpr const char* kBatchPrefix = "b-";
+inline std::string batchPrefixPath(const std::string& id, uint32_t s) { return partsPath(id, s) + "/" + kBatchPrefix; }
+inline std::string summaryPath(const std::string& id) { return jobPath(id) + "/summary"; }
 inline std::string attemptsPath(const std::string& id) { return jobPath(id) + "/attempts"; }
 inline std::string runningPath(const std::string& id) { return jobPath(id) + "/running"; }
 inline std::string runningTaskName(uint32_t s, uint32_t t) { return std::to_string(s) + "-" + std::to_string(t); }

@@ -156,9 +156,9 @@ Status JobManager::watchJob() {
                                   }),
              "taskmap of stage " + std::to_string(s));
     if (!st) return st;
-    st = add(store_->watchOutputTasks(job, s,
-                                      [this, s](const std::set<uint32_t>& tasks) {
-                                        partNames_[s] = tasks;
+    st = add(store_->watchOutputNodes(job, s,
+                                      [this, s](const std::set<std::string>& names) {
+                                        partNames_[s] = names;
                                         wake();
                                       }),
              "outputs of stage " + std::to_string(s));
@@ -230,26 +230,39 @@ awaitable<void> JobManager::readChangedState() {
 awaitable<void> JobManager::readParts(uint32_t s) {
   auto listing = std::move(*partNames_[s]);
   partNames_[s].reset();
-  auto& cache = parts_[s];
-  auto& keys = finishKeys_[s];
-  // The watch fired but the names are the same: a part was removed and recorded again
-  // (lineage) between two listings. Read them all again.
-  if (listing == partListing_[s]) cache.clear();
-  std::erase_if(cache, [&](const auto& kv) { return !listing.count(kv.first); });
-  std::erase_if(keys, [&](const auto& kv) { return !cache.count(kv.first); });
-  for (uint32_t t : listing) {
-    if (cache.count(t)) continue;
-    auto record = co_await store_->recordedOutput(config_.job_id, s, t);
-    if (!record) {
-      // Removed meanwhile (lineage recovery) is expected; anything else is worth a line.
-      if (record.error().code != ErrorCode::kNotFound) spdlog::warn("{}", record.message());
+  // Record nodes are written once and replaced under a new name (lineage): only new names
+  // are read.
+  auto& nodes = partNodes_[s];
+  std::erase_if(nodes, [&](const auto& kv) { return !listing.count(kv.first); });
+  for (const auto& name : listing) {
+    if (nodes.count(name)) continue;
+    auto node = co_await store_->outputNode(config_.job_id, s, name);
+    if (!node) {
+      // Replaced meanwhile (lineage) is expected; anything else is worth a line.
+      if (node.error().code == ErrorCode::kNotFound) continue;
+      spdlog::warn("{}", node.message());
+      // Not a record (forged or corrupt): the primary removes it; whatever tasks it claimed
+      // are not recorded, so they run.
+      if (node.error().code == ErrorCode::kInternal && core_.primary()) {
+        Status removed = co_await store_->removeOutputNodeFenced(config_.job_id, s, name, epochVersion_);
+        if (!noteFence(removed)) spdlog::warn("removing {} of stage {}: {}", name, s, removed.message());
+      }
       continue;
     }
-    cache[t] = record->location;
-    keys[t] = record->finishKey;
+    nodes[name] = std::move(node->outputs);
   }
-  partListing_[s] = listing;
-  core_.onParts(s, cache, keys);
+  // A task recorded in a batch and also in another node (a forged per-task one) is the batch's.
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  std::map<uint32_t, std::string> keys;
+  for (const bool batches : {true, false}) {
+    for (const auto& [name, outputs] : nodes) {
+      if ((name.rfind(jobstate::kBatchPrefix, 0) == 0) != batches) continue;
+      for (const auto& [t, record] : outputs) {
+        if (parts.try_emplace(t, record.location).second) keys[t] = record.finishKey;
+      }
+    }
+  }
+  core_.onParts(s, parts, keys);
 }
 
 awaitable<void> JobManager::readMarkers() {
@@ -481,10 +494,6 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
       st = noteFence(removed);
     }
     bool gone = st || st.code() == ErrorCode::kNotFound;
-    if (gone) {
-      parts_[lost.task.first].erase(lost.task.second);  // a later listing re-reads it
-      finishKeys_[lost.task.first].erase(lost.task.second);
-    }
     core_.onLostOutputRemoved(lost, gone);
     if (!gone) break;
   }

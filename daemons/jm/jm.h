@@ -84,10 +84,9 @@ class JobManager {
   coord::EventFlag wake_;
 
   // What the watches reported, read by the main loop (names are read there, values are not).
-  std::map<uint32_t, std::optional<std::set<uint32_t>>> partNames_;     // new listing per stage
-  std::map<uint32_t, std::map<uint32_t, pb::PartitionLocation>> parts_;  // outputs read so far
-  std::map<uint32_t, std::set<uint32_t>> partListing_;                   // tasks of the last listing
-  std::map<uint32_t, std::map<uint32_t, std::string>> finishKeys_;       // each cached part's finish key
+  std::map<uint32_t, std::optional<std::set<std::string>>> partNames_;  // new listing of record nodes per stage
+  // Record nodes read so far, by stage and name: the outputs each holds.
+  std::map<uint32_t, std::map<std::string, std::map<uint32_t, jobstate::RecordedOutput>>> partNodes_;
   std::optional<std::vector<jobcore::TaskId>> markerNames_;
   std::map<jobcore::TaskId, pb::RunningTask> markers_;
   std::set<jobcore::TaskId> markerListing_;

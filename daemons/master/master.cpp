@@ -106,6 +106,7 @@ Status Master::start() {
                server_.httpAddress(), config_.zookeeper.connect, config_.zookeeper.chroot);
   server_.spawn(publishLoop(), "site publisher");
   server_.spawn(scheduleLoop(), "container scheduler");
+  server_.spawn(compactionLoop(), "job state compaction");
   return {};
 }
 
@@ -309,6 +310,36 @@ void Master::allocate() {
     if (grants[i] > 0) {
       const auto& sub = subJobs_[shares[i].id];
       if (!sub.jmAddress.empty()) server_.spawn(pushGrants(sub.jobId, sub.jmAddress), "grant event");
+    }
+  }
+}
+
+awaitable<void> Master::compactionLoop() {
+  const auto period = milliseconds(std::clamp<uint32_t>(config_.job_state_retention_ms / 4, 100, 30000));
+  while (!server_.stopping()) {
+    co_await server_.sleepFor(period);
+    if (server_.stopping()) break;
+    auto ids = co_await store_->listJobs();
+    if (!ids) continue;
+    const std::set<std::string> listed(ids->begin(), ids->end());
+    std::erase_if(settledJobs_, [&](const std::string& id) { return !listed.count(id); });
+    for (const auto& id : *ids) {
+      if (server_.stopping()) break;
+      if (settledJobs_.count(id)) continue;
+      auto st = co_await readStatus(id);
+      if (!st || !isTerminal(st->state())) continue;
+      if (st->submit_site() != config_.site) {
+        settledJobs_.insert(id);  // its own site's master compacts it
+        continue;
+      }
+      if (daemon::nowUnixMs() - st->finish_unix_ms() < static_cast<int64_t>(config_.job_state_retention_ms)) continue;
+      Status compacted = co_await store_->compactJob(id);
+      if (!compacted) {
+        spdlog::warn("compacting job {}: {}", id, compacted.message());
+        continue;
+      }
+      spdlog::info("job {} ({}) compacted to its summary", id, jobStateName(st->state()));
+      settledJobs_.insert(id);
     }
   }
 }
@@ -733,19 +764,34 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   if (!spec) co_return spec.error();
   std::vector<std::optional<pb::TaskMap>> taskmaps(static_cast<size_t>(spec->stages_size()));
   std::vector<std::set<uint32_t>> doneByStage(static_cast<size_t>(spec->stages_size()));
+  std::vector<std::map<uint32_t, std::string>> workerByStage(static_cast<size_t>(spec->stages_size()));
+  // A compacted job (its state folded into a summary) has its taskMaps there.
+  auto compacted = co_await store_->summary(req.job_id());
+  if (!compacted) spdlog::warn("status of {}: {}", req.job_id(), compacted.message());
+  const jobstate::JobFinal* summary = compacted && *compacted ? &**compacted : nullptr;
   uint64_t totalTasks = 0;
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
     auto* sp = resp.add_stages();
     sp->set_name(spec->stages(static_cast<int>(s)).name());
     sp->set_tasks(spec->stages(static_cast<int>(s)).tasks());
-    auto done = co_await store_->outputTasks(req.job_id(), s);
-    if (done) doneByStage[s] = std::move(done).value();
+    auto done = co_await store_->outputs(req.job_id(), s);
+    if (done) {
+      for (const auto& [t, record] : done->outputs) {
+        doneByStage[s].insert(t);
+        workerByStage[s][t] = record.location.worker_id();
+      }
+    }
     const auto& doneTasks = doneByStage[s];
     sp->set_done(static_cast<uint32_t>(doneTasks.size()));
-    auto read = co_await store_->taskMap(req.job_id(), s);
-    if (!read) continue;
-    const pb::TaskMap* taskmap = &read->value;
-    taskmaps[s] = *taskmap;
+    if (summary != nullptr) {
+      if (s >= summary->stages.size() || !summary->stages[s].taskmap) continue;
+      taskmaps[s] = *summary->stages[s].taskmap;
+    } else {
+      auto read = co_await store_->taskMap(req.job_id(), s);
+      if (!read) continue;
+      taskmaps[s] = std::move(read->value);
+    }
+    const pb::TaskMap* taskmap = &*taskmaps[s];
     sp->set_released(true);
     sp->set_tasks(static_cast<uint32_t>(taskmap->owner_site_size()));
     totalTasks += static_cast<uint64_t>(taskmap->owner_site_size());
@@ -785,9 +831,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
         tp->set_task(t);
         tp->set_owner_site(taskmap->owner_site(static_cast<int>(t)));
         tp->set_executions(executions[{s, t}]);
-        if (!doneByStage[s].count(t)) continue;
-        auto loc = co_await store_->output(req.job_id(), s, t);
-        if (loc) tp->set_worker_id(loc->worker_id());
+        if (auto worker = workerByStage[s].find(t); worker != workerByStage[s].end()) tp->set_worker_id(worker->second);
       }
       first += n;
     }
@@ -899,9 +943,11 @@ awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& job
   }
   ResultMeta meta;
   meta.stage = static_cast<uint32_t>(loaded->spec.stages_size() - 1);
-  auto done = co_await store_->outputTasks(jobId, meta.stage);
+  // Every output's location at once: one read per record node (or of the summary).
+  auto done = co_await store_->outputs(jobId, meta.stage);
   if (!done) co_return done.error();
-  meta.tasks = static_cast<uint32_t>(done->size());
+  meta.tasks = static_cast<uint32_t>(done->outputs.size());
+  for (auto& [t, record] : done->outputs) meta.parts[t] = std::move(record.location);
   meta.lastUse = ++resultUses_;
   if (resultMeta_.size() >= kMaxResultMeta) {
     auto oldest = std::min_element(resultMeta_.begin(), resultMeta_.end(),

@@ -53,6 +53,9 @@ class Master {
 
   boost::asio::awaitable<void> publishLoop();
   boost::asio::awaitable<void> scheduleLoop();
+  // Compacts the jobs submitted here job_state_retention_ms after they ended
+  // (jobstate::JobStore::compactJob): a ZooKeeper holds running jobs, not history.
+  boost::asio::awaitable<void> compactionLoop();
   boost::asio::awaitable<Status> publishSite();
   pb::SiteInfo siteInfo() const;
   void loadConfiguredDatasets();
@@ -145,6 +148,8 @@ class Master {
     bool ended = false;
   };
   std::map<std::string, WatchedJob> watchedJobs_;
+  // Jobs compactionLoop need not read again: compacted, or over and submitted at another site.
+  std::set<std::string> settledJobs_;
   // What `tellus result` needs of a succeeded job, read once for all the chunks that follow (a
   // finished job's outputs do not move). Bounded: the least recently read entry goes first.
   struct ResultMeta {

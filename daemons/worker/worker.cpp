@@ -132,6 +132,8 @@ Status Worker::start() {
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
                     jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
+  batcher_.emplace(server_, *jobStore_,
+                   OutputBatchOptions{config_.output_batch_max_tasks, milliseconds(config_.output_batch_linger_ms)});
 
   spdlog::info("worker {} of site {} serving on {} with {} containers", config_.id, config_.site, server_.address(),
                config_.containers);
@@ -153,7 +155,7 @@ void Worker::addPhase(TaskPhase phase, std::chrono::steady_clock::duration d) {
 
 void Worker::registerMetrics() {
   static constexpr const char* kPhaseNames[kPhaseCount] = {"prepare",  "zk_start",  "executor_start", "executor",
-                                                           "operator", "zk_record", "zk_unmark",      "slot_idle"};
+                                                           "operator", "zk_unmark", "slot_idle"};
   auto& metrics = server_.metrics();
   metrics.counter("tellus_worker_tasks_total", "Tasks this worker ran, by outcome.", [this] {
     return std::vector<daemon::MetricSample>{{{{"outcome", "succeeded"}}, double(tasksRun_ - tasksFailed_)},
@@ -658,15 +660,17 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
   auto result = co_await recordOutput(req, *attemptId, std::move(report), dir, executorWall);
-  if (!result) removePartialOutputs(req, dir);
-  // The marker goes only once the output is recorded (or the task failed), so a JM never
-  // sees the task as neither running nor done.
-  phaseStart = Clock::now();
-  Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
-  if (!unmarked) spdlog::warn("{}", unmarked.message());
-  addPhase(kZkUnmark, Clock::now() - phaseStart);
   ++tasksRun_;
-  if (!result) ++tasksFailed_;
+  if (!result) {
+    ++tasksFailed_;
+    removePartialOutputs(req, dir);
+    // The marker of a failed task goes now, so a JM never sees it as running nor done (a
+    // recorded output's marker goes with the batch that records it).
+    phaseStart = Clock::now();
+    Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
+    if (!unmarked) spdlog::warn("{}", unmarked.message());
+    addPhase(kZkUnmark, Clock::now() - phaseStart);
+  }
   if (!busySlots_.count(req.container().slot())) slotIdleSince_[req.container().slot()] = {req.job_id(), Clock::now()};
   co_return result;
 }
@@ -716,14 +720,14 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   loc.set_finish_unix_ms(daemon::nowUnixMs());
   loc.set_attempt_id(attemptId);
   // The worker, not the JM, records the output: a task that finishes while its JM is being
-  // replaced is not lost. The first copy recorded wins; a duplicate finish is harmless.
-  // Retried through a ZooKeeper connection loss (an ensemble electing a leader): "already
-  // exists" means an earlier try, or another copy of the task, recorded it.
-  const jobstate::TaskId taskId{req.stage(), req.task()};
-  const auto recordStart = std::chrono::steady_clock::now();
-  Status recorded = co_await jobStore_->recordOutput(req.job_id(), taskId, loc);
-  addPhase(kZkRecord, std::chrono::steady_clock::now() - recordStart);
-  if (!recorded) co_return recorded.error().prepend("recording output of task " + std::to_string(req.task()));
+  // replaced is not lost. Recorded in a batch with the stage's other executions here (the
+  // first copy of a task wins; a duplicate is kept for the audit only); the task stays marked
+  // running until then. The JM has the location now, in the reply.
+  const bool stageIdle = std::none_of(taskRuns_.begin(), taskRuns_.end(), [&](const auto& run) {
+    return std::get<0>(run.first) == req.job_id() && std::get<1>(run.first) == req.stage();
+  });
+  batcher_->add(req.job_id(), req.stage(), jobstate::BatchItem{req.task(), loc, false}, server_.coordinator().sessionId(),
+                stageIdle);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed
   pb::RunTaskResponse resp;

@@ -27,6 +27,7 @@
 #include "proc/subprocess.h"
 #include "tellus.pb.h"
 #include "worker/executor_process.h"
+#include "worker/output_batcher.h"
 #include "worker/wan_shaper.h"
 
 namespace tellus::worker {
@@ -53,7 +54,7 @@ class Worker {
   boost::asio::awaitable<void> watchJm(std::string jobId, pid_t pid, int pidFd);
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
-  // After the executor's report (or its death): record the output location in ZooKeeper.
+  // After the executor's report (or its death): queue the output's record (batcher_).
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
                                                                    Result<pb::ExecutorReport> report,
                                                                    std::filesystem::path dir,
@@ -82,6 +83,7 @@ class Worker {
   // everything that holds on to them.
   daemon::Server server_;
   std::optional<jobstate::JobStore> jobStore_;  // over the coordinator: running markers, attempts, outputs
+  std::optional<OutputBatcher> batcher_;        // over jobStore_: finished tasks' outputs
   std::unique_ptr<data::PartitionStore> store_;
   WanShaper wan_;
   std::vector<std::filesystem::path> datasetRoots_;  // dataset dirs our master says we hold
@@ -127,7 +129,6 @@ class Worker {
     kExecutorStart,  // starting an executor process
     kExecutor,       // task to the executor and its report back, less the operator's own time
     kOperator,       // the operator, as the executor measured it
-    kZkRecord,       // output record + finish record (one multi)
     kZkUnmark,       // running marker removed
     kSlotIdle,       // a container between a task's reply and its JM's next task (RPC + JM)
     kPhaseCount

@@ -145,16 +145,10 @@ Result<JobSnapshot> snapshotJob(harness::ZkReader& zk, const std::string& jobId)
     snap.taskmaps[s] = map->value;
     snap.taskmapCzxid[s] = map->stat.czxid;
     snap.stageTasks[s] = static_cast<uint32_t>(map->value.owner_site_size());
-    auto tasks = zk.run(jobs.outputTasks(jobId, s));
-    if (!tasks) return tasks.error();
-    for (uint32_t t : *tasks) {
-      auto loc = zk.run(jobs.output(jobId, s, t));
-      if (loc) {
-        snap.parts[{s, t}] = *loc;
-      } else if (loc.error().code != ErrorCode::kNotFound) {  // removed meanwhile: lineage
-        return loc.error();
-      }
-    }
+    // Every record of the stage in one pass (one read per batch node).
+    auto outputs = zk.run(jobs.outputs(jobId, s));
+    if (!outputs) return outputs.error();
+    for (auto& [t, record] : outputs->outputs) snap.parts[{s, t}] = std::move(record.location);
   }
   auto running = zk.run(jobs.runningTasks(jobId));
   if (!running) return running.error();

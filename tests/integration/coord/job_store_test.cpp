@@ -184,7 +184,8 @@ TEST_CASE("JobStore: fenced writes apply only under the current epoch", "[integr
   done.set_state(pb::JOB_SUCCEEDED);
   CHECK(f.run(f.store->createTaskMapFenced(jobId, 1, reduceTasks, staleFence)).code() == ErrorCode::kConflict);
   CHECK(f.run(f.store->writeStatusFenced(jobId, done, staleFence)).code() == ErrorCode::kConflict);
-  REQUIRE(f.run(f.store->recordOutput(jobId, mapTask1, somewhere)).isOk());
+  const std::vector<jobstate::BatchItem> recordTask1{{1, somewhere, false}};
+  REQUIRE(f.run(f.store->recordBatch(jobId, 0, recordTask1, 0)).isOk());
   CHECK(f.run(f.store->removeOutputFenced(jobId, mapTask1, staleFence)).code() == ErrorCode::kConflict);
   CHECK(f.run(f.store->taskMap(jobId, 1)).error().code == ErrorCode::kNotFound);
   CHECK(f.run(f.store->status(jobId))->value.state() == pb::JOB_RUNNING);
@@ -194,6 +195,9 @@ TEST_CASE("JobStore: fenced writes apply only under the current epoch", "[integr
   const int32_t fence = second->stat.version;
   REQUIRE(f.run(f.store->removeOutputFenced(jobId, mapTask1, fence)).isOk());
   CHECK(f.run(f.store->removeOutputFenced(jobId, mapTask1, fence)).code() == ErrorCode::kNotFound);
+  // Its execution stays in the audit (its batch was rewritten without the output).
+  CHECK(f.run(f.store->outputTasks(jobId, 0))->empty());
+  CHECK(f.run(f.store->attemptCounts(jobId))->at(mapTask1) == 1);
   // A lost reply: the write happened; the caller learns it may have.
   f.faulty->injectNext(Fault::kAfter, "multi");
   auto lost = f.run(f.store->writeStatusFenced(jobId, done, fence));
@@ -282,30 +286,60 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
   CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 1);
   other.release();
 
-  // The output: recorded despite a lost reply, once.
+  // The output: recorded in a batch despite a lost reply, once. The batch's transaction folds
+  // the execution's audit node and removes the task's running marker.
   pb::PartitionLocation location;
   location.set_site("s1");
   location.set_worker_id("s1-w1");
+  location.set_worker_address("127.0.0.1:1");
+  location.add_bucket_bytes(7);
   location.set_attempt_id(*attemptId);
   f.faulty->injectNext(Fault::kAfter, "multi");
-  REQUIRE(f.run(f.store->recordOutput(jobId, task, location)).isOk());
-  CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{1});
-  CHECK(f.run(f.store->output(jobId, 0, 1))->worker_id() == "s1-w1");
-  // Its finish record names the execution and the record's checksum: what a JM checks.
-  auto recorded = f.run(f.store->recordedOutput(jobId, 0, 1));
+  const std::vector<jobstate::BatchItem> batch{{1, location, false}};
+  auto recorded = f.run(f.store->recordBatch(jobId, 0, batch, (*f.faulty).sessionId()));
   REQUIRE(recorded.isOk());
-  CHECK_THAT(recorded->finishKey, Catch::StartsWith("0-1-0000000000-"));
-  CHECK(*f.run(f.store->finishRecords(jobId, 0)) == std::set<std::string>{recorded->finishKey});
-  // A record naming an execution the audit does not have is refused.
-  pb::PartitionLocation unaudited = location;
-  unaudited.set_attempt_id("0-0-0000000099");
-  CHECK(f.run(f.store->recordOutput(jobId, TaskId{0, 0}, unaudited)).code() == ErrorCode::kNotFound);
-  CHECK(f.run(f.store->outputTasks(jobId, 0))->count(0) == 0);
-  // A second copy of the task finishing later is harmless; the first record stays.
+  CHECK(*recorded == std::set<uint32_t>{1});
+  CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{1});
+  auto read = f.run(f.store->output(jobId, 0, 1));
+  REQUIRE(read.isOk());
+  CHECK(read->worker_id() == "s1-w1");
+  CHECK(read->worker_address() == "127.0.0.1:1");
+  CHECK(read->attempt_id() == *attemptId);
+  CHECK(read->bucket_bytes(0) == 7u);
+  CHECK(f.run(f.store->runningTasks(jobId))->empty());
+  CHECK(f.run((**f.zk).children(jobstate::attemptsPath(jobId)))->empty());
+  CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 1);  // folded: still counted, once
+  // One batch node, confirmed by its stage's finish records.
+  auto outputs = f.run(f.store->outputs(jobId, 0));
+  REQUIRE(outputs.isOk());
+  CHECK(f.run(f.store->finishRecords(jobId, 0))->count(outputs->outputs.at(1).finishKey) == 1);
+  CHECK(f.run((**f.zk).children(jobstate::partsPath(jobId, 0)))->size() == 1);
+
+  // A second execution of the task (another worker) finishing later: kept for the audit only;
+  // the first record stays.
+  pb::RunningTask again = marker;
+  auto second = f.run(f.store->startAttempt(jobId, task, again, "s2-w1"));
+  REQUIRE(second.isOk());
   pb::PartitionLocation late = location;
   late.set_worker_id("s2-w1");
-  REQUIRE(f.run(f.store->recordOutput(jobId, task, late)).isOk());
+  late.set_attempt_id(*second);
+  const std::vector<jobstate::BatchItem> lateBatch{{1, late, false}};
+  auto lateRecorded = f.run(f.store->recordBatch(jobId, 0, lateBatch, (*f.faulty).sessionId()));
+  REQUIRE(lateRecorded.isOk());
+  CHECK(lateRecorded->empty());
   CHECK(f.run(f.store->output(jobId, 0, 1))->worker_id() == "s1-w1");
+  CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 2);
+  // An execution the audit does not have is not recorded.
+  pb::PartitionLocation unaudited = location;
+  unaudited.set_attempt_id("0-0-0000000099");
+  const std::vector<jobstate::BatchItem> forged{{0, unaudited, false}};
+  auto refused = f.run(f.store->recordBatch(jobId, 0, forged, 0));
+  REQUIRE(refused.isOk());
+  CHECK(refused->empty());
+  CHECK(f.run(f.store->outputTasks(jobId, 0))->count(0) == 0);
+  // One that is not an execution of its task at all is refused outright.
+  const std::vector<jobstate::BatchItem> mislabeled{{0, location, false}};
+  CHECK(f.run(f.store->recordBatch(jobId, 0, mislabeled, 0)).error().code == ErrorCode::kInvalidArgument);
 
   // The marker goes through a connection loss before sending.
   f.faulty->injectNext(Fault::kBefore, "remove");
@@ -315,10 +349,15 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
 
   // Out of retries: the error comes back as a value.
   JobStore impatient(*f.faulty, jobstate::RetryPolicy{0, 100ms});
-  f.faulty->injectNext(Fault::kBefore, "multi");
   const TaskId mapTask0{0, 0};
-  auto gaveUp = f.run(impatient.recordOutput(jobId, mapTask0, location));
-  CHECK(gaveUp.code() == ErrorCode::kUnavailable);
+  auto third = f.run(f.store->startAttempt(jobId, mapTask0, marker, "s1-w1"));
+  REQUIRE(third.isOk());
+  pb::PartitionLocation task0 = location;
+  task0.set_attempt_id(*third);
+  const std::vector<jobstate::BatchItem> task0Batch{{0, task0, false}};
+  f.faulty->injectNext(Fault::kBefore, "get");
+  auto gaveUp = f.run(impatient.recordBatch(jobId, 0, task0Batch, (*f.faulty).sessionId()));
+  CHECK(gaveUp.error().code == ErrorCode::kUnavailable);
   CHECK(f.run(f.store->outputTasks(jobId, 0))->count(0) == 0);
 }
 

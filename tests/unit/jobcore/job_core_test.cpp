@@ -810,3 +810,65 @@ TEST_CASE("residency in meaning: a stage reading raw records copied from pinned 
   CHECK(control.stage == 1);
   CHECK(control.tasks.size() == 2);
 }
+
+TEST_CASE("an output its worker still holds in a batch: done here, its container free, nothing released on it until "
+          "the batch is recorded",
+          "[unit][jobcore][batch]") {
+  CoreConfig config = configAt("a");
+  config.verifyOutputs = true;
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  auto actions = launchOnTwoContainers(core, 0);
+  const LaunchTask first = actions.launches[0];
+  const LaunchTask second = actions.launches[1];
+  // Both end; their running markers stay until the worker writes the batch that records them.
+  std::map<TaskId, pb::RunningTask> markers;
+  for (const auto& launch : {first, second}) {
+    pb::RunningTask marker;
+    *marker.mutable_container() = launch.container.id();
+    marker.set_site("a");
+    markers[launch.task] = marker;
+  }
+  core.onRunningMarkers(markers);
+  const pb::PartitionLocation here = outputAt("a-w1");
+  core.onTaskEnded(first, AttemptEnd::kSucceeded, &here, "", 1);
+  core.onTaskEnded(second, AttemptEnd::kSucceeded, &here, "", 1);
+  actions = core.step(1.1);
+  // The site's third task runs in a container the held tasks freed; neither runs again.
+  REQUIRE(actions.launches.size() == 1);
+  const LaunchTask third = actions.launches[0];
+  CHECK(third.task != first.task);
+  CHECK(third.task != second.task);
+  CHECK(third.task.first == 0);
+  CHECK(core.step(1.2).launches.empty());
+
+  // The stage is complete here (b's task listed with its batch), but three records are not
+  // in ZooKeeper yet: nothing is read, released or succeeded on them.
+  core.onTaskEnded(third, AttemptEnd::kSucceeded, &here, "", 2);
+  core.onParts(0, {{3, outputAt("b-w1", "b")}}, {{3, "batch b-0000000001"}});
+  actions = core.step(2.1);
+  CHECK(actions.readFinishRecords.empty());
+  CHECK_FALSE(actions.needSiteRecords);
+  CHECK(actions.releases.empty());
+  CHECK(actions.lostOutputs.empty());
+
+  // The worker writes the batch (markers gone, records listed): confirmed, then released.
+  core.onRunningMarkers({});
+  std::map<uint32_t, pb::PartitionLocation> parts{{3, outputAt("b-w1", "b")}};
+  std::map<uint32_t, std::string> keys{{3, "batch b-0000000001"}};
+  for (const auto& launch : {first, second, third}) {
+    parts[launch.task.second] = here;
+    keys[launch.task.second] = "batch b-0000000002";
+  }
+  core.onParts(0, parts, keys);
+  actions = core.step(3);
+  REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{0});
+  core.onFinishRecords(0, {"batch b-0000000001", "batch b-0000000002"});
+  actions = core.step(3.1);
+  CHECK(actions.lostOutputs.empty());
+  CHECK(actions.needSiteRecords);
+}

@@ -1,0 +1,71 @@
+#pragma once
+// The compact encodings of a job's finished work (pure, no I/O): an output batch
+// (stages/<s>/parts/b-<seq>: the executions of one stage one JM recorded together) and a
+// compacted job's summary (/jobs/<id>/summary). Both are a protobuf message (OutputBatch,
+// JobSummary in tellus.proto) compressed with zlib behind a 4-byte magic. Workers are stored
+// once per node and referred to by index; attempt ids as their sequence number; times as
+// offsets. Decoding is bounded (the node by kMaxNodeBytes, the inflated message by
+// kMaxInflatedBytes) and validated (magic, indices, column lengths, tasks), so a node that
+// someone else wrote is an error value naming its path, never a crash or an unbounded
+// allocation. jobstate::JobStore is the only user; docs/design.md has the layout.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tellus.pb.h"
+#include "util/result.h"
+
+namespace tellus::jobstate {
+
+// One execution folded into a batch: its task, the output its worker reported (attempt_id
+// names the execution: "<s>-<t>-<seq>"), and whether the batch records that output
+// (auditOnly: another execution of the task was recorded first; the execution is kept for
+// the audit).
+struct BatchItem {
+  uint32_t task = 0;
+  pb::PartitionLocation location;
+  bool auditOnly = false;
+};
+
+// A batch holds at most this many executions (its transaction also deletes as many audit
+// nodes: well under ZooKeeper's 1 MiB request limit), and its node at most kMaxBatchBytes.
+inline constexpr size_t kMaxBatchTasks = 1000;
+inline constexpr size_t kMaxBatchBytes = size_t{256} << 10;
+// What a node may inflate to: far above any batch or summary we write (~20 B per task).
+inline constexpr size_t kMaxInflatedBytes = size_t{16} << 20;
+
+// The attempt id of an execution: "<s>-<t>-<seq>" with seq as ZooKeeper writes sequential
+// names (10 digits).
+std::string attemptIdOf(uint32_t stage, uint32_t task, uint64_t seq);
+// Its sequence number, when `attemptId` is an execution of (stage, task); nullopt otherwise.
+std::optional<uint64_t> attemptSeqOf(std::string_view attemptId, uint32_t stage, uint32_t task);
+
+// kInvalidArgument when an item's attempt id is not an execution of its task, there are more
+// than kMaxBatchTasks items, two items record the same task, or the node would exceed
+// kMaxBatchBytes.
+Result<std::string> encodeBatch(uint32_t stage, const std::vector<BatchItem>& items);
+// kInternal naming `path` for anything that is not a batch encodeBatch wrote for `stage`.
+Result<std::vector<BatchItem>> decodeBatch(uint32_t stage, const std::string& bytes, const std::string& path);
+
+// A finished job, as its summary keeps it.
+struct StageFinal {
+  std::optional<pb::TaskMap> taskmap;                  // only its owners are kept
+  std::map<uint32_t, pb::PartitionLocation> outputs;   // site, worker, buckets, attempt
+  std::vector<std::pair<uint32_t, std::string>> executions;  // (task, worker) per execution
+};
+struct JobFinal {
+  std::vector<StageFinal> stages;
+};
+// kInvalidArgument when it would not fit a node (kMaxNodeBytes) or an output names a task
+// beyond its stage's taskMap.
+Result<std::string> encodeSummary(const JobFinal& job);
+// kInternal naming `path` for anything encodeSummary did not write. Executions come back in
+// task order.
+Result<JobFinal> decodeSummary(const std::string& bytes, const std::string& path);
+
+}  // namespace tellus::jobstate

@@ -1,0 +1,73 @@
+#pragma once
+// The worker's output batches: finished executions of a (job, stage) are recorded in
+// ZooKeeper together, as one batch node written in one transaction that also folds their
+// audit nodes and removes their running markers (jobstate::JobStore::recordBatch). Until the
+// batch is written a task stays marked running, so no JM re-runs it or takes it for lost; if
+// this worker dies first its outputs die with it, and the tasks run again like any lost output.
+//
+// A (job, stage) is written at most once per `linger`: an execution that finishes after a
+// quiet `linger` is written at once (slow tasks' outputs are not held back), the ones that
+// finish within `linger` of the last write wait for the next one (many fast tasks go in one
+// batch). A batch is also written at once when it holds `maxTasks` executions or when nothing
+// else of its stage runs on this worker (the stage's last outputs here). One flush per (job,
+// stage) at a time, each a coroutine spawned on the server (counted in its stop).
+// Threading: the server's executor only.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coord/event_flag.h"
+#include "daemon/server.h"
+#include "jobstate/job_store.h"
+
+namespace tellus::worker {
+
+struct OutputBatchOptions {
+  uint32_t maxTasks = 200;
+  std::chrono::milliseconds linger{1000};
+};
+
+class OutputBatcher {
+ public:
+  OutputBatcher(daemon::Server& server, jobstate::JobStore& store, OutputBatchOptions options)
+      : server_(server), store_(store), options_(options) {}
+
+  // Queues a finished execution of `stage` of `jobId` (its location names the execution).
+  // `stageIdle`: nothing else of the stage runs here now: write without waiting.
+  // `markerSession`: the ZooKeeper session that wrote the task's running marker.
+  void add(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession, bool stageIdle);
+  // Executions queued and not written yet (for the log and tests).
+  size_t pending() const;
+
+ private:
+  using Key = std::pair<std::string, uint32_t>;
+  struct Queue {
+    std::vector<jobstate::BatchItem> items;
+    std::vector<int64_t> sessions;  // by item: the session of its marker
+    std::unique_ptr<coord::EventFlag> due;  // set: write now
+    bool flushing = false;
+  };
+  boost::asio::awaitable<void> flush(Key key);
+
+  daemon::Server& server_;
+  jobstate::JobStore& store_;
+  OutputBatchOptions options_;
+  std::map<Key, Queue> queues_;
+  // The record nodes of the stages this worker wrote to lately (so each write reads only new
+  // ones), least recently used first out beyond kMaxKnownStages.
+  static constexpr size_t kMaxKnownStages = 64;
+  struct Known {
+    uint64_t lastUse = 0;
+    jobstate::StageRecords records;
+    std::chrono::steady_clock::time_point lastWrite{};
+  };
+  std::map<Key, Known> known_;
+  uint64_t uses_ = 0;
+};
+
+}  // namespace tellus::worker

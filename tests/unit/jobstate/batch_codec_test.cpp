@@ -1,0 +1,214 @@
+// The compact encodings of finished work (jobstate/batch_codec.h): an output batch and a
+// compacted job's summary round-trip, stay within their size budget, and anything else —
+// truncated, garbage, inflating without bound, indices out of range — is an error value.
+#include "jobstate/batch_codec.h"
+
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+
+#include "jobstate/job_store.h"
+
+using namespace tellus;
+using namespace tellus::jobstate;
+
+namespace {
+
+pb::PartitionLocation at(const std::string& worker, uint32_t stage, uint32_t task, uint64_t seq) {
+  pb::PartitionLocation loc;
+  loc.set_site("s1");
+  loc.set_worker_id(worker);
+  loc.set_worker_address("127.0.0.1:" + std::to_string(7000 + worker.size()));
+  loc.add_bucket_bytes(task * 10);
+  loc.add_bucket_bytes(0);
+  loc.set_attempt(1);
+  loc.set_elapsed_s(0.25);
+  loc.set_finish_unix_ms(1'700'000'000'000 + task);
+  loc.set_attempt_id(attemptIdOf(stage, task, seq));
+  return loc;
+}
+
+// A batch of `n` executions of stage 0 spread over two workers, as a worker writes them.
+std::vector<BatchItem> batchOf(uint32_t n) {
+  std::vector<BatchItem> items;
+  for (uint32_t t = 0; t < n; ++t) items.push_back({t, at(t % 2 ? "s1-w1" : "s1-w22", 0, t, 1000 + t), false});
+  return items;
+}
+
+// `raw` compressed behind `magic`, as the codec frames a node.
+std::string framed(const std::string& magic, const std::string& raw) {
+  uLongf size = compressBound(static_cast<uLong>(raw.size()));
+  std::string out(size, '\0');
+  REQUIRE(compress2(reinterpret_cast<Bytef*>(out.data()), &size, reinterpret_cast<const Bytef*>(raw.data()),
+                    static_cast<uLong>(raw.size()), 9) == Z_OK);
+  out.resize(size);
+  return magic + out;
+}
+
+}  // namespace
+
+TEST_CASE("attempt ids: made and parsed for their own task only", "[jobstate][batch]") {
+  CHECK(attemptIdOf(2, 17, 42) == "2-17-0000000042");
+  CHECK(attemptSeqOf("2-17-0000000042", 2, 17) == 42u);
+  CHECK_FALSE(attemptSeqOf("2-17-0000000042", 2, 1));
+  CHECK_FALSE(attemptSeqOf("2-17-0000000042", 1, 17));
+  CHECK_FALSE(attemptSeqOf("2-17-42", 2, 17));
+  CHECK_FALSE(attemptSeqOf("2-17-00000000x2", 2, 17));
+  CHECK_FALSE(attemptSeqOf("", 0, 0));
+}
+
+TEST_CASE("an output batch round-trips, audit-only entries included", "[jobstate][batch]") {
+  auto items = batchOf(5);
+  items.push_back({3, at("s1-w3", 0, 3, 77), true});  // a second execution of task 3
+  auto node = encodeBatch(0, items);
+  REQUIRE(node.isOk());
+  auto back = decodeBatch(0, *node, "/p");
+  REQUIRE(back.isOk());
+  REQUIRE(back->size() == items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& want = items[i];
+    const auto& got = (*back)[i];
+    CHECK(got.task == want.task);
+    CHECK(got.auditOnly == want.auditOnly);
+    CHECK(got.location.worker_id() == want.location.worker_id());
+    CHECK(got.location.worker_address() == want.location.worker_address());
+    CHECK(got.location.site() == want.location.site());
+    CHECK(got.location.attempt_id() == want.location.attempt_id());
+    CHECK(got.location.attempt() == want.location.attempt());
+    if (want.auditOnly) continue;  // an audit entry keeps who ran it, not its buckets
+    CHECK(got.location.finish_unix_ms() == want.location.finish_unix_ms());
+    CHECK(got.location.elapsed_s() == Approx(0.25));
+    CHECK(got.location.bucket_bytes_size() == 2);
+    CHECK(got.location.bucket_bytes(0) == want.location.bucket_bytes(0));
+  }
+}
+
+TEST_CASE("a batch costs a few bytes per execution and is bounded", "[jobstate][batch]") {
+  // The goal: under 20 bytes per finished task while the job runs (issue 16).
+  auto node = encodeBatch(0, batchOf(200));
+  REQUIRE(node.isOk());
+  CHECK(node->size() < 200 * 20);
+  // Bounded: a batch holds at most kMaxBatchTasks executions and records a task once.
+  CHECK(encodeBatch(0, batchOf(kMaxBatchTasks + 1)).error().code == ErrorCode::kInvalidArgument);
+  auto twice = batchOf(2);
+  twice.push_back(twice.front());
+  CHECK(encodeBatch(0, twice).error().code == ErrorCode::kInvalidArgument);
+  // An execution of another task (or stage) is not this item's.
+  auto wrong = batchOf(1);
+  wrong[0].location.set_attempt_id(attemptIdOf(0, 5, 1));
+  CHECK(encodeBatch(0, wrong).error().code == ErrorCode::kInvalidArgument);
+  CHECK(encodeBatch(1, batchOf(1)).error().code == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("a node that is not a batch is an error naming it", "[jobstate][batch]") {
+  auto node = encodeBatch(0, batchOf(3));
+  REQUIRE(node.isOk());
+  auto error = [](const Result<std::vector<BatchItem>>& r) { return r.isOk() ? std::string() : r.message(); };
+  CHECK_THAT(error(decodeBatch(0, "", "/p/b-1")), Catch::Contains("/p/b-1"));
+  CHECK_THAT(error(decodeBatch(0, "garbage!", "/p/b-1")), Catch::Contains("/p/b-1"));
+  CHECK_FALSE(decodeBatch(0, node->substr(0, node->size() - 3), "/p").isOk());  // truncated
+  CHECK_FALSE(decodeBatch(0, *node + "x", "/p").isOk());                      // trailing bytes
+  std::string flipped = *node;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x55);
+  CHECK_FALSE(decodeBatch(0, flipped, "/p").isOk());  // zlib's checksum
+  // Another stage's batch names executions of that stage's tasks (its attempt ids differ).
+  auto other = decodeBatch(3, *node, "/p");
+  REQUIRE(other.isOk());
+  CHECK(other->front().location.attempt_id().rfind("3-", 0) == 0);
+  // A worker index out of range, a task recorded twice, an impossible sequence number.
+  pb::OutputBatch bad;
+  bad.add_worker_ids("w");
+  bad.add_worker_addresses("a");
+  bad.add_worker_sites("s");
+  bad.add_entries()->set_worker(1);
+  CHECK_FALSE(decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p").isOk());
+  bad.mutable_entries(0)->set_worker(0);
+  CHECK(decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p").isOk());
+  *bad.add_entries() = bad.entries(0);
+  CHECK_FALSE(decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p").isOk());
+  bad.mutable_entries(1)->set_audit_only(true);
+  CHECK(decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p").isOk());
+  bad.mutable_entries(1)->set_attempt_seq(10'000'000'000ULL);
+  CHECK_FALSE(decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p").isOk());
+  // A summary is not a batch, nor is a protobuf that does not parse.
+  CHECK_FALSE(decodeBatch(0, framed("TJS1", bad.SerializeAsString()), "/p").isOk());
+  CHECK_FALSE(decodeBatch(0, framed("TOB1", "\xff\xff\xff"), "/p").isOk());
+  // A zlib bomb stops at the bound.
+  auto bomb = decodeBatch(0, framed("TOB1", std::string(kMaxInflatedBytes + 1, '\0')), "/p");
+  REQUIRE_FALSE(bomb.isOk());
+  CHECK_THAT(bomb.message(), Catch::Contains("inflates beyond"));
+}
+
+TEST_CASE("a job summary round-trips and fits 2 KB for 1,000 no-op tasks", "[jobstate][batch]") {
+  JobFinal job;
+  job.stages.resize(2);
+  pb::TaskMap map;
+  for (uint32_t t = 0; t < 1000; ++t) map.add_owner_site(t % 3 ? "s1" : "s2");
+  job.stages[0].taskmap = map;
+  for (uint32_t t = 0; t < 1000; ++t) {
+    pb::PartitionLocation loc;
+    loc.set_site("s1");
+    loc.set_worker_id((t * 7919) % 5 < 2 ? "s1-w1" : "s1-w2");  // workers interleaved as Parades picks them
+    loc.set_worker_address(loc.worker_id() == "s1-w1" ? "127.0.0.1:1" : "127.0.0.1:2");
+    loc.add_bucket_bytes(0);
+    loc.set_attempt(1);
+    job.stages[0].outputs[t] = loc;
+    job.stages[0].executions.emplace_back(t, loc.worker_id());
+  }
+  job.stages[0].executions.emplace_back(17, "s1-w9");  // a re-run, on a worker with no output
+  auto node = encodeSummary(job);
+  REQUIRE(node.isOk());
+  CHECK(node->size() < 2000);
+  auto back = decodeSummary(*node, "/summary");
+  REQUIRE(back.isOk());
+  REQUIRE(back->stages.size() == 2);
+  CHECK_FALSE(back->stages[1].taskmap);
+  const auto& s0 = back->stages[0];
+  REQUIRE(s0.taskmap);
+  CHECK(s0.taskmap->SerializeAsString() == map.SerializeAsString());
+  REQUIRE(s0.outputs.size() == 1000);
+  for (const auto& [t, loc] : s0.outputs) {
+    const auto& want = job.stages[0].outputs.at(t);
+    CHECK(loc.worker_id() == want.worker_id());
+    CHECK(loc.worker_address() == want.worker_address());
+    CHECK(loc.site() == "s1");
+    CHECK(loc.bucket_bytes_size() == 1);
+    CHECK(loc.attempt() == 1u);
+  }
+  CHECK(s0.executions.size() == 1001);
+  size_t ofTask17 = 0;
+  for (const auto& [t, worker] : s0.executions) ofTask17 += t == 17 ? 1 : 0;
+  CHECK(ofTask17 == 2);
+}
+
+TEST_CASE("a summary that is not one is an error naming it", "[jobstate][batch]") {
+  CHECK_FALSE(decodeSummary("", "/s").isOk());
+  CHECK_FALSE(decodeSummary(framed("TOB1", ""), "/s").isOk());
+  pb::JobSummary bad;
+  auto* stage = bad.add_stages();
+  stage->set_released(true);
+  stage->add_owner(0);  // no owner sites
+  stage->add_output_worker(0);
+  stage->add_attempt(0);
+  stage->add_bucket_count(0);
+  stage->add_executions(0);
+  CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  bad.add_owner_sites("s1");
+  CHECK(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  stage->set_executions(0, 3);  // executions without workers
+  CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  stage->set_executions(0, 0);
+  stage->set_bucket_count(0, 2);  // buckets without sizes
+  CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  stage->set_bucket_count(0, 0);
+  stage->set_output_worker(0, 1);  // a worker beyond the table
+  CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  stage->add_owner(0);  // columns of different lengths
+  CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  // An output beyond its stage's tasks is not encoded.
+  JobFinal job;
+  job.stages.resize(1);
+  pb::PartitionLocation loc;
+  job.stages[0].outputs[0] = loc;
+  CHECK(encodeSummary(job).error().code == ErrorCode::kInvalidArgument);
+}

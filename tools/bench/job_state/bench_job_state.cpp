@@ -1,0 +1,158 @@
+// bench-job-state: how much ZooKeeper state a job leaves (issue 16, "compact, batched job
+// state"). One site of a mini cluster of real processes over a real ZooKeeper runs a job of
+// --tasks no-op tasks (`synthetic`, cpu_ms 0, output_bytes 0) on --workers x --containers
+// containers; the job's subtree (/jobs/<id>) is walked while it runs, once it has finished,
+// and, with --retention-ms, once its master compacted it. Znodes are counted, and bytes as
+// the sum of each znode's name and data (what ZooKeeper keeps per node beyond its fixed
+// overhead). Printed as one JSON document on stdout; progress on stderr. Not a test.
+//
+//   bench-job-state [--tasks 1000] [--workers 2] [--containers 4] [--retention-ms -1]
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "harness/eventually.h"
+#include "harness/mini_cluster.h"
+#include "jobstate/job_view.h"
+#include "jobstate/paths.h"
+#include "util/log.h"
+
+namespace tellus {
+namespace {
+
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+struct Footprint {
+  size_t znodes = 0;
+  size_t bytes = 0;
+  Json toJson() const { return Json{{"znodes", znodes}, {"bytes", bytes}}; }
+};
+
+// The subtree under `path` (the root included). Nodes that vanish during the walk are skipped.
+Footprint walk(harness::ZkReader& zk, const std::string& path) {
+  Footprint f;
+  auto node = zk.get(path);
+  if (!node) return f;
+  f.znodes = 1;
+  f.bytes = path.size() - path.rfind('/') - 1 + node->data.size();
+  auto children = zk.children(path);
+  if (!children) return f;
+  for (const auto& c : *children) {
+    Footprint sub = walk(zk, path + "/" + c);
+    f.znodes += sub.znodes;
+    f.bytes += sub.bytes;
+  }
+  return f;
+}
+
+int run(int argc, char** argv) {
+  uint32_t tasks = 1000;
+  int workers = 2;
+  int containers = 4;
+  int64_t retentionMs = -1;
+  CLI::App app{"ZooKeeper state of a job of no-op tasks while it runs, finished, compacted (JSON)"};
+  app.add_option("--tasks", tasks, "tasks of the job")->check(CLI::Range(1u, 100000u));
+  app.add_option("--workers", workers, "workers of the site")->check(CLI::Range(1, 16));
+  app.add_option("--containers", containers, "containers per worker")->check(CLI::Range(1, 64));
+  app.add_option("--retention-ms", retentionMs,
+                 "the masters' job_state_retention_ms; measure the compacted job too (-1: leave the default, do not wait)");
+  CLI11_PARSE(app, argc, argv);
+  initLogging("bench-job-state", "warn");
+
+  harness::MiniClusterOptions options;
+  options.sites = 1;
+  options.workersPerSite = workers;
+  options.containersPerWorker = containers;
+  if (retentionMs >= 0) options.masterExtraYaml = fmt::format("job_state_retention_ms: {}\n", retentionMs);
+  std::cerr << "starting a cluster of 1 site x " << workers << " workers x " << containers << " containers\n";
+  auto started = harness::MiniCluster::start(options);
+  if (!started) {
+    std::cerr << "cluster: " << started.message() << "\n";
+    return 1;
+  }
+  auto& cluster = **started;
+  auto& zk = cluster.zkReader();
+  const auto specPath = cluster.dir() / "noop.yaml";
+  {
+    std::ofstream spec(specPath);
+    spec << "name: noop\nplacement: centralized\ncontainers_per_site: " << workers * containers
+         << "\nstages:\n  - name: noop\n    op: synthetic\n    tasks: " << tasks
+         << "\n    params: {cpu_ms: 0, output_bytes: 0}\n";
+  }
+  auto submitted = cluster.tellus({"submit", specPath.string()});
+  if (submitted.exitCode != 0) {
+    std::cerr << "submit: " << submitted.out << submitted.err << "\n";
+    return 1;
+  }
+  std::string jobId = submitted.out.substr(0, submitted.out.find_first_of(" \n"));
+  std::cerr << "job " << jobId << "\n";
+  const auto start = std::chrono::steady_clock::now();
+
+  // While it runs: the largest footprint seen (the last walks before the end carry ~all tasks).
+  Footprint running;
+  uint32_t doneAtRunning = 0;
+  pb::JobState state = pb::JOB_RUNNING;
+  bool ended = harness::eventually(
+      [&] {
+        auto status = zk.run(zk.jobs().status(jobId));
+        if (status) state = status->value.state();
+        if (status && jobstate::isTerminal(state)) return true;
+        Footprint f = walk(zk, jobstate::jobPath(jobId));
+        auto done = zk.run(zk.jobs().outputTasks(jobId, 0));
+        if (f.bytes > running.bytes) {
+          running = f;
+          doneAtRunning = done ? static_cast<uint32_t>(done->size()) : 0;
+        }
+        return false;
+      },
+      600s, 50ms);
+  const double jobS = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!ended || state != pb::JOB_SUCCEEDED) {
+    std::cerr << "the job did not succeed (" << jobstate::jobStateName(state) << ")\n";
+    return 1;
+  }
+  Footprint finished = walk(zk, jobstate::jobPath(jobId));
+  std::cerr << "finished in " << jobS << " s\n";
+
+  Json out{{"tasks", tasks},
+           {"workers", workers},
+           {"containers_per_worker", containers},
+           {"job_s", jobS},
+           {"running", running.toJson()},
+           {"running_done_tasks", doneAtRunning},
+           {"finished", finished.toJson()}};
+  const double per1000 = 1000.0 / tasks;
+  out["running_bytes_per_1000_tasks"] = running.bytes * per1000;
+  out["finished_bytes_per_1000_tasks"] = finished.bytes * per1000;
+  if (retentionMs >= 0) {
+    Footprint compacted = finished;
+    bool done = harness::eventually(
+        [&] {
+          compacted = walk(zk, jobstate::jobPath(jobId));
+          return compacted.bytes < finished.bytes && compacted.znodes <= 4;
+        },
+        std::chrono::milliseconds(retentionMs) + 60s, 100ms);
+    out["compacted"] = compacted.toJson();
+    out["compacted_in_time"] = done;
+    out["compacted_bytes_per_1000_tasks"] = compacted.bytes * per1000;
+    auto result = cluster.tellus({"result", jobId, "-o", (cluster.dir() / "result.out").string()});
+    auto status = cluster.tellus({"status", jobId});
+    out["result_after_compaction_exit"] = result.exitCode;
+    out["status_after_compaction_exit"] = status.exitCode;
+  }
+  out["goal"] = Json{{"running_bytes_per_1000_tasks", 20 * 1000}, {"compacted_bytes_per_1000_tasks", 2 * 1000}};
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace tellus
+
+int main(int argc, char** argv) { return tellus::run(argc, argv); }
