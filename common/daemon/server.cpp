@@ -63,7 +63,9 @@ Status Server::start(const ServerOptions& options) {
   address_ = listen->host + ":" + std::to_string(*port);
 
   if (!options.httpListen.empty()) {
-    http_.get("/metrics", [this] { return net::HttpResponse{"text/plain; version=0.0.4", metrics_.render(), 200}; });
+    http_.get("/metrics", [this](net::HttpRequest) -> boost::asio::awaitable<net::HttpResponse> {
+      co_return net::HttpResponse{"text/plain; version=0.0.4", metrics_.render(), 200, {}};
+    });
     auto httpListen = net::Endpoint::parse(options.httpListen);
     if (!httpListen) return httpListen.status().prepend("http_listen");
     auto httpPort = http_.start(*httpListen);
