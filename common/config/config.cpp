@@ -275,6 +275,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.listen = readEndpoint(m, "listen", PortRule::kListen);
     c.http_listen = m.optional<std::string>("http_listen", "");
     if (!c.http_listen.empty()) checkEndpoint(m, "http_listen", c.http_listen, PortRule::kListen);
+    c.http_jobs = m.optional<bool>("http_jobs", false);
     c.zookeeper = readZooKeeper(m);
     c.tls = readTls(m);
     c.datasets = readDatasets(m);

@@ -104,7 +104,10 @@ struct ExecConfig {
 struct MasterConfig {
   std::string site;                    // [a-z0-9-]+ (required)
   std::string listen;                  // host:port of the RPC server (required)
-  std::string http_listen;             // host:port of /status and /metrics ("" = off)
+  std::string http_listen;             // host:port of the web page, /status and /metrics ("" = off)
+  // The HTTP port (plaintext, no identity) also shows jobs: names, per-stage progress, task
+  // maps, JMs and failure reasons, which over RPC only clients may read (docs/security.md).
+  bool http_jobs = false;
   ZooKeeperConfig zookeeper;
   TlsConfig tls;                       // or insecure: true
   std::vector<DatasetConfig> datasets;
