@@ -111,7 +111,8 @@ function renderFailures(status) {
   clear(list);
   const items = [];
   for (const f of status.failures || []) {
-    items.push({ at: f.unix_ms, text: f.kind + (f.job_id ? ' ' + f.job_id : '') + ': ' + f.text, job: f.job_id });
+    items.push({ at: f.unix_ms, text: f.kind + (f.job_id ? ' ' + f.job_id : '') + (f.text ? ': ' + f.text : ''),
+                 job: f.job_id });
   }
   for (const job of status.jobs || []) {
     if (job.state === 'failed' && job.error) {

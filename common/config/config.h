@@ -119,6 +119,7 @@ struct MasterConfig {
   LimitsConfig limits;
   RpcLimitsConfig rpc;
   ExecConfig exec;                     // checked at submission, published in the site record
+  std::string log_format = "text";     // text | json (JSON lines, docs/operations.md)
   // Operators besides the built-in aggregations whose output may leave the site of the pinned
   // data they read (docs/jobs.md, "Residency").
   std::vector<std::string> derived_operators;
@@ -139,11 +140,16 @@ struct WorkerConfig {
   std::string data_dir;                // partition store and container dirs (required)
   std::string bin_dir;                 // where tellus-jm / tellus-executor live ("" = next to self)
   uint32_t heartbeat_ms = 500;
+  std::string http_listen;             // host:port of this worker's /metrics ("" = off)
+  // Where each JM this worker starts serves /metrics: a host with port 0 (each JM binds a
+  // free port and publishes it in its JmInfo, `http_address`). "" = off.
+  std::string jm_http_listen;
   std::vector<WanLink> wan;            // outgoing links to other sites
   LimitsConfig limits;
   RpcLimitsConfig rpc;                 // also given to the JMs this worker starts
   ExecConfig exec;                     // must match the master's `exec` section
   std::string log_level = "info";
+  std::string log_format = "text";     // text | json; also given to the JMs this worker starts
 };
 
 struct JmConfig {
@@ -151,6 +157,7 @@ struct JmConfig {
   std::string site;
   bool primary = false;                // YAML: `role: primary|secondary`
   std::string listen = "127.0.0.1:0";
+  std::string http_listen;             // host:port of /metrics ("" = off; the worker's jm_http_listen)
   std::string master;                  // host:port of the site's master
   std::string worker_id;               // worker the JM runs on
   ZooKeeperConfig zookeeper;
@@ -166,6 +173,7 @@ struct JmConfig {
   std::string exit_reason_file;
   RpcLimitsConfig rpc;
   std::string log_level = "info";
+  std::string log_format = "text";     // text | json
 };
 
 // Parse from text (`file` is only used in messages) or load from a path.

@@ -18,9 +18,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "net/endpoint.h"
@@ -41,6 +44,9 @@ struct ClientOptions {
   // Mutual TLS (net/tls.h); null = plaintext. The server must present a certificate from the
   // same CA; calls over a refused handshake fail with kPermissionDenied or kUnavailable.
   std::shared_ptr<TlsContext> tls;
+  // Called on the client's executor when a call ends (its method; the error code, nullopt on
+  // success): the one place a daemon counts the RPCs it makes.
+  std::function<void(std::string_view method, std::optional<ErrorCode> error)> onCall;
 };
 
 namespace detail {
@@ -122,6 +128,8 @@ class ClientPool {
   // Turns on mutual TLS for clients created from now on (same as ClientOptions::tls); call
   // before the first get().
   void useTls(std::shared_ptr<TlsContext> tls);
+  // Sets ClientOptions::onCall for clients created from now on; call before the first get().
+  void onCall(std::function<void(std::string_view method, std::optional<ErrorCode> error)> observer);
 
   // Closes and forgets every client (e.g. at shutdown).
   void closeAll();

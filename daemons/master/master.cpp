@@ -73,6 +73,15 @@ Status Master::start() {
 
   registerHttpPages();
   auto& metrics = server_.metrics();
+  containerChanges_ = &metrics.counter("tellus_master_container_changes_total",
+                                       "Containers granted to JMs, and released by them (handed back or job ended).",
+                                       {"direction"});
+  workersLost_ = &metrics.counter("tellus_master_workers_lost_total", "Workers declared lost (missed heartbeats).");
+  workerLossDetection_ = &metrics.histogram(
+      "tellus_master_worker_loss_detection_seconds",
+      "From a lost worker's last heartbeat to this master declaring it lost, in seconds.", {});
+  jmReplacements_ = &metrics.counter("tellus_master_jm_replacements_total",
+                                     "JMs this master started to replace a lost one, by cause.", {"cause"});
   metrics.gauge("tellus_master_workers", "Live workers registered with this master.", [this] {
     return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(siteInfo().workers())}};
   });
@@ -287,7 +296,10 @@ void Master::allocate() {
   auto grants = sched::fairShare(shares, static_cast<int>(free.size()));
   size_t next = 0;
   for (size_t i = 0; i < shares.size(); ++i) {
-    for (int g = 0; g < grants[i] && next < free.size(); ++g) slots_[free[next++]] = shares[i].id;
+    for (int g = 0; g < grants[i] && next < free.size(); ++g) {
+      slots_[free[next++]] = shares[i].id;
+      containerChanges_->inc({"granted"});
+    }
     if (grants[i] > 0) {
       const auto& sub = subJobs_[shares[i].id];
       if (!sub.jmAddress.empty()) server_.spawn(pushGrants(sub.jobId, sub.jmAddress), "grant event");
@@ -321,6 +333,8 @@ awaitable<void> Master::scheduleLoop() {
         spdlog::warn("worker {} missed heartbeats for {} ms: its containers are no longer offered", id,
                      config_.worker_timeout_ms);
         w.alive = false;
+        workersLost_->inc();
+        workerLossDetection_->observe(std::chrono::duration<double>(now - w.lastHeartbeat).count());
         recordFailure(failures_, {daemon::nowUnixMs(), "worker-lost", "",
                                   fmt::format("worker {} missed heartbeats for {} ms", id, config_.worker_timeout_ms)});
         std::erase_if(slots_, [&](const auto& kv) { return kv.first.first == id; });
@@ -359,7 +373,9 @@ awaitable<void> Master::scheduleLoop() {
         watchedJobs_.erase(watched);
         server_.spawn(stopEndedJob(jobId), "stopping the tasks of " + jobId);
         for (auto& [key, holder] : slots_) {
-          if (holder == jobId) holder.clear();
+          if (holder != jobId) continue;
+          holder.clear();
+          containerChanges_->inc({"released"});
         }
         subJobs_.erase(jobId);
         jmWorker_.erase(jobId);
@@ -453,6 +469,7 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
     std::string reason = i < req.dead_jm_reasons_size() ? req.dead_jm_reasons(i).substr(0, 512) : "no reason reported";
     spdlog::warn("worker {} reports the JM of job {} died: {}", req.worker_id(), job, reason);
     recordFailure(failures_, {daemon::nowUnixMs(), "jm-died", job, fmt::format("on {}: {}", req.worker_id(), reason)});
+    jmReplacements_->inc({"jm_exited"});
     server_.spawn(replaceJm(job, true, std::move(reason)), "replacing the JM of " + job);
   }
   return resp;
@@ -462,11 +479,16 @@ Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
   if (!isJobId(req.job_id())) return makeError(ErrorCode::kInvalidArgument, "JmUpdate: bad job_id '" + req.job_id() + "'");
   for (const auto& c : req.release()) {
     auto it = slots_.find(SlotKey{c.worker_id(), c.slot()});
-    if (it != slots_.end() && it->second == req.job_id()) it->second.clear();
+    if (it != slots_.end() && it->second == req.job_id()) {
+      it->second.clear();
+      containerChanges_->inc({"released"});
+    }
   }
   if (req.finished()) {
     for (auto& [key, holder] : slots_) {
-      if (holder == req.job_id()) holder.clear();
+      if (holder != req.job_id()) continue;
+      holder.clear();
+      containerChanges_->inc({"released"});
     }
     subJobs_.erase(req.job_id());
     return pb::JmUpdateResponse();
@@ -1147,7 +1169,10 @@ void Master::replaceJmsOf(const std::string& workerId) {
   for (const auto& [job, worker] : jmWorker_) {
     if (worker == workerId) jobs.push_back(job);
   }
-  for (const auto& job : jobs) server_.spawn(replaceJm(job, false, ""), "replacing the JM of " + job);
+  for (const auto& job : jobs) {
+    jmReplacements_->inc({"worker_lost"});
+    server_.spawn(replaceJm(job, false, ""), "replacing the JM of " + job);
+  }
 }
 
 awaitable<void> Master::replaceJm(std::string jobId, bool crashed, std::string reason) {
@@ -1220,7 +1245,7 @@ awaitable<net::HttpResponse> Master::statusPage(net::HttpRequest request) {
   j["containers_free"] = info.containers_free();
   j["unix_ms"] = daemon::nowUnixMs();
   j["http_jobs"] = config_.http_jobs;
-  j["failures"] = failuresJson(failures_);
+  j["failures"] = failuresJson(failures_, config_.http_jobs);
   // The federation: every live site's counts, as its own /status shows them.
   j["sites"] = nlohmann::json::array();
   auto sites = co_await liveSites();

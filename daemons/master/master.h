@@ -158,6 +158,11 @@ class Master {
   uint64_t nextPut_ = 0;
   bool sitePublished_ = false;
   std::deque<FailureEvent> failures_;  // recent, for the web page (bounded: kMaxFailures)
+  // Metrics (declared in start(); the registry owns them).
+  daemon::Counter* containerChanges_ = nullptr;      // by direction: granted / revoked
+  daemon::Counter* workersLost_ = nullptr;
+  daemon::Histogram* workerLossDetection_ = nullptr;  // last heartbeat -> declared lost
+  daemon::Counter* jmReplacements_ = nullptr;         // by cause
   struct JobsPage {
     Clock::time_point builtAt;
     uint32_t count = 0;

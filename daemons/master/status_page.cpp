@@ -77,10 +77,11 @@ void recordFailure(std::deque<FailureEvent>& failures, FailureEvent event) {
   while (failures.size() > kMaxFailures) failures.pop_front();
 }
 
-nlohmann::json failuresJson(const std::deque<FailureEvent>& failures) {
+nlohmann::json failuresJson(const std::deque<FailureEvent>& failures, bool jobDetails) {
   nlohmann::json out = nlohmann::json::array();
   for (auto it = failures.rbegin(); it != failures.rend(); ++it) {
-    out.push_back({{"unix_ms", it->unixMs}, {"kind", it->kind}, {"job_id", it->jobId}, {"text", it->text}});
+    const bool shown = jobDetails || it->jobId.empty();
+    out.push_back({{"unix_ms", it->unixMs}, {"kind", it->kind}, {"job_id", it->jobId}, {"text", shown ? it->text : ""}});
   }
   return out;
 }

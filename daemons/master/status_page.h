@@ -50,8 +50,9 @@ struct FailureEvent {
 };
 // Appends `event` (text cut to kMaxErrorChars) and drops the oldest beyond kMaxFailures.
 void recordFailure(std::deque<FailureEvent>& failures, FailureEvent event);
-// Newest first.
-nlohmann::json failuresJson(const std::deque<FailureEvent>& failures);
+// Newest first. Without `jobDetails` (http_jobs off) an event about a job keeps its kind, time
+// and job id but not its text (a JM's exit reason, a job's failure reason).
+nlohmann::json failuresJson(const std::deque<FailureEvent>& failures, bool jobDetails);
 
 // A site as the page shows it: counts only (not its addresses, datasets or exec policy).
 nlohmann::json siteJson(const pb::SiteInfo& site);

@@ -117,8 +117,14 @@ Status Worker::start() {
                                            std::to_string(config_.max_jms) + ")");
   for (const auto& why : limit->unchecked) spdlog::warn("cannot check ZooKeeper's connection limit: {}", why);
 
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc, config_.tls,
-                                         {net::Role::kWorker, config_.site, config_.id}}));
+  bytesSent_ = &server_.metrics().counter(
+      "tellus_worker_sent_bytes_total", "Partition bytes this worker served (worker.Fetch), by site pair.",
+      {"from_site", "to_site"});
+  bytesReceived_ = &server_.metrics().counter(
+      "tellus_worker_received_bytes_total", "Input bytes this worker fetched for its tasks, by site pair.",
+      {"from_site", "to_site"});
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc,
+                                         config_.tls, {net::Role::kWorker, config_.site, config_.id}}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
                     jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
@@ -217,6 +223,7 @@ awaitable<void> Worker::livenessLoop() {
   info.set_worker_id(config_.id);
   info.set_address(server_.address());
   info.set_containers(config_.containers);
+  info.set_http_address(server_.httpAddress());
   auto path = jobstate::siteWorkerPath(config_.site, config_.id);
   coord::EventFlag changed(server_.coordinator().executor());
   auto watch = server_.coordinator().watchData(path, [&changed](const std::optional<coord::NodeData>&) { changed.set(); });
@@ -361,12 +368,14 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   jm.site = config_.site;
   jm.primary = req.role() == pb::JM_PRIMARY;
   jm.listen = server_.address().substr(0, server_.address().rfind(':')) + ":0";
+  jm.http_listen = config_.jm_http_listen;
   jm.master = config_.master;
   jm.worker_id = config_.id;
   jm.zookeeper = config_.zookeeper;
   jm.rpc = config_.rpc;
   jm.tls = config_.tls;  // the JM calls as this worker (docs/security.md)
   jm.log_level = config_.log_level;
+  jm.log_format = config_.log_format;
   auto dir = dataDir_ / "jms" / req.job_id();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -437,6 +446,7 @@ awaitable<Status> Worker::fetchTo(const std::string& site, const std::string& wo
     auto chunk = co_await client->call<rpc::Worker::Fetch>(req, kFetchCallTimeout);
     if (!chunk) co_return chunk.error().prepend("fetching input from " + workerId);
     out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
+    bytesReceived_->inc({site, config_.site}, static_cast<double>(chunk->data().size()));
     crc.update(chunk->data());
     offset += chunk->data().size();
     if (offset >= chunk->total_bytes()) {
@@ -681,6 +691,7 @@ awaitable<Result<pb::FetchResponse>> Worker::fetch(pb::FetchRequest req, net::Ca
     resp.set_data(std::move(buf));
     resp.set_total_bytes(size);
   }
+  bytesSent_->inc({config_.site, req.from_site().substr(0, 64)}, static_cast<double>(resp.data().size()));
   // WAN emulation: hold the chunk until the emulated link to the requester has carried it.
   auto sendAt = wan_.reserve(req.from_site(), resp.data().size(), std::chrono::steady_clock::now());
   if (sendAt > std::chrono::steady_clock::now()) {

@@ -1,5 +1,5 @@
-// The web status page (web/, served by every master at /) in headless Chromium against a real
-// mini cluster: after a word count finishes, the rendered page names the job, its stages and
+// The web status page (web/, served by every master at /) in headless Chromium, and every
+// daemon's /metrics, against a real mini cluster: after a word count finishes, the rendered page names the job, its stages and
 // 100%, and the job's page shows its task map. /status's query checks and the http_jobs
 // switch are checked over plain HTTP. Screenshots are kept under the test's output dir
 // ($TELLUS_TEST_OUTPUT_DIR, else <build>/test-output/web), and their paths printed.
@@ -21,6 +21,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -138,18 +143,46 @@ std::size_t countOf(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The cluster of this binary's tests, started on first use: 2 sites x 1 worker x 2 containers,
+// every daemon with an HTTP listener (ephemeral ports); us-east shows jobs over HTTP, eu-west
+// keeps the default (off).
+harness::MiniCluster& webCluster() {
+  // Initialised by the start (not before it), so it is destroyed before whatever the start
+  // created: the cluster stops while everything it uses still exists.
+  static Result<std::unique_ptr<harness::MiniCluster>> cluster = [] {
+    harness::MiniClusterOptions options;
+    options.sites = 2;
+    options.workersPerSite = 1;
+    options.containersPerWorker = 2;
+    options.masterExtraYaml = "http_listen: 127.0.0.1:0\n";
+    options.masterExtraYamlBySite["us-east"] = "http_jobs: true\n";
+    for (const char* site : {"us-east", "eu-west"}) {
+      options.workerExtraYaml[site] = "http_listen: 127.0.0.1:0\njm_http_listen: 127.0.0.1:0\n";
+    }
+    return harness::MiniCluster::start(options);
+  }();
+  INFO((cluster.isOk() ? std::string() : cluster.message()));
+  REQUIRE(cluster.isOk());
+  return **cluster;
+}
+
+// Submits the spec (written under the cluster dir) at `site`; "" if that fails (with INFO).
+std::string submit(harness::MiniCluster& cluster, const std::string& name, const std::string& yaml,
+                   const std::string& site, bool wait) {
+  const auto spec = cluster.dir() / (name + ".yaml");
+  std::ofstream(spec) << yaml;
+  std::vector<std::string> args{"submit", spec.string()};
+  if (wait) args.push_back("--wait");
+  auto submitted = cluster.tellus(args, site, 120s);
+  UNSCOPED_INFO("submit: " << submitted.exitCode << "\n" << submitted.out << submitted.err << cluster.crashedDaemons());
+  if (submitted.exitCode != 0) return "";
+  const auto idStart = submitted.out.find("job-");
+  if (idStart == std::string::npos) return "";
+  return submitted.out.substr(idStart, submitted.out.find_first_of(" \n", idStart) - idStart);
+}
+
 TEST_CASE("the web status page shows a finished job in a real browser", "[integration][web]") {
-  harness::MiniClusterOptions options;
-  options.sites = 2;
-  options.workersPerSite = 1;
-  options.containersPerWorker = 2;
-  options.masterExtraYaml = "http_listen: 127.0.0.1:0\n";
-  // us-east shows jobs over HTTP; eu-west keeps the default (off).
-  options.masterExtraYamlBySite["us-east"] = "http_jobs: true\n";
-  auto started = harness::MiniCluster::start(options);
-  INFO((started.isOk() ? std::string() : started.message()));
-  REQUIRE(started.isOk());
-  auto& cluster = **started;
+  auto& cluster = webCluster();
   const std::string east = cluster.sites()[0];
   const std::string west = cluster.sites()[1];
   const std::string eastHttp = httpAddressOf(cluster, east);
@@ -160,19 +193,12 @@ TEST_CASE("the web status page shows a finished job in a real browser", "[integr
   // A word count over both sites.
   REQUIRE(cluster.putDataset(east, "web-corpus", "alpha beta gamma\nbeta gamma\ngamma\n", 2).isOk());
   REQUIRE(cluster.putDataset(west, "web-corpus", "delta alpha\nbeta\n", 2).isOk());
-  const auto spec = cluster.dir() / "web-wordcount.yaml";
-  {
-    std::ofstream out(spec);
-    out << "name: web-page-wordcount\nstages:\n  - name: count-words\n    op: wordcount.map\n"
-           "    input: {dataset: web-corpus}\n  - name: sum-counts\n    op: wordcount.reduce\n    tasks: 3\n"
-           "    input: {stage: count-words}\n";
-  }
-  auto submitted = cluster.tellus({"submit", spec.string(), "--wait"}, east, 120s);
-  INFO("submit: " << submitted.exitCode << "\n" << submitted.out << submitted.err << cluster.crashedDaemons());
-  REQUIRE(submitted.exitCode == 0);
-  const auto idStart = submitted.out.find("job-");
-  REQUIRE(idStart != std::string::npos);
-  const std::string jobId = submitted.out.substr(idStart, submitted.out.find_first_of(" \n", idStart) - idStart);
+  const std::string jobId = submit(cluster, "web-wordcount",
+                                   "name: web-page-wordcount\nstages:\n  - name: count-words\n    op: wordcount.map\n"
+                                   "    input: {dataset: web-corpus}\n  - name: sum-counts\n    op: wordcount.reduce\n"
+                                   "    tasks: 3\n    input: {stage: count-words}\n",
+                                   east, true);
+  REQUIRE_FALSE(jobId.empty());
   INFO("job " << jobId);
 
   {  // /status: the job's progress, its task map, and the boundary checks
@@ -266,6 +292,154 @@ TEST_CASE("the web status page shows a finished job in a real browser", "[integr
     CHECK(std::filesystem::file_size(overview) > 1000);
     std::cout << "web status page screenshots: " << overview.string() << " " << jobPage.string() << std::endl;
   }
+}
+
+// The value of the sample `series` (name and labels exactly as rendered, e.g.
+// `tellus_jm_steals_total{result="none"}`) in a /metrics body, nullopt if absent.
+std::optional<double> sampleValue(const std::string& metrics, const std::string& series) {
+  const std::string prefix = series + " ";
+  for (std::size_t at = 0; at < metrics.size();) {
+    const std::size_t end = std::min(metrics.find('\n', at), metrics.size());
+    if (metrics.compare(at, prefix.size(), prefix) == 0 && end > at + prefix.size()) {
+      return std::stod(metrics.substr(at + prefix.size(), end - at - prefix.size()));
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+// The sum of every sample of `name` whose labels contain all of `labels` (`key="value"`).
+double sumOf(const std::string& metrics, const std::string& name, const std::vector<std::string>& labels = {}) {
+  double sum = 0;
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
+    if (line[name.size()] != '{' && line[name.size()] != ' ') continue;
+    bool all = true;
+    for (const auto& label : labels) all = all && line.find(label) != std::string::npos;
+    if (all) sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// Every family has its # HELP and # TYPE before its samples.
+void checkExposition(const std::string& metrics) {
+  std::set<std::string> typed;
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      typed.insert(line.substr(7, line.find(' ', 7) - 7));
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    std::string name = line.substr(0, line.find_first_of("{ "));
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string s(suffix);
+      if (!typed.count(name) && name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+        name.resize(name.size() - s.size());
+      }
+    }
+    INFO(line);
+    CHECK(typed.count(name) == 1);
+  }
+}
+
+TEST_CASE("every daemon serves metrics worth scraping during and after a job", "[integration][metrics]") {
+  auto& cluster = webCluster();
+  const std::string east = cluster.sites()[0];
+  const std::string west = cluster.sites()[1];
+  REQUIRE(cluster.putDataset(east, "metrics-corpus", "one two three\ntwo three\n", 2).isOk());
+  REQUIRE(cluster.putDataset(west, "metrics-corpus", "four one\n", 1).isOk());
+  // The last stage runs for a few seconds after the map tasks are done, so the JMs (which exit
+  // with the job) can be scraped with finished tasks on record.
+  const std::string jobId = submit(cluster, "metrics-job",
+                                   "name: metrics-job\nstages:\n  - name: map\n    op: wordcount.map\n"
+                                   "    input: {dataset: metrics-corpus}\n  - name: slow\n    op: synthetic\n"
+                                   "    params: {cpu_ms: 4000}\n    tasks: 1\n    input: {stage: map}\n",
+                                   east, false);
+  REQUIRE_FALSE(jobId.empty());
+  INFO("job " << jobId);
+
+  // The JMs while the job runs (they exit with it), once the 3 map tasks are on record in
+  // their histograms (whichever JM ran them: stealing may move tasks between sites).
+  std::map<std::string, std::string> jmMetrics;
+  const bool scraped = harness::eventually(
+      [&] {
+        jmMetrics.clear();
+        auto jms = cluster.jms(jobId);
+        if (!jms) return false;
+        double mapTasks = 0;
+        for (const auto& [site, info] : *jms) {
+          if (info.http_address().empty()) continue;
+          jmMetrics[site] = httpGet(info.http_address(), "/metrics").body;
+          mapTasks += sumOf(jmMetrics[site], "tellus_jm_task_seconds_count",
+                            {"op=\"wordcount.map\"", "result=\"succeeded\""});
+        }
+        return jmMetrics.size() == 2 && mapTasks >= 3;
+      },
+      90s, 200ms);
+  INFO(cluster.jmLogs(jobId));
+  REQUIRE(scraped);
+  double launched = 0;
+  for (const auto& [site, body] : jmMetrics) {
+    INFO("JM at " << site << ":\n" << body);
+    checkExposition(body);
+    CHECK(sampleValue(body, "tellus_jm_af_desire{job=\"" + jobId + "\",site=\"" + site + "\"}").has_value());
+    CHECK(sampleValue(body, "tellus_jm_epoch{job=\"" + jobId + "\",site=\"" + site + "\"}").has_value());
+    CHECK(sumOf(body, "tellus_zk_requests_total", {"result=\"ok\""}) > 0);
+    CHECK(sumOf(body, "tellus_zk_request_seconds_count") > 0);
+    const double mine = sumOf(body, "tellus_jm_task_launches_total", {"op=\"wordcount.map\""});
+    launched += mine;
+    if (mine == 0) continue;
+    CHECK(body.find("tellus_jm_task_seconds_bucket{op=\"wordcount.map\",result=\"succeeded\",le=\"+Inf\"}") !=
+          std::string::npos);
+    CHECK(sumOf(body, "tellus_jm_launch_overhead_seconds_count") >= 1);
+    CHECK(sumOf(body, "tellus_jm_queue_wait_seconds_count", {"op=\"wordcount.map\""}) == mine);
+    CHECK(sumOf(body, "tellus_jm_container_changes_total", {"direction=\"granted\""}) >= 1);
+    CHECK(sumOf(body, "tellus_rpc_client_calls_total", {"method=\"worker.RunTask\"", "result=\"ok\""}) >= 1);
+  }
+  CHECK(launched >= 3);
+
+  const bool done = harness::eventually(
+      [&] {
+        auto status = cluster.zkReader().run(cluster.zkReader().jobs().status(jobId));
+        return status && status->value.state() == pb::JOB_SUCCEEDED;
+      },
+      120s, 200ms);
+  REQUIRE(done);
+
+  for (const auto& site : cluster.sites()) {
+    const std::string body = httpGet(httpAddressOf(cluster, site), "/metrics").body;
+    INFO("master " << site << ":\n" << body);
+    checkExposition(body);
+    CHECK(sumOf(body, "tellus_master_container_changes_total", {"direction=\"granted\""}) >= 1);
+    CHECK(sumOf(body, "tellus_rpc_server_calls_total", {"method=\"master.JmUpdate\"", "result=\"ok\""}) >= 1);
+    CHECK(sumOf(body, "tellus_zk_requests_total", {"result=\"ok\""}) > 0);
+    CHECK(sumOf(body, "tellus_zk_request_seconds_bucket", {"le=\"+Inf\""}) > 0);
+  }
+  CHECK(sumOf(httpGet(httpAddressOf(cluster, east), "/metrics").body, "tellus_rpc_server_calls_total",
+              {"method=\"master.Submit\"", "result=\"ok\""}) >= 1);
+
+  // Workers: tasks served, and map outputs moved between the two sites for the last stage.
+  double crossSiteSent = 0, crossSiteReceived = 0;
+  for (const auto& site : cluster.sites()) {
+    for (const auto& id : cluster.workers(site)) {
+      auto node = cluster.zkReader().get("/sites/" + site + "/workers/" + id);
+      REQUIRE(node.isOk());
+      pb::WorkerInfo info;
+      REQUIRE(info.ParseFromString(node->data));
+      REQUIRE_FALSE(info.http_address().empty());
+      const std::string body = httpGet(info.http_address(), "/metrics").body;
+      INFO("worker " << id << ":\n" << body);
+      checkExposition(body);
+      CHECK(sumOf(body, "tellus_rpc_server_calls_total", {"method=\"worker.RunTask\"", "result=\"ok\""}) >= 1);
+      const std::string other = site == east ? west : east;
+      crossSiteSent += sumOf(body, "tellus_worker_sent_bytes_total", {"to_site=\"" + other + "\""});
+      crossSiteReceived += sumOf(body, "tellus_worker_received_bytes_total", {"from_site=\"" + other + "\""});
+    }
+  }
+  CHECK(crossSiteSent > 0);
+  CHECK(crossSiteReceived > 0);
 }
 
 }  // namespace

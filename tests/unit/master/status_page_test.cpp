@@ -158,11 +158,20 @@ TEST_CASE("failures are bounded, cut and newest first", "[unit][master]") {
     recordFailure(failures, {i, "jm-died", "job-1", std::string(kMaxErrorChars + 10, 'x')});
   }
   CHECK(failures.size() == kMaxFailures);
-  auto j = failuresJson(failures);
+  auto j = failuresJson(failures, true);
   REQUIRE(j.size() == kMaxFailures);
   CHECK(j[0]["unix_ms"] == static_cast<int>(kMaxFailures) + 4);
   CHECK(j[kMaxFailures - 1]["unix_ms"] == 5);
   CHECK(j[0]["text"].get<std::string>().size() <= kMaxErrorChars + 3);
+  CHECK(j[0]["text"].get<std::string>().size() > 100);
+
+  // Without http_jobs, a job's failure reasons stay off the HTTP port; a lost worker does not.
+  recordFailure(failures, {100, "worker-lost", "", "worker w1 missed heartbeats for 3000 ms"});
+  auto hidden = failuresJson(failures, false);
+  CHECK(hidden[0]["text"] == "worker w1 missed heartbeats for 3000 ms");
+  CHECK(hidden[1]["kind"] == "jm-died");
+  CHECK(hidden[1]["job_id"] == "job-1");
+  CHECK(hidden[1]["text"] == "");
 }
 
 TEST_CASE("clipText never splits a UTF-8 character", "[unit][master]") {
