@@ -51,6 +51,12 @@ std::string readEndpoint(YamlMap& m, const std::string& key, PortRule rule) {
   return value;
 }
 
+std::string readLogFormat(YamlMap& m) {
+  std::string value = m.optional<std::string>("log_format", "text");
+  if (m.ok() && value != "text" && value != "json") m.fail("log_format", std::string("expected text or json, got ") + quoted(value));
+  return value;
+}
+
 std::string readLogLevel(YamlMap& m) {
   std::string value = m.optional<std::string>("log_level", "info");
   if (m.ok() && !isLogLevel(value)) m.fail("log_level", std::string("expected one of ") + kLogLevelForm + ", got " + quoted(value));
@@ -275,6 +281,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.listen = readEndpoint(m, "listen", PortRule::kListen);
     c.http_listen = m.optional<std::string>("http_listen", "");
     if (!c.http_listen.empty()) checkEndpoint(m, "http_listen", c.http_listen, PortRule::kListen);
+    c.http_jobs = m.optional<bool>("http_jobs", false);
     c.zookeeper = readZooKeeper(m);
     c.tls = readTls(m);
     c.datasets = readDatasets(m);
@@ -289,6 +296,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.exec = readExec(m);
     c.derived_operators = readOperatorNames(m, "derived_operators");
     c.log_level = readLogLevel(m);
+    c.log_format = readLogFormat(m);
     return c;
   });
 }
@@ -301,6 +309,13 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.listen = readEndpoint(m, "listen", PortRule::kListen);
     c.http_listen = m.optional<std::string>("http_listen", "");
     if (!c.http_listen.empty()) checkEndpoint(m, "http_listen", c.http_listen, PortRule::kListen);
+    c.jm_http_listen = m.optional<std::string>("jm_http_listen", "");
+    if (!c.jm_http_listen.empty()) {
+      checkEndpoint(m, "jm_http_listen", c.jm_http_listen, PortRule::kListen);
+      // Several JMs run on one worker: each binds its own free port.
+      const auto hostPort = parseHostPort(c.jm_http_listen);
+      if (m.ok() && hostPort && hostPort->port != 0) m.fail("jm_http_listen", "expected host:0 (each JM binds a free port)");
+    }
     c.master = readEndpoint(m, "master", PortRule::kConnect);
     c.zookeeper = readZooKeeper(m);
     c.tls = readTls(m);
@@ -326,6 +341,7 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.rpc = readRpcLimits(m);
     c.exec = readExec(m);
     c.log_level = readLogLevel(m);
+    c.log_format = readLogFormat(m);
     return c;
   });
 }
@@ -345,6 +361,8 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.primary = role == "primary";
     c.listen = m.optional<std::string>("listen", c.listen);
     checkEndpoint(m, "listen", c.listen, PortRule::kListen);
+    c.http_listen = m.optional<std::string>("http_listen", "");
+    if (!c.http_listen.empty()) checkEndpoint(m, "http_listen", c.http_listen, PortRule::kListen);
     c.master = readEndpoint(m, "master", PortRule::kConnect);
     c.worker_id = readSiteId(m, "worker_id", "a worker id");
     c.zookeeper = readZooKeeper(m);
@@ -358,6 +376,7 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.exit_reason_file = m.optional<std::string>("exit_reason_file", c.exit_reason_file);
     c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
+    c.log_format = readLogFormat(m);
     return c;
   });
 }
@@ -374,6 +393,7 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "site" << YAML::Value << YAML::DoubleQuoted << c.site;
   out << YAML::Key << "role" << YAML::Value << (c.primary ? "primary" : "secondary");
   out << YAML::Key << "listen" << YAML::Value << YAML::DoubleQuoted << c.listen;
+  if (!c.http_listen.empty()) out << YAML::Key << "http_listen" << YAML::Value << YAML::DoubleQuoted << c.http_listen;
   out << YAML::Key << "master" << YAML::Value << YAML::DoubleQuoted << c.master;
   out << YAML::Key << "worker_id" << YAML::Value << YAML::DoubleQuoted << c.worker_id;
   out << YAML::Key << "zookeeper" << YAML::Value << YAML::BeginMap;
@@ -401,6 +421,7 @@ std::string toYaml(const JmConfig& c) {
   }
   writeRpcLimits(out, c.rpc);
   out << YAML::Key << "log_level" << YAML::Value << c.log_level;
+  out << YAML::Key << "log_format" << YAML::Value << c.log_format;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -104,7 +104,10 @@ struct ExecConfig {
 struct MasterConfig {
   std::string site;                    // [a-z0-9-]+ (required)
   std::string listen;                  // host:port of the RPC server (required)
-  std::string http_listen;             // host:port of /status and /metrics ("" = off)
+  std::string http_listen;             // host:port of the web page, /status and /metrics ("" = off)
+  // The HTTP port (plaintext, no identity) also shows jobs: names, per-stage progress, task
+  // maps, JMs and failure reasons, which over RPC only clients may read (docs/security.md).
+  bool http_jobs = false;
   ZooKeeperConfig zookeeper;
   TlsConfig tls;                       // or insecure: true
   std::vector<DatasetConfig> datasets;
@@ -119,6 +122,7 @@ struct MasterConfig {
   LimitsConfig limits;
   RpcLimitsConfig rpc;
   ExecConfig exec;                     // checked at submission, published in the site record
+  std::string log_format = "text";     // text | json (JSON lines, docs/operations.md)
   // Operators besides the built-in aggregations whose output may leave the site of the pinned
   // data they read (docs/jobs.md, "Residency").
   std::vector<std::string> derived_operators;
@@ -146,11 +150,15 @@ struct WorkerConfig {
   // or nothing else of its stage runs here (worker/output_batcher.h).
   uint32_t output_batch_max_tasks = 200;  // 1 to jobstate::kMaxBatchTasks
   uint32_t output_batch_linger_ms = 1000;
+  // Where each JM this worker starts serves /metrics: a host with port 0 (each JM binds a
+  // free port and publishes it in its JmInfo, `http_address`). "" = off.
+  std::string jm_http_listen;
   std::vector<WanLink> wan;            // outgoing links to other sites
   LimitsConfig limits;
   RpcLimitsConfig rpc;                 // also given to the JMs this worker starts
   ExecConfig exec;                     // must match the master's `exec` section
   std::string log_level = "info";
+  std::string log_format = "text";     // text | json; also given to the JMs this worker starts
 };
 
 struct JmConfig {
@@ -158,6 +166,7 @@ struct JmConfig {
   std::string site;
   bool primary = false;                // YAML: `role: primary|secondary`
   std::string listen = "127.0.0.1:0";
+  std::string http_listen;             // host:port of /metrics ("" = off; the worker's jm_http_listen)
   std::string master;                  // host:port of the site's master
   std::string worker_id;               // worker the JM runs on
   ZooKeeperConfig zookeeper;
@@ -173,6 +182,7 @@ struct JmConfig {
   std::string exit_reason_file;
   RpcLimitsConfig rpc;
   std::string log_level = "info";
+  std::string log_format = "text";     // text | json
 };
 
 // Parse from text (`file` is only used in messages) or load from a path.

@@ -532,6 +532,7 @@ awaitable<RawReply> ZkClient::callOnce(StartFn start) {
   if (closed_) co_return RawReply{ZCLOSING};
   if (!handle_) co_return RawReply{ZINVALIDSTATE};  // between sessions; retryable
   ZkHandle* handle = handle_.get();
+  const auto sent = Clock::now();
   RawReply reply = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(RawReply)>(
       [handle, &start](auto handler) {
         auto owned = std::make_unique<PendingOp>();
@@ -545,7 +546,24 @@ awaitable<RawReply> ZkClient::callOnce(StartFn start) {
         }
       },
       use_awaitable);
+  if (options_.onRequest && !closed_) options_.onRequest(zkResultName(reply.rc), Clock::now() - sent);
   co_return reply;
+}
+
+std::string_view zkResultName(int rc) {
+  switch (rc) {
+    case ZOK: return "ok";
+    case ZNONODE: return "no_node";
+    case ZNODEEXISTS: return "node_exists";
+    case ZBADVERSION: return "bad_version";
+    case ZNOTEMPTY: return "not_empty";
+    case ZCONNECTIONLOSS: return "connection_loss";
+    case ZOPERATIONTIMEOUT: return "operation_timeout";
+    case ZSESSIONEXPIRED: return "session_expired";
+    case ZCLOSING: return "closing";
+    case ZINVALIDSTATE: return "invalid_state";
+    default: return "other";
+  }
 }
 
 awaitable<RawReply> ZkClient::call(StartFn start, Retry retry) {

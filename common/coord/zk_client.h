@@ -21,9 +21,12 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include "coord/coordinator.h"
 #include "coord/errors.h"
@@ -48,7 +51,16 @@ struct SessionOptions {
   std::chrono::milliseconds retryBudget{0};
   std::chrono::milliseconds backoffInitial{20};
   std::chrono::milliseconds backoffMax{1000};
+  // Called on the client's executor once per request sent to the server (every retry is a
+  // request), with its outcome (zkResultName) and how long the reply took: the one place
+  // ZooKeeper traffic is counted (a daemon's tellus_zk_* metrics).
+  std::function<void(std::string_view result, std::chrono::steady_clock::duration elapsed)> onRequest;
 };
+
+// A ZooKeeper return code as a metric label: "ok", "no_node", "node_exists", "bad_version",
+// "not_empty", "connection_loss", "operation_timeout", "session_expired", "closing",
+// "invalid_state", or "other".
+std::string_view zkResultName(int rc);
 
 // Identity of a session: lets tests force an expiry (harness/zk_session.h).
 struct SessionCredentials {

@@ -72,7 +72,8 @@ int runDaemon(const char* program, const std::string& configPath, LoadFn load, N
     std::fprintf(stderr, "%s: %s\n", program, config.message().c_str());
     return 2;
   }
-  initLogging(logName(*config), config->log_level);
+  initLogging(logName(*config), config->log_level,
+              config->log_format == "json" ? LogFormat::kJson : LogFormat::kText);
   Runtime runtime;
   Daemon daemon(runtime, *config);
   if (auto st = daemon.start(); !st) {

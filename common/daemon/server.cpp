@@ -56,6 +56,29 @@ Status Server::start(const ServerOptions& options) {
     rpc_.useTls(*tls);
     clients_.useTls(*tls);
   }
+  // RPC and ZooKeeper traffic is counted at one place each: the servers' and clients'
+  // observers, and the ZooKeeper client's per-request hook (docs/operations.md, "Metrics").
+  Counter& served = metrics_.counter("tellus_rpc_server_calls_total",
+                                     "RPC calls this daemon answered, by method and result (ok or the error code).",
+                                     {"method", "result"});
+  rpc_.onCall([&served](std::string_view method, std::optional<ErrorCode> error) {
+    served.inc({std::string(method), std::string(resultLabel(error))});
+  });
+  Counter& made = metrics_.counter("tellus_rpc_client_calls_total",
+                                   "RPC calls this daemon made, by method and result (ok or the error code).",
+                                   {"method", "result"});
+  clients_.onCall([&made](std::string_view method, std::optional<ErrorCode> error) {
+    made.inc({std::string(method), std::string(resultLabel(error))});
+  });
+  Counter& zkRequests = metrics_.counter("tellus_zk_requests_total",
+                                         "ZooKeeper requests sent (each retry counts), by result.", {"result"});
+  Histogram& zkLatency = metrics_.histogram("tellus_zk_request_seconds",
+                                            "Time from sending a ZooKeeper request to its reply, in seconds.", {});
+  auto onZkRequest = [&zkRequests, &zkLatency](std::string_view result, std::chrono::steady_clock::duration elapsed) {
+    zkRequests.inc({std::string(result)});
+    zkLatency.observe(std::chrono::duration<double>(elapsed).count());
+  };
+
   auto listen = net::Endpoint::parse(options.listen);
   if (!listen) return listen.status().prepend("listen");
   auto port = rpc_.start(*listen);
@@ -63,7 +86,9 @@ Status Server::start(const ServerOptions& options) {
   address_ = listen->host + ":" + std::to_string(*port);
 
   if (!options.httpListen.empty()) {
-    http_.get("/metrics", [this] { return net::HttpResponse{"text/plain; version=0.0.4", metrics_.render(), 200}; });
+    http_.get("/metrics", [this](net::HttpRequest) -> boost::asio::awaitable<net::HttpResponse> {
+      co_return net::HttpResponse{"text/plain; version=0.0.4", metrics_.render(), 200, {}};
+    });
     auto httpListen = net::Endpoint::parse(options.httpListen);
     if (!httpListen) return httpListen.status().prepend("http_listen");
     auto httpPort = http_.start(*httpListen);
@@ -71,7 +96,7 @@ Status Server::start(const ServerOptions& options) {
     httpAddress_ = httpListen->host + ":" + std::to_string(*httpPort);
   }
 
-  auto zk = connectZooKeeper(runtime_.io().get_executor(), options.zookeeper);
+  auto zk = connectZooKeeper(runtime_.io().get_executor(), options.zookeeper, onZkRequest);
   if (!zk) return zk.status().prepend("zookeeper");
   coordinator_ = std::move(zk).value();
   zkOutageLog_ = coordinator_->onSessionEvent([this](coord::SessionEvent e) {

@@ -11,7 +11,9 @@ namespace tellus::daemon {
 // Starts connecting (does not wait: use waitConnected()). Daemons hold the result as a
 // coord::Coordinator, so that what they do with it works over any implementation (the
 // fault-injecting wrapper included).
-Result<std::shared_ptr<coord::Coordinator>> connectZooKeeper(boost::asio::any_io_executor executor,
-                                                             const config::ZooKeeperConfig& config);
+// `onRequest`: coord::SessionOptions::onRequest (the daemon's ZooKeeper metrics), or none.
+Result<std::shared_ptr<coord::Coordinator>> connectZooKeeper(
+    boost::asio::any_io_executor executor, const config::ZooKeeperConfig& config,
+    std::function<void(std::string_view result, std::chrono::steady_clock::duration elapsed)> onRequest = {});
 
 }  // namespace tellus::daemon

@@ -1030,6 +1030,8 @@ void JobCore::decideLaunches(double now, Actions& out) {
       slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
       launchedAt_[id] = now;
+      const auto since = waitingSince_.find(id);
+      const double waitedS = since == waitingSince_.end() ? 0.0 : now - since->second;
       waitingSince_.erase(id);
       notBefore_.erase(id);
       std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
@@ -1039,6 +1041,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       task.container = slot.container;
       task.task = id;
       task.attempt = ++attempts_[id];
+      task.waitedS = waitedS;
       auto& req = task.request;
       const auto& stage = view_.spec.stages(static_cast<int>(id.first));
       req.set_job_id(config_.jobId);

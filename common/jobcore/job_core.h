@@ -84,6 +84,7 @@ struct LaunchTask {
   TaskId task;
   uint32_t attempt = 0;
   pb::RunTaskRequest request;  // complete but for jm_address, which the driver knows
+  double waitedS = 0;          // from ready to launched in this JM's queue (its metrics)
 };
 
 struct ReleaseStage {

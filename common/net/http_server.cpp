@@ -39,7 +39,7 @@ class HttpCore : public std::enable_shared_from_this<HttpCore> {
   static asio::awaitable<void> acceptLoop(std::shared_ptr<HttpCore> self);
   static asio::awaitable<void> serve(std::shared_ptr<HttpCore> self, std::uint64_t id,
                                      std::shared_ptr<beast::tcp_stream> stream);
-  http::response<http::string_body> respond(const http::request<http::string_body>& request) const;
+  asio::awaitable<http::response<http::string_body>> respond(const http::request<http::string_body>& request) const;
   void stopNow();
 
   asio::any_io_executor executor_;
@@ -51,36 +51,49 @@ class HttpCore : public std::enable_shared_from_this<HttpCore> {
   std::uint64_t nextConnectionId_ = 1;
 };
 
-http::response<http::string_body> HttpCore::respond(const http::request<http::string_body>& request) const {
+asio::awaitable<http::response<http::string_body>> HttpCore::respond(
+    const http::request<http::string_body>& request) const {
   http::response<http::string_body> response;
   response.version(request.version());
   response.keep_alive(request.keep_alive());
   response.set(http::field::server, "tellus");
+  response.set("X-Content-Type-Options", "nosniff");
+  response.set("Content-Security-Policy",
+               "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  response.set("Referrer-Policy", "no-referrer");
   auto plain = [&response](http::status status, std::string body) {
     response.result(status);
     response.set(http::field::content_type, "text/plain; charset=utf-8");
     response.body() = std::move(body);
   };
-  const std::string_view target(request.target().data(), request.target().size());
-  const std::string path(target.substr(0, target.find('?')));
+  auto parsed = parseHttpTarget(std::string_view(request.target().data(), request.target().size()));
   if (request.method() != http::verb::get) {
     plain(http::status::method_not_allowed, "only GET is supported\n");
     response.set(http::field::allow, "GET");
-  } else if (auto handler = handlers_.find(path); handler == handlers_.end()) {
-    plain(http::status::not_found, fmt::format("no page at {}\n", path));
+  } else if (!parsed) {
+    plain(http::status::bad_request, parsed.message() + "\n");
+  } else if (auto handler = handlers_.find(parsed->path); handler == handlers_.end()) {
+    plain(http::status::not_found, fmt::format("no page at {}\n", parsed->path));
   } else {
+    std::optional<HttpResponse> page;
+    const std::string path = parsed->path;
     try {
-      HttpResponse page = handler->second();
-      response.result(page.status);
-      response.set(http::field::content_type, page.contentType);
-      response.body() = std::move(page.body);
+      page = co_await handler->second(std::move(parsed).value());
     } catch (const std::exception& e) {
       spdlog::error("http: handler for {} threw: {}", path, e.what());
+    }
+    if (page) {
+      response.result(page->status);
+      response.set(http::field::content_type, page->contentType);
+      for (const auto& [name, value] : page->headers) response.set(name, value);
+      response.body() = std::move(page->body);
+    } else {
       plain(http::status::internal_server_error, "internal error\n");
     }
   }
   response.prepare_payload();
-  return response;
+  co_return response;
 }
 
 asio::awaitable<void> HttpCore::serve(std::shared_ptr<HttpCore> self, std::uint64_t id,
@@ -89,15 +102,19 @@ asio::awaitable<void> HttpCore::serve(std::shared_ptr<HttpCore> self, std::uint6
   boost::system::error_code ec;
   while (!self->stopped_) {
     stream->expires_after(kIdleTimeout);
-    http::request<http::string_body> request;
-    co_await http::async_read(*stream, buffer, request, asio::redirect_error(asio::use_awaitable, ec));
+    // A GET has no body, and its head fits in 8 KiB: anything larger is refused unread.
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(8 * 1024);
+    parser.body_limit(0);
+    co_await http::async_read(*stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec != http::error::end_of_stream && ec != asio::error::operation_aborted) {
         spdlog::debug("http: closing connection: {}", ec.message());
       }
       break;
     }
-    auto response = self->respond(request);
+    const http::request<http::string_body> request = parser.release();
+    auto response = co_await self->respond(request);
     co_await http::async_write(*stream, response, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || !response.keep_alive()) break;
   }
@@ -115,6 +132,11 @@ asio::awaitable<void> HttpCore::acceptLoop(std::shared_ptr<HttpCore> self) {
       spdlog::warn("http: accepting on port {} failed: {}", self->port_, ec.message());
       asio::steady_timer backoff(self->executor_, std::chrono::milliseconds(100));
       co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    if (self->connections_.size() >= kMaxHttpConnections) {
+      spdlog::debug("http: {} connections open; closing a new one", self->connections_.size());
+      socket.close(ec);
       continue;
     }
     const std::uint64_t id = self->nextConnectionId_++;

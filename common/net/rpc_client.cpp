@@ -244,6 +244,15 @@ asio::awaitable<Result<std::string>> runCall(std::shared_ptr<ClientCore> core, s
                                   connection->connecting() ? " while connecting" : ""));
 }
 
+// runCall, reported to the client's observer (ClientOptions::onCall) when it ends.
+asio::awaitable<Result<std::string>> observedCall(std::shared_ptr<ClientCore> core, std::string method,
+                                                  std::string body, std::chrono::milliseconds timeout) {
+  const std::string name = method;
+  Result<std::string> result = co_await runCall(core, std::move(method), std::move(body), timeout);
+  core->options_.onCall(name, result ? std::nullopt : std::optional<ErrorCode>(result.error().code));
+  co_return result;
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -255,7 +264,8 @@ RpcClient::~RpcClient() { close(); }
 asio::awaitable<Result<std::string>> RpcClient::callRaw(std::string method, std::string body,
                                                         std::chrono::milliseconds timeout) {
   // Not a coroutine itself: the call holds the core, so it may outlive this RpcClient.
-  return detail::runCall(core_, std::move(method), std::move(body), timeout);
+  if (!core_->options_.onCall) return detail::runCall(core_, std::move(method), std::move(body), timeout);
+  return detail::observedCall(core_, std::move(method), std::move(body), timeout);
 }
 
 void RpcClient::close() {
@@ -293,6 +303,11 @@ std::shared_ptr<RpcClient> ClientPool::get(const Endpoint& endpoint) {
 void ClientPool::useTls(std::shared_ptr<TlsContext> tls) {
   std::lock_guard lock(mutex_);
   options_.tls = std::move(tls);
+}
+
+void ClientPool::onCall(std::function<void(std::string_view method, std::optional<ErrorCode> error)> observer) {
+  std::lock_guard lock(mutex_);
+  options_.onCall = std::move(observer);
 }
 
 void ClientPool::closeAll() {

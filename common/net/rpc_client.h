@@ -18,9 +18,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "net/endpoint.h"
@@ -43,6 +46,9 @@ struct ClientOptions {
   std::shared_ptr<TlsContext> tls;
   // SO_SNDBUF of the connection (0: the kernel's autotuning), as ServerOptions::sendBufferBytes.
   std::size_t sendBufferBytes = 4 * 1024 * 1024;
+  // Called on the client's executor when a call ends (its method; the error code, nullopt on
+  // success): the one place a daemon counts the RPCs it makes.
+  std::function<void(std::string_view method, std::optional<ErrorCode> error)> onCall;
 };
 
 namespace detail {
@@ -124,6 +130,8 @@ class ClientPool {
   // Turns on mutual TLS for clients created from now on (same as ClientOptions::tls); call
   // before the first get().
   void useTls(std::shared_ptr<TlsContext> tls);
+  // Sets ClientOptions::onCall for clients created from now on; call before the first get().
+  void onCall(std::function<void(std::string_view method, std::optional<ErrorCode> error)> observer);
 
   // Closes and forgets every client (e.g. at shutdown).
   void closeAll();

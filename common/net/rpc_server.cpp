@@ -63,6 +63,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   asio::any_io_executor executor_;
   ServerOptions options_;
   std::unordered_map<std::string, MethodEntry> handlers_;
+  RpcServer::CallObserver callObserver_;
   LogThrottle deniedLog_{kRefusalLogInterval};     // failed handshakes and calls of the wrong role
   std::optional<tcp::acceptor> acceptor_;
   std::uint16_t port_ = 0;
@@ -104,7 +105,8 @@ class ServerSession final : public FramedConnection {
  private:
   static asio::awaitable<void> runCall(std::shared_ptr<ServerSession> self, RawHandler handler,
                                        std::uint64_t callId, std::string body, CallContext context);
-  void respond(std::uint64_t callId, Result<std::string> result);
+  // `method`: a registered method's name, or "unknown" (it labels the server's call observer).
+  void respond(std::uint64_t callId, std::string_view method, Result<std::string> result);
 
   std::weak_ptr<ServerCore> server_;
   std::string peerIp_;  // counted in the server's ConnectionLimiter until closed
@@ -136,14 +138,15 @@ void ServerSession::onFrame(Frame frame) {
                    "refusals not logged)",
                    meta.method(), peer(), maxCallsPerSecond_, *suppressed);
     }
-    respond(meta.call_id(),
+    respond(meta.call_id(), server->handlers_.count(meta.method()) ? std::string_view(meta.method()) : "unknown",
             makeError(ErrorCode::kResourceExhausted,
                       fmt::format("rate limit: more than {} calls/s on this connection; retry later", maxCallsPerSecond_)));
     return;
   }
   auto handler = server->handlers_.find(meta.method());
   if (handler == server->handlers_.end()) {
-    respond(meta.call_id(), makeError(ErrorCode::kNotFound, fmt::format("unknown RPC method '{}'", meta.method())));
+    respond(meta.call_id(), "unknown",
+            makeError(ErrorCode::kNotFound, fmt::format("unknown RPC method '{}'", meta.method().substr(0, 64))));
     return;
   }
   // Identity comes from the handshake (TLS mode); no identity means plaintext mode.
@@ -153,7 +156,7 @@ void ServerSession::onFrame(Frame frame) {
     if (auto suppressed = server->deniedLog_.allow(std::chrono::steady_clock::now())) {
       spdlog::warn("rpc: refused call: {} ({} more refusals not logged)", why, *suppressed);
     }
-    respond(meta.call_id(), makeError(ErrorCode::kPermissionDenied, "permission denied: " + why));
+    respond(meta.call_id(), meta.method(), makeError(ErrorCode::kPermissionDenied, "permission denied: " + why));
     return;
   }
   CallContext context{peer(), meta.method(),
@@ -185,10 +188,13 @@ asio::awaitable<void> ServerSession::runCall(std::shared_ptr<ServerSession> self
                   self->peer());
     co_return;
   }
-  self->respond(callId, std::move(*result));
+  self->respond(callId, context.method, std::move(*result));
 }
 
-void ServerSession::respond(std::uint64_t callId, Result<std::string> result) {
+void ServerSession::respond(std::uint64_t callId, std::string_view method, Result<std::string> result) {
+  if (auto server = server_.lock(); server && server->callObserver_) {
+    server->callObserver_(method, result ? std::nullopt : std::optional<ErrorCode>(result.error().code));
+  }
   pb::RpcMeta meta;
   meta.set_call_id(callId);
   meta.set_is_response(true);
@@ -307,6 +313,8 @@ void RpcServer::setOptions(const ServerOptions& options) {
 
 const ServerOptions& RpcServer::options() const { return core_->options_; }
 void RpcServer::useTls(std::shared_ptr<TlsContext> tls) { core_->options_.tls = std::move(tls); }
+
+void RpcServer::onCall(CallObserver observer) { core_->callObserver_ = std::move(observer); }
 
 Result<std::uint16_t> RpcServer::start(const Endpoint& listenOn) {
   if (core_->acceptor_) return makeError(ErrorCode::kAlreadyExists, "RPC server already started");

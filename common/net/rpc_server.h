@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "net/endpoint.h"
@@ -132,6 +133,12 @@ class RpcServer {
   // Untyped: serialized request in, serialized response out (the wire layer under handle<M>).
   // `callers`: the roles allowed to call it with TLS on (empty: any authenticated peer).
   void handleRaw(std::string method, RawHandler handler, RoleSet callers = {});
+
+  // Called on the io thread for every call answered (its method, or "unknown" for a method
+  // not registered; the error code, nullopt on success): the one place a daemon counts RPCs
+  // served. Before start().
+  using CallObserver = std::function<void(std::string_view method, std::optional<ErrorCode> error)>;
+  void onCall(CallObserver observer);
 
   // Turns on mutual TLS (same as ServerOptions::tls); before start().
   void useTls(std::shared_ptr<TlsContext> tls);

@@ -57,6 +57,59 @@ JobManager::~JobManager() { stop(); }
 
 double JobManager::nowS() const { return std::chrono::duration<double>(Clock::now() - origin_).count(); }
 
+void JobManager::registerMetrics() {
+  auto& m = server_.metrics();
+  metrics_.taskSeconds = &m.histogram("tellus_jm_task_seconds",
+                                      "Run time of this JM's task attempts in seconds (as the worker measured it; "
+                                      "failed attempts: the RunTask call), by operator and result.",
+                                      {"op", "result"});
+  metrics_.launchSeconds = &m.histogram(
+      "tellus_jm_launch_overhead_seconds",
+      "RunTask call time minus the task's own run time in seconds (input fetch, executor start, queueing at the "
+      "worker), by operator.",
+      {"op"});
+  metrics_.queueWait = &m.histogram("tellus_jm_queue_wait_seconds",
+                                    "How long a task waited in this JM's queue, from ready (inputs available, "
+                                    "owned here) to launched, in seconds, by operator.",
+                                    {"op"});
+  metrics_.launches = &m.counter("tellus_jm_task_launches_total", "Task attempts this JM launched, by operator.", {"op"});
+  metrics_.steals = &m.counter("tellus_jm_steals_total",
+                               "Steal rounds this JM ran (asking the other JMs in turn), by result: got_work or none.",
+                               {"result"});
+  metrics_.tasksGiven = &m.counter("tellus_jm_tasks_given_total", "Tasks this JM gave to stealing JMs.");
+  metrics_.grantChanges = &m.counter("tellus_jm_container_changes_total",
+                                     "Containers granted to or revoked from this JM by its master, by direction.",
+                                     {"direction"});
+  metrics_.failovers = &m.counter("tellus_jm_failovers_total",
+                                  "Times this JM took over as primary from a lost primary (epoch > 1).");
+  metrics_.takeoverSeconds = &m.histogram(
+      "tellus_jm_takeover_seconds", "From winning the election to acting as primary (epoch bumped), in seconds.", {});
+  const auto labels = [this] {
+    return std::vector<std::pair<std::string, std::string>>{{"job", config_.job_id}, {"site", config_.site}};
+  };
+  m.gauge("tellus_jm_af_desire", "Containers this JM asks its master for (Af desire).", [this, labels] {
+    return std::vector<daemon::MetricSample>{{labels(), double(core_.desire())}};
+  });
+  m.gauge("tellus_jm_containers_granted", "Containers this JM holds.", [this, labels] {
+    return std::vector<daemon::MetricSample>{{labels(), double(core_.granted())}};
+  });
+  m.gauge("tellus_jm_primary", "1 while this JM is the job's primary, else 0.", [this, labels] {
+    return std::vector<daemon::MetricSample>{{labels(), core_.primary() ? 1.0 : 0.0}};
+  });
+  m.gauge("tellus_jm_epoch", "The primary epoch this JM acts under.", [this, labels] {
+    return std::vector<daemon::MetricSample>{{labels(), double(core_.epoch())}};
+  });
+}
+
+void JobManager::countGrants(std::size_t granted) {
+  if (granted > grantedContainers_) {
+    metrics_.grantChanges->inc({"granted"}, static_cast<double>(granted - grantedContainers_));
+  } else if (granted < grantedContainers_) {
+    metrics_.grantChanges->inc({"revoked"}, static_cast<double>(grantedContainers_ - granted));
+  }
+  grantedContainers_ = granted;
+}
+
 Status JobManager::start() {
   server_.handle<rpc::Jm::Steal>([this](pb::StealRequest r, net::CallContext c) { return giveWork(std::move(r), c); });
   server_.handle<rpc::Jm::ContainerUsage>([this](const pb::ContainerUsageReport& r) {
@@ -64,12 +117,14 @@ Status JobManager::start() {
     return Result<pb::Empty>(pb::Empty());
   });
   server_.handle<rpc::Jm::Grants>([this](const pb::JmUpdateResponse& g) {
+    countGrants(static_cast<std::size_t>(g.granted_size()));
     core_.onGrants({g.granted().begin(), g.granted().end()});
     wake();
     return Result<pb::Empty>(pb::Empty());
   });
-  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, "", config_.zookeeper, config_.rpc, config_.tls,
-                                         {net::Role::kWorker, config_.site, config_.worker_id}}));
+  registerMetrics();
+  TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc,
+                                         config_.tls, {net::Role::kWorker, config_.site, config_.worker_id}}));
   store_.emplace(server_.coordinator());
   subscriptions_.push_back(server_.coordinator().onSessionEvent([this](coord::SessionEvent e) {
     spdlog::info("zookeeper session: {}", coord::toString(e));
@@ -329,6 +384,7 @@ awaitable<Status> JobManager::registerSelf() {
     info.set_pid(static_cast<int64_t>(::getpid()));
     info.set_desire(core_.desire());
     info.set_granted(static_cast<uint32_t>(core_.granted()));
+    info.set_http_address(server_.httpAddress());
     return info;
   };
   auto stat = co_await store_->jmRegistration(config_.job_id, config_.site);
@@ -401,6 +457,7 @@ awaitable<void> JobManager::takeOver() {
 }
 
 awaitable<bool> JobManager::takeOverEpoch() {
+  const auto takeoverStarted = Clock::now();
   // Only while the job's status is the one this JM last read: a primary that finished the job
   // and exited since leaves the election to us, but there is nothing left to take over.
   auto bumped = co_await store_->bumpEpoch(config_.job_id, core_.statusVersion());
@@ -409,6 +466,11 @@ awaitable<bool> JobManager::takeOverEpoch() {
   if (!election_ || !election_->isLeader()) co_return false;
   epochVersion_ = bumped->stat.version;
   core_.onBecamePrimary(bumped->value);
+  // Epoch 1 is the first primary; any later one replaced a primary that was lost.
+  if (bumped->value > 1) {
+    metrics_.failovers->inc();
+    metrics_.takeoverSeconds->observe(std::chrono::duration<double>(Clock::now() - takeoverStarted).count());
+  }
   co_return true;
 }
 
@@ -600,6 +662,7 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
     spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
     co_return;
   }
+  countGrants(static_cast<std::size_t>(resp->granted_size()));
   core_.onGrants({resp->granted().begin(), resp->granted().end()});
   wake();
 }
@@ -624,15 +687,22 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
   }
   launch.request.set_jm_address(server_.address());
   spdlog::info("task {} attempt {} on {}", label, launch.attempt, launch.slotKey);
+  metrics_.launches->inc({launch.request.op()});
+  metrics_.queueWait->observe({launch.request.op()}, launch.waitedS);
+  const auto launchedAt = Clock::now();
   // (Never co_await inside ?:, && or || with GCC 12: the operand may be evaluated twice.)
   auto client = server_.client(*ep);
   Result<pb::RunTaskResponse> r = co_await client->call<rpc::Worker::RunTask>(launch.request, kTaskTimeout);
   if (server_.stopping()) co_return;
+  const double callS = std::chrono::duration<double>(Clock::now() - launchedAt).count();
   if (r) {
     spdlog::info("task {} done on {} in {:.3f} s", label, launch.slotKey, r->location().elapsed_s());
+    metrics_.taskSeconds->observe({launch.request.op(), "succeeded"}, r->location().elapsed_s());
+    metrics_.launchSeconds->observe({launch.request.op()}, std::max(0.0, callS - r->location().elapsed_s()));
     core_.onTaskEnded(launch, jobcore::AttemptEnd::kSucceeded, &r->location(), "", nowS());
   } else {
     spdlog::warn("task {} attempt {} on {} failed: {}", label, launch.attempt, launch.slotKey, r.message());
+    metrics_.taskSeconds->observe({launch.request.op(), "failed"}, callS);
     core_.onTaskEnded(launch, jobcore::classifyRunTaskError(r.error().code), nullptr, r.message(), nowS());
   }
   wake();
@@ -685,6 +755,7 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
     gotWork = true;
     break;
   }
+  metrics_.steals->inc({gotWork ? "got_work" : "none"});
   core_.onStealEnded(gotWork, retryAfterS);
   if (gotWork) wake();
 }
@@ -743,6 +814,7 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
     ref->set_task(t);
   }
   spdlog::info("gave {} tasks of stage {} to {}", moved.size(), offer.stage, req.thief_site());
+  metrics_.tasksGiven->inc({}, static_cast<double>(moved.size()));
   co_return resp;
 }
 

@@ -40,6 +40,9 @@ class JobManager {
 
   double nowS() const;
   void wake() { wake_.set(); }
+  void registerMetrics();
+  // A grant update from the master: counts the containers granted or revoked since the last.
+  void countGrants(std::size_t granted);
   // Ends the process: 0 when there is nothing left to manage (the job is over or deleted),
   // 1 when it could not do its job: then `why` also goes to config_.exit_reason_file, and its
   // worker reports both to the master, which replaces it (or fails the job after
@@ -97,6 +100,20 @@ class JobManager {
   std::optional<std::vector<std::string>> jmNames_;
   std::set<std::string> jmSites_;          // sites with a registered JM, as last listed
   std::map<std::string, pb::JmInfo> jms_;  // the job's JMs, by site (addresses for stealing)
+  // Metrics (declared in start(); the registry owns them). docs/operations.md lists them.
+  struct Metrics {
+    daemon::Histogram* taskSeconds = nullptr;     // by operator (stage kind) and result
+    daemon::Histogram* launchSeconds = nullptr;   // RunTask call minus the task's own run time
+    daemon::Histogram* queueWait = nullptr;       // ready -> launched, by operator
+    daemon::Counter* launches = nullptr;
+    daemon::Counter* steals = nullptr;            // by result
+    daemon::Counter* tasksGiven = nullptr;        // to thieves
+    daemon::Counter* grantChanges = nullptr;      // by direction: granted / revoked
+    daemon::Counter* failovers = nullptr;         // this JM took over as primary
+    daemon::Histogram* takeoverSeconds = nullptr;  // election won -> primary (epoch bumped)
+  };
+  Metrics metrics_;
+  std::size_t grantedContainers_ = 0;  // as of the last grant update (for grantChanges)
 
   // Registration and election.
   bool registered_ = false;

@@ -18,6 +18,7 @@
 #include "config/values.h"
 #include "jobstate/residency.h"
 #include "sched/fair_share.h"
+#include "master/web_assets.h"
 #include "util/log.h"
 #include "util/names.h"
 
@@ -71,22 +72,17 @@ Status Master::start() {
         co_return jmUpdate(r);
       });
 
-  server_.httpGet("/status", [this] {
-    nlohmann::json j;
-    j["site"] = config_.site;
-    j["address"] = server_.address();
-    for (const auto& [id, w] : workers_) {
-      j["workers"].push_back({{"id", id}, {"address", w.address}, {"containers", w.containers}, {"alive", w.alive}});
-    }
-    for (const auto& [id, s] : subJobs_) {
-      j["sub_jobs"].push_back({{"job_id", id}, {"desire", s.desire}, {"granted", grantsOf(id).size()}});
-    }
-    auto info = siteInfo();
-    j["containers_total"] = info.containers_total();
-    j["containers_free"] = info.containers_free();
-    return net::HttpResponse{"application/json", j.dump(2) + "\n", 200};
-  });
+  registerHttpPages();
   auto& metrics = server_.metrics();
+  containerChanges_ = &metrics.counter("tellus_master_container_changes_total",
+                                       "Containers granted to JMs, and released by them (handed back or job ended).",
+                                       {"direction"});
+  workersLost_ = &metrics.counter("tellus_master_workers_lost_total", "Workers declared lost (missed heartbeats).");
+  workerLossDetection_ = &metrics.histogram(
+      "tellus_master_worker_loss_detection_seconds",
+      "From a lost worker's last heartbeat to this master declaring it lost, in seconds.", {});
+  jmReplacements_ = &metrics.counter("tellus_master_jm_replacements_total",
+                                     "JMs this master started to replace a lost one, by cause.", {"cause"});
   metrics.gauge("tellus_master_workers", "Live workers registered with this master.", [this] {
     return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(siteInfo().workers())}};
   });
@@ -306,7 +302,10 @@ void Master::allocate() {
   auto grants = sched::fairShare(shares, static_cast<int>(free.size()));
   size_t next = 0;
   for (size_t i = 0; i < shares.size(); ++i) {
-    for (int g = 0; g < grants[i] && next < free.size(); ++g) slots_[free[next++]] = shares[i].id;
+    for (int g = 0; g < grants[i] && next < free.size(); ++g) {
+      slots_[free[next++]] = shares[i].id;
+      containerChanges_->inc({"granted"});
+    }
     if (grants[i] > 0) {
       const auto& sub = subJobs_[shares[i].id];
       if (!sub.jmAddress.empty()) server_.spawn(pushGrants(sub.jobId, sub.jmAddress), "grant event");
@@ -381,6 +380,10 @@ awaitable<void> Master::scheduleLoop() {
         spdlog::warn("worker {} missed heartbeats for {} ms: its containers are no longer offered", id,
                      config_.worker_timeout_ms);
         w.alive = false;
+        workersLost_->inc();
+        workerLossDetection_->observe(std::chrono::duration<double>(now - w.lastHeartbeat).count());
+        recordFailure(failures_, {daemon::nowUnixMs(), "worker-lost", "",
+                                  fmt::format("worker {} missed heartbeats for {} ms", id, config_.worker_timeout_ms)});
         std::erase_if(slots_, [&](const auto& kv) { return kv.first.first == id; });
         replaceJmsOf(id);
       }
@@ -417,7 +420,9 @@ awaitable<void> Master::scheduleLoop() {
         watchedJobs_.erase(watched);
         server_.spawn(stopEndedJob(jobId), "stopping the tasks of " + jobId);
         for (auto& [key, holder] : slots_) {
-          if (holder == jobId) holder.clear();
+          if (holder != jobId) continue;
+          holder.clear();
+          containerChanges_->inc({"released"});
         }
         subJobs_.erase(jobId);
         jmWorker_.erase(jobId);
@@ -510,6 +515,8 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
     // Bounded: a one-line reason, shown to users if the job fails of it.
     std::string reason = i < req.dead_jm_reasons_size() ? req.dead_jm_reasons(i).substr(0, 512) : "no reason reported";
     spdlog::warn("worker {} reports the JM of job {} died: {}", req.worker_id(), job, reason);
+    recordFailure(failures_, {daemon::nowUnixMs(), "jm-died", job, fmt::format("on {}: {}", req.worker_id(), reason)});
+    jmReplacements_->inc({"jm_exited"});
     server_.spawn(replaceJm(job, true, std::move(reason)), "replacing the JM of " + job);
   }
   return resp;
@@ -519,11 +526,16 @@ Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
   if (!isJobId(req.job_id())) return makeError(ErrorCode::kInvalidArgument, "JmUpdate: bad job_id '" + req.job_id() + "'");
   for (const auto& c : req.release()) {
     auto it = slots_.find(SlotKey{c.worker_id(), c.slot()});
-    if (it != slots_.end() && it->second == req.job_id()) it->second.clear();
+    if (it != slots_.end() && it->second == req.job_id()) {
+      it->second.clear();
+      containerChanges_->inc({"released"});
+    }
   }
   if (req.finished()) {
     for (auto& [key, holder] : slots_) {
-      if (holder == req.job_id()) holder.clear();
+      if (holder != req.job_id()) continue;
+      holder.clear();
+      containerChanges_->inc({"released"});
     }
     subJobs_.erase(req.job_id());
     return pb::JmUpdateResponse();
@@ -1385,7 +1397,10 @@ void Master::replaceJmsOf(const std::string& workerId) {
   for (const auto& [job, worker] : jmWorker_) {
     if (worker == workerId) jobs.push_back(job);
   }
-  for (const auto& job : jobs) server_.spawn(replaceJm(job, false, ""), "replacing the JM of " + job);
+  for (const auto& job : jobs) {
+    jmReplacements_->inc({"worker_lost"});
+    server_.spawn(replaceJm(job, false, ""), "replacing the JM of " + job);
+  }
 }
 
 awaitable<void> Master::replaceJm(std::string jobId, bool crashed, std::string reason) {
@@ -1399,6 +1414,7 @@ awaitable<void> Master::replaceJm(std::string jobId, bool crashed, std::string r
     auto ended = co_await store_->endJob(jobId, pb::JOB_FAILED, reason);
     if (ended) {
       spdlog::error("job {} failed: {}", jobId, reason);
+      recordFailure(failures_, {daemon::nowUnixMs(), "job-failed", jobId, reason});
     } else if (ended.code() != ErrorCode::kInvalidArgument) {
       spdlog::warn("cannot fail job {}: {}", jobId, ended.message());
     }
@@ -1413,7 +1429,105 @@ awaitable<void> Master::replaceJm(std::string jobId, bool crashed, std::string r
     spdlog::info("started a replacement JM for {} on {}", jobId, r->worker_id());
   } else if (r.error().code != ErrorCode::kInvalidArgument) {
     spdlog::warn("cannot replace the JM of {}: {}", jobId, r.message());
+    recordFailure(failures_, {daemon::nowUnixMs(), "jm-not-replaced", jobId, r.message()});
   }
+}
+
+void Master::registerHttpPages() {
+  for (const web::Asset& asset : web::assets()) {
+    server_.httpGet(web::urlPathFor(asset.file),
+                    [&asset](net::HttpRequest) -> awaitable<net::HttpResponse> {
+                      co_return net::HttpResponse{std::string(web::contentTypeFor(asset.file)), std::string(asset.body),
+                                                  200, {{"Cache-Control", "no-cache"}}};
+                    });
+  }
+  server_.httpGet("/status", [this](net::HttpRequest request) -> awaitable<net::HttpResponse> {
+    co_return co_await statusPage(std::move(request));
+  });
+}
+
+awaitable<net::HttpResponse> Master::statusPage(net::HttpRequest request) {
+  const auto plain = [](unsigned code, std::string text) {
+    text += '\n';
+    return net::HttpResponse{"text/plain; charset=utf-8", std::move(text), code, {}};
+  };
+  auto query = parseStatusQuery(request.query);
+  if (!query) co_return plain(400, query.message());
+  if (query->jobId && !config_.http_jobs) {
+    co_return plain(403, fmt::format("site {} does not show jobs over HTTP (http_jobs: false; docs/security.md)",
+                                     config_.site));
+  }
+  nlohmann::json j;
+  j["site"] = config_.site;
+  j["address"] = server_.address();
+  j["workers"] = nlohmann::json::array();
+  for (const auto& [id, w] : workers_) {
+    j["workers"].push_back({{"id", id}, {"address", w.address}, {"containers", w.containers}, {"alive", w.alive}});
+  }
+  j["sub_jobs"] = nlohmann::json::array();
+  for (const auto& [id, s] : subJobs_) {
+    j["sub_jobs"].push_back({{"job_id", id}, {"desire", s.desire}, {"granted", grantsOf(id).size()}});
+  }
+  auto info = siteInfo();
+  j["containers_total"] = info.containers_total();
+  j["containers_free"] = info.containers_free();
+  j["unix_ms"] = daemon::nowUnixMs();
+  j["http_jobs"] = config_.http_jobs;
+  j["failures"] = failuresJson(failures_, config_.http_jobs);
+  // The federation: every live site's counts, as its own /status shows them.
+  j["sites"] = nlohmann::json::array();
+  auto sites = co_await liveSites();
+  if (sites) {
+    std::sort(sites->begin(), sites->end(), [](const auto& a, const auto& b) { return a.site() < b.site(); });
+    for (const auto& site : *sites) j["sites"].push_back(siteJson(site));
+  } else {
+    j["sites_error"] = sites.message();
+  }
+  if (config_.http_jobs) {
+    auto [jobs, total] = co_await pageJobs(query->jobs);
+    j["jobs"] = std::move(jobs);
+    j["jobs_total"] = total;
+    if (query->jobId) {
+      // The Status RPC's builder, with one page of the task map.
+      pb::JobRequest req;
+      req.set_job_id(*query->jobId);
+      req.set_tasks(true);
+      req.set_task_offset(query->taskOffset);
+      req.set_task_limit(query->taskLimit);
+      net::CallContext local;
+      auto job = co_await status(req, local);
+      if (!job) {
+        co_return plain(job.error().code == ErrorCode::kNotFound ? 404 : 503,
+                        fmt::format("job {}: {}", *query->jobId, job.message()));
+      }
+      auto running = co_await store_->runningTasks(*query->jobId);
+      j["job"] = jobPageJson(*job, query->taskOffset, running ? *running : std::vector<TaskId>{});
+    }
+  }
+  // Text from users and workers may hold invalid UTF-8: replaced, never a failed page.
+  co_return net::HttpResponse{"application/json", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                              200, {{"Cache-Control", "no-store"}}};
+}
+
+awaitable<std::pair<nlohmann::json, std::size_t>> Master::pageJobs(uint32_t count) {
+  const auto now = Clock::now();
+  if (jobsPage_ && jobsPage_->count == count && now - jobsPage_->builtAt < std::chrono::seconds(1)) {
+    co_return std::pair{jobsPage_->jobs, jobsPage_->total};
+  }
+  nlohmann::json jobs = nlohmann::json::array();
+  auto ids = co_await store_->listJobs();
+  if (!ids) co_return std::pair{std::move(jobs), std::size_t{0}};
+  // Job ids are sequential and fixed-width: the newest sort last.
+  std::sort(ids->begin(), ids->end(), std::greater<>());
+  for (std::size_t i = 0; i < ids->size() && i < count; ++i) {
+    pb::JobRequest req;
+    req.set_job_id((*ids)[i]);
+    net::CallContext local;
+    auto job = co_await status(req, local);
+    if (job) jobs.push_back(jobJson(*job));
+  }
+  jobsPage_ = JobsPage{now, count, jobs, ids->size()};
+  co_return std::pair{std::move(jobs), ids->size()};
 }
 
 int run(const std::string& configPath) {

@@ -6,6 +6,7 @@
 // put calls for any job (job state is in ZooKeeper).
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +19,8 @@
 #include "daemon/daemon.h"
 #include "daemon/server.h"
 #include "jobstate/job_store.h"
+#include "master/status_page.h"
+#include "net/http_server.h"
 #include "net/methods.h"
 #include "tellus.pb.h"
 
@@ -116,6 +119,14 @@ class Master {
                                                                            const std::vector<pb::SiteInfo>& live);
   boost::asio::awaitable<Result<pb::JobStatus>> readStatus(const std::string& jobId);
 
+  // HTTP: the web page's files (web/, compiled in) and GET /status (status_page.h), which
+  // shows jobs only with `http_jobs` (the port is plaintext and names no caller).
+  void registerHttpPages();
+  boost::asio::awaitable<net::HttpResponse> statusPage(net::HttpRequest request);
+  // The newest `count` jobs as the page shows them, rebuilt at most once a second (each
+  // costs a few ZooKeeper reads per stage): the JSON array and how many jobs exist.
+  boost::asio::awaitable<std::pair<nlohmann::json, std::size_t>> pageJobs(uint32_t count);
+
   config::MasterConfig config_;
   // RPC, HTTP, clients, ZooKeeper; declared before everything that holds on to them.
   daemon::Server server_;
@@ -162,6 +173,19 @@ class Master {
   uint64_t resultUses_ = 0;
   uint64_t nextPut_ = 0;
   bool sitePublished_ = false;
+  std::deque<FailureEvent> failures_;  // recent, for the web page (bounded: kMaxFailures)
+  // Metrics (declared in start(); the registry owns them).
+  daemon::Counter* containerChanges_ = nullptr;      // by direction: granted / revoked
+  daemon::Counter* workersLost_ = nullptr;
+  daemon::Histogram* workerLossDetection_ = nullptr;  // last heartbeat -> declared lost
+  daemon::Counter* jmReplacements_ = nullptr;         // by cause
+  struct JobsPage {
+    Clock::time_point builtAt;
+    uint32_t count = 0;
+    nlohmann::json jobs;
+    std::size_t total = 0;
+  };
+  std::optional<JobsPage> jobsPage_;
 };
 
 // Loads the config and runs the master until SIGTERM. The body of tellus-master's main.

@@ -127,6 +127,12 @@ Status Worker::start() {
   for (const auto& why : limit->unchecked) spdlog::warn("cannot check ZooKeeper's connection limit: {}", why);
 
   registerMetrics();
+  bytesSent_ = &server_.metrics().counter(
+      "tellus_worker_sent_bytes_total", "Partition bytes this worker served (worker.Fetch), by site pair.",
+      {"from_site", "to_site"});
+  bytesReceived_ = &server_.metrics().counter(
+      "tellus_worker_received_bytes_total", "Input bytes this worker fetched for its tasks, by site pair.",
+      {"from_site", "to_site"});
   TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc, config_.tls,
                                          {net::Role::kWorker, config_.site, config_.id}}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
@@ -157,17 +163,17 @@ void Worker::registerMetrics() {
   static constexpr const char* kPhaseNames[kPhaseCount] = {"prepare",  "zk_start",  "executor_start", "executor",
                                                            "operator", "zk_unmark", "slot_idle"};
   auto& metrics = server_.metrics();
-  metrics.counter("tellus_worker_tasks_total", "Tasks this worker ran, by outcome.", [this] {
+  metrics.counterFn("tellus_worker_tasks_total", "Tasks this worker ran, by outcome.", [this] {
     return std::vector<daemon::MetricSample>{{{{"outcome", "succeeded"}}, double(tasksRun_ - tasksFailed_)},
                                              {{{"outcome", "failed"}}, double(tasksFailed_)}};
   });
-  metrics.counter("tellus_worker_task_phase_seconds_total",
+  metrics.counterFn("tellus_worker_task_phase_seconds_total",
                   "Seconds spent in each phase of running tasks here, summed over tasks.", [this] {
                     std::vector<daemon::MetricSample> out;
                     for (size_t p = 0; p < kPhaseCount; ++p) out.push_back({{{"phase", kPhaseNames[p]}}, phaseSeconds_[p]});
                     return out;
                   });
-  metrics.counter("tellus_worker_task_phase_samples_total", "Times each phase was measured.", [this] {
+  metrics.counterFn("tellus_worker_task_phase_samples_total", "Times each phase was measured.", [this] {
     std::vector<daemon::MetricSample> out;
     for (size_t p = 0; p < kPhaseCount; ++p) out.push_back({{{"phase", kPhaseNames[p]}}, double(phaseSamples_[p])});
     return out;
@@ -259,6 +265,7 @@ awaitable<void> Worker::livenessLoop() {
   info.set_worker_id(config_.id);
   info.set_address(server_.address());
   info.set_containers(config_.containers);
+  info.set_http_address(server_.httpAddress());
   auto path = jobstate::siteWorkerPath(config_.site, config_.id);
   coord::EventFlag changed(server_.coordinator().executor());
   auto watch = server_.coordinator().watchData(path, [&changed](const std::optional<coord::NodeData>&) { changed.set(); });
@@ -419,12 +426,14 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   jm.site = config_.site;
   jm.primary = req.role() == pb::JM_PRIMARY;
   jm.listen = server_.address().substr(0, server_.address().rfind(':')) + ":0";
+  jm.http_listen = config_.jm_http_listen;
   jm.master = config_.master;
   jm.worker_id = config_.id;
   jm.zookeeper = config_.zookeeper;
   jm.rpc = config_.rpc;
   jm.tls = config_.tls;  // the JM calls as this worker (docs/security.md)
   jm.log_level = config_.log_level;
+  jm.log_format = config_.log_format;
   auto dir = dataDir_ / "jms" / req.job_id();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -527,6 +536,7 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
   auto fetched = co_await transfer::fetchToFile([this](const net::Endpoint& ep) { return server_.client(ep); },
                                                 std::move(sources), path, options);
   if (!fetched) co_return fetched.error();
+  bytesReceived_->inc({ref.site().substr(0, 64), config_.site}, static_cast<double>(fetched->bytes));
   // What the WAN delivered: the placement LPs are fed measured rates, not configured ones.
   // Small transfers measure latency, not bandwidth, so only those of 64 KiB and more count.
   if (ref.site() != config_.site && fetched->bytes >= (64u << 10) && fetched->seconds > 0) {
@@ -790,6 +800,7 @@ awaitable<Result<pb::FetchResponse>> Worker::fetch(pb::FetchRequest req, net::Ca
     resp.set_data(std::move(buf));
     resp.set_total_bytes(size);
   }
+  bytesSent_->inc({config_.site, req.from_site().substr(0, 64)}, static_cast<double>(resp.data().size()));
   // WAN emulation: hold the chunk until the emulated link to the requester has carried it.
   auto sendAt = wan_.reserve(req.from_site(), resp.data().size(), std::chrono::steady_clock::now());
   if (sendAt > std::chrono::steady_clock::now()) {

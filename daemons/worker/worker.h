@@ -144,6 +144,9 @@ class Worker {
   std::vector<pb::ContainerUsage> lastUsage_;    // for heartbeats
   std::map<std::string, double> inboundMbps_;    // measured fetch rate by source site (EWMA)
   uint64_t nextRun_ = 0;
+  // Bytes of partitions served to and fetched from other workers, by site pair (from, to).
+  daemon::Counter* bytesSent_ = nullptr;
+  daemon::Counter* bytesReceived_ = nullptr;
 };
 
 // Loads the config, runs the worker until SIGTERM. The body of tellus-worker's main.

@@ -32,12 +32,19 @@ TEST_CASE("the HTTP server serves registered GET pages", "[integration][net]") {
   asio::io_context io;
   HttpServer http(io.get_executor());
   int statusHits = 0;
-  http.get("/status", [&] {
+  std::string verbose;
+  http.get("/status", [&](HttpRequest request) -> asio::awaitable<HttpResponse> {
     ++statusHits;
-    return HttpResponse{"application/json", R"({"site":"eu"})"};
+    verbose = request.query["verbose"];
+    co_return HttpResponse{"application/json", R"({"site":"eu"})", 200, {{"Cache-Control", "no-store"}}};
   });
-  http.get("/metrics", [] { return HttpResponse{"text/plain; version=0.0.4", "tellus_up 1\n"}; });
-  http.get("/broken", []() -> HttpResponse { throw std::runtime_error("no"); });
+  http.get("/metrics", [](HttpRequest) -> asio::awaitable<HttpResponse> {
+    co_return HttpResponse{"text/plain; version=0.0.4", "tellus_up 1\n"};
+  });
+  http.get("/broken", [](HttpRequest) -> asio::awaitable<HttpResponse> {
+    throw std::runtime_error("no");
+    co_return HttpResponse{};
+  });
   auto port = http.start(Endpoint{"127.0.0.1", 0});
   REQUIRE(port.isOk());
   CHECK(*port == http.port());
@@ -48,6 +55,19 @@ TEST_CASE("the HTTP server serves registered GET pages", "[integration][net]") {
     CHECK_THAT(status, Catch::Contains("Content-Type: application/json\r\n"));
     CHECK_THAT(status, Catch::Contains("Content-Length: 13\r\n"));
     CHECK_THAT(status, Catch::EndsWith("\r\n\r\n{\"site\":\"eu\"}"));
+    CHECK_THAT(status, Catch::Contains("Cache-Control: no-store\r\n"));
+    CHECK_THAT(status, Catch::Contains("X-Content-Type-Options: nosniff\r\n"));
+    CHECK_THAT(status, Catch::Contains("Content-Security-Policy: default-src 'none'; script-src 'self'"));
+
+    // Targets are checked before any handler runs.
+    const std::string badQuery = co_await fetch(*port, get("/status?Verbose=1"));
+    CHECK_THAT(badQuery, Catch::StartsWith("HTTP/1.1 400"));
+    const std::string badPath = co_await fetch(*port, get("/st%61tus"));
+    CHECK_THAT(badPath, Catch::StartsWith("HTTP/1.1 400"));
+    // A request with a body is refused unread (the connection closes without a reply).
+    const std::string withBody = co_await fetch(*port, "GET /status HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                                                       "Content-Length: 5\r\n\r\nhello");
+    CHECK(withBody.empty());
 
     const std::string metrics = co_await fetch(*port, get("/metrics"));
     CHECK_THAT(metrics, Catch::Contains("text/plain; version=0.0.4"));
@@ -66,12 +86,13 @@ TEST_CASE("the HTTP server serves registered GET pages", "[integration][net]") {
     CHECK(notHttp.empty());
   });
   CHECK(statusHits == 1);
+  CHECK(verbose == "1");
 }
 
 TEST_CASE("keep-alive requests share a connection and stop() ends it", "[integration][net]") {
   asio::io_context io;
   HttpServer http(io.get_executor());
-  http.get("/status", [] { return HttpResponse{"application/json", "{}"}; });
+  http.get("/status", [](HttpRequest) -> asio::awaitable<HttpResponse> { co_return HttpResponse{"application/json", "{}"}; });
   auto port = http.start(Endpoint{"127.0.0.1", 0});
   REQUIRE(port.isOk());
   asio::co_spawn(

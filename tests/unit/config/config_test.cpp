@@ -555,4 +555,42 @@ TEST_CASE("every daemon config has a tls section or an explicit insecure: true",
 }
 
 }  // namespace
+TEST_CASE("HTTP listeners, http_jobs and log_format", "[unit][config]") {
+  auto master = parseMasterConfig(std::string(kMinimalMaster) + "http_jobs: true\nlog_format: json\n", "master.yaml");
+  REQUIRE(master.isOk());
+  CHECK(master->http_jobs);
+  CHECK(master->log_format == "json");
+  auto plain = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(plain.isOk());
+  CHECK_FALSE(plain->http_jobs);
+  CHECK(plain->log_format == "text");
+  CHECK(masterError(std::string(kMinimalMaster) + "log_format: xml\n").ends_with("log_format: expected text or json, got 'xml'"));
+
+  auto worker = parseWorkerConfig(std::string(kWorker) + "http_listen: 127.0.0.1:9100\njm_http_listen: 127.0.0.1:0\n",
+                                  "worker.yaml");
+  REQUIRE(worker.isOk());
+  CHECK(worker->http_listen == "127.0.0.1:9100");
+  CHECK(worker->jm_http_listen == "127.0.0.1:0");
+  auto quiet = parseWorkerConfig(kWorker, "worker.yaml");
+  REQUIRE(quiet.isOk());
+  CHECK(quiet->http_listen.empty());
+  CHECK(quiet->jm_http_listen.empty());
+  CHECK(workerError(std::string(kWorker) + "jm_http_listen: 127.0.0.1:9200\n")
+            .ends_with("jm_http_listen: expected host:0 (each JM binds a free port)"));
+
+  JmConfig jm;
+  jm.job_id = "job-1";
+  jm.site = "us-east";
+  jm.master = "127.0.0.1:7100";
+  jm.worker_id = "w1";
+  jm.zookeeper.connect = "zk:2181";
+  jm.tls.insecure = true;
+  jm.http_listen = "127.0.0.1:0";
+  jm.log_format = "json";
+  auto back = parseJmConfig(toYaml(jm), "jm.yaml");
+  REQUIRE(back.isOk());
+  CHECK(back->http_listen == "127.0.0.1:0");
+  CHECK(back->log_format == "json");
+}
+
 }  // namespace tellus::config
