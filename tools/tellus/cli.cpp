@@ -613,6 +613,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   plan->add_option("PROBLEM", planFile, "problem YAML")->required();
   plan->add_option("--policy", policy, "policy name (default: the problem's)");
   plan->add_flag("--json", g.json, "print the plan as one JSON document (docs/plan.md)");
+  plan->footer("Example:\n  tellus plan examples/plan-tetrium.yaml --policy iridium");
 
   std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(rest.begin(), rest.end());  // CLI11 takes a reversed vector
