@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "failover/scenario.h"
+#include "checks.h"
 #include "harness/eventually.h"
 #include "jobstate/job_store.h"
 #include "jobstate/job_view.h"
@@ -22,17 +23,6 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kJobDeadline = 120s;
 constexpr uint32_t kRetentionMs = 6000;
-
-template <class R>
-std::string whyNot(const R& r) {
-  return r.isOk() ? std::string() : r.message();
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += "\n  " + l;
-  return out;
-}
 
 int64_t nowUnixMs() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "failover/scenario.h"
+#include "checks.h"
 #include "harness/eventually.h"
 #include "harness/files.h"
 #include "jobstate/job_store.h"
@@ -56,14 +57,6 @@ std::vector<std::string> jobProcesses(const std::filesystem::path& clusterDir, c
   closedir(proc);
   return found;
 }
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += "\n  " + l;
-  return out;
-}
-
-std::string whyNot(const Status& st) { return st.isOk() ? std::string() : st.message(); }
 
 // The job's first stage is under way (tasks running, some done): the moment to inject.
 std::function<bool(const JobSnapshot&)> midFirstStage() {

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "failover/scenario.h"
+#include "checks.h"
 #include "harness/eventually.h"
 #include "harness/files.h"
 
@@ -33,12 +34,6 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kJobDeadline = 120s;
 constexpr milliseconds kRecoveryDeadline = 45s;
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += "\n  " + l;
-  return out;
-}
 
 pid_t parentOf(pid_t pid) {
   // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so from the last ')'.

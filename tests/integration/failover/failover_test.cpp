@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "failover/scenario.h"
+#include "checks.h"
 #include "harness/eventually.h"
 #include "harness/files.h"
 #include "jobstate/paths.h"
@@ -37,25 +38,7 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kJobDeadline = 120s;
 constexpr milliseconds kRecoveryDeadline = 45s;
-
-template <class R>
-std::string whyNot(const R& r) {
-  return r.isOk() ? std::string() : r.message();
-}
-
-// Why `r` failed with the cluster's logs for `jobId`; nothing when it did not. Catch2 keeps an
-// INFO for the rest of its scope, so a passing step must not bury a later failure's message
-// under pages of logs.
-template <class R>
-std::string failureReport(const R& r, Scenario& sc, const std::string& jobId) {
-  return r.isOk() ? std::string() : r.message() + sc.diagnostics(jobId);
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += "\n  " + l;
-  return out;
-}
+const EndChecks kEnd{kJobDeadline, kRecoveryDeadline};
 
 std::unique_ptr<Scenario> startScenario(const ScenarioOptions& options = {}) {
   auto sc = Scenario::start(options);
@@ -105,46 +88,6 @@ class ResumeJmOnExit {
   harness::MiniCluster& cluster_;
   pid_t pid_;
 };
-
-// The end of every scenario: the job succeeded with the exact word count, the execution audit
-// allows re-runs only of `mayRunTwice`, and no invariant was violated along the way.
-void requireCorrectEnd(Scenario& sc, const std::string& jobId, const std::set<TaskId>& mayRunTwice,
-                       const std::string& resultSite) {
-  auto end = sc.waitForEnd(jobId, kJobDeadline);
-  INFO("waiting for the end: " << failureReport(end, sc, jobId));
-  REQUIRE(end.isOk());
-  const bool succeeded = end->status.state() == pb::JOB_SUCCEEDED;
-  INFO("final state: " << end->describe() << "\nerror: " << end->status.error()
-                       << (succeeded ? std::string() : sc.diagnostics(jobId)));
-  REQUIRE(succeeded);
-  Status result = sc.checkResult(jobId, resultSite);
-  INFO("result: " << whyNot(result));
-  CHECK(result.isOk());
-  auto problems = checkExecutions(*end, mayRunTwice);
-  INFO("execution audit:" << joined(problems));
-  CHECK(problems.empty());
-  // The JMs exit, and none takes the job over on its way out: the primary that finished it
-  // leaving the election is no failure to recover from.
-  std::optional<JobSnapshot> last;
-  std::string lastError;
-  bool left = harness::eventually(
-      [&] {
-        auto now = sc.snapshot(jobId);
-        if (!now) {
-          lastError = now.message();
-          return false;
-        }
-        sc.invariants().observe(*now);
-        last = std::move(now).value();
-        return last->jms.empty();
-      },
-      kRecoveryDeadline, 50ms);
-  INFO("JMs leaving the finished job: " << (last ? last->describe() : lastError));
-  REQUIRE(left);
-  CHECK(last->epochAtEnd == end->epochAtEnd);
-  INFO("invariants:" << joined(sc.invariants().violations()));
-  CHECK(sc.invariants().violations().empty());
-}
 
 // `site` as its own master lists it (`tellus --json sites`).
 // `site`'s record as the master of `via` (default: the site itself) lists it.
@@ -257,7 +200,7 @@ TEST_CASE("an sJM whose VM is killed is replaced, inherits the containers, and n
   CHECK(replaced->currentPrimary()->site() == pjmSite);
   CHECK(replaced->epoch == before->epoch);
 
-  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {killed}), pjmSite);
+  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {killed}), pjmSite, kEnd);
   // The inherited tasks were not launched again (checked by the audit: they are not allowed a
   // second run); that there were some makes this scenario the one the issue describes.
   CHECK(!inherited.empty());
@@ -318,7 +261,7 @@ TEST_CASE("an sJM process killed alone is replaced at once and every task runs e
   REQUIRE(settled.isOk());
   CHECK(settled->currentPrimary()->site() == pjmSite);
   // No VM was lost: every task runs exactly once, including those running when the JM died.
-  requireCorrectEnd(*sc, *jobId, {}, pjmSite);
+  requireCorrectEnd(*sc, *jobId, {}, pjmSite, kEnd);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -357,7 +300,7 @@ TEST_CASE("an sJM that hangs past its session expiry is replaced through the pJM
   INFO(cluster.jmLogs(jobId));
   CHECK(exited);
 
-  requireCorrectEnd(*sc, jobId, {}, pjmSite);
+  requireCorrectEnd(*sc, jobId, {}, pjmSite, kEnd);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -393,7 +336,7 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
   CHECK(settled->jms.at(pjmSite).role() == pb::JM_SECONDARY);
   CHECK(settled->currentPrimary()->pid() == primary.pid());
 
-  requireCorrectEnd(*sc, jobId, mayRerun(before, after, {killed}), cluster.sites()[1]);
+  requireCorrectEnd(*sc, jobId, mayRerun(before, after, {killed}), cluster.sites()[1], kEnd);
   // The new primary acted: every stage released after the kill carries its epoch.
   auto end = sc->snapshot(jobId);
   REQUIRE(end.isOk());
@@ -466,7 +409,7 @@ TEST_CASE("a killed worker's tasks re-run elsewhere, its lost outputs are recomp
     }
   }
 
-  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {victim}), cluster.sites()[0]);
+  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {victim}), cluster.sites()[0], kEnd);
   auto end = sc->snapshot(*jobId);
   REQUIRE(end.isOk());
   // Lineage: every output that was only on the victim was still needed (the first stage was
@@ -554,13 +497,13 @@ TEST_CASE("a master killed mid-job and restarted rebuilds its view; the job is u
     }
     CHECK(now->epoch == before.epoch);
   }
-  requireCorrectEnd(*sc, jobId, {}, site);
+  requireCorrectEnd(*sc, jobId, {}, site, kEnd);
 
   // A new job through the restarted master.
   auto second = sc->submit(site);
   INFO("second submission: " << whyNot(second));
   REQUIRE(second.isOk());
-  requireCorrectEnd(*sc, *second, {}, site);
+  requireCorrectEnd(*sc, *second, {}, site, kEnd);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -604,7 +547,7 @@ TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary
   CHECK_FALSE(sawOldAsPrimary);
   CHECK(resolved->currentPrimary()->pid() != pid);
 
-  requireCorrectEnd(*sc, jobId, {}, pjmSite);
+  requireCorrectEnd(*sc, jobId, {}, pjmSite, kEnd);
   // It noticed: the JM logged that it stepped down.
   std::string logs = cluster.jmLogs(jobId, 1 << 20);
   INFO(logs);
@@ -632,7 +575,7 @@ TEST_CASE("a job survives the loss of the leader of a 3-node ZooKeeper ensemble"
   CHECK(progressed.isOk());
   auto newLeader = cluster.zkEnsemble()->leaderIndex();
   CHECK((newLeader.isOk() && *newLeader != leader));
-  requireCorrectEnd(*sc, jobId, {}, cluster.sites()[0]);
+  requireCorrectEnd(*sc, jobId, {}, cluster.sites()[0], kEnd);
 }
 
 TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary; one takes over, the job ends exact",
@@ -664,7 +607,7 @@ TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary;
   INFO("waiting for a new primary: " << failureReport(elected, *sc, jobId));
   REQUIRE(elected.isOk());
   CHECK(elected->currentPrimary()->site() != pjmSite);
-  requireCorrectEnd(*sc, jobId, mayRerun(kill.job.before, kill.after, {killed}), cluster.sites()[1]);
+  requireCorrectEnd(*sc, jobId, mayRerun(kill.job.before, kill.after, {killed}), cluster.sites()[1], kEnd);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "failover/scenario.h"
+#include "checks.h"
 #include "harness/eventually.h"
 #include "harness/files.h"
 #include "jobstate/paths.h"
@@ -29,25 +30,11 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kJobDeadline = 180s;
 constexpr milliseconds kRecoveryDeadline = 90s;
+// A healed site's JMs may rejoin the election after the end: the epoch may move then.
+const EndChecks kEnd{kJobDeadline, kRecoveryDeadline, false};
 // Sessions long enough for a loaded 2-core machine not to expire them by itself; the faults
 // below outlast them on purpose, which the tests establish from what the daemons report.
 constexpr uint32_t kSessionTimeoutMs = 4000;
-
-template <class R>
-std::string whyNot(const R& r) {
-  return r.isOk() ? std::string() : r.message();
-}
-
-template <class R>
-std::string failureReport(const R& r, Scenario& sc, const std::string& jobId) {
-  return r.isOk() ? std::string() : r.message() + sc.diagnostics(jobId);
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += "\n  " + l;
-  return out;
-}
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -81,41 +68,6 @@ std::vector<LogMark> markLogs(harness::MiniCluster& cluster, const std::string& 
     }
   }
   return marks;
-}
-
-// The end of every scenario: the job succeeded with the exact word count, the execution audit
-// allows re-runs only of `mayRunTwice`, the JMs left, no invariant was violated.
-JobSnapshot requireCorrectEnd(Scenario& sc, const std::string& jobId, const std::set<TaskId>& mayRunTwice,
-                              const std::string& resultSite) {
-  auto end = sc.waitForEnd(jobId, kJobDeadline);
-  INFO("waiting for the end: " << failureReport(end, sc, jobId));
-  REQUIRE(end.isOk());
-  const bool succeeded = end->status.state() == pb::JOB_SUCCEEDED;
-  INFO("final state: " << end->describe() << "\nerror: " << end->status.error()
-                       << (succeeded ? std::string() : sc.diagnostics(jobId)));
-  REQUIRE(succeeded);
-  Status result = sc.checkResult(jobId, resultSite);
-  INFO("result: " << whyNot(result));
-  CHECK(result.isOk());
-  auto problems = checkExecutions(*end, mayRunTwice);
-  INFO("execution audit:" << joined(problems) << (problems.empty() ? std::string() : sc.diagnostics(jobId)));
-  CHECK(problems.empty());
-  // (waitFor stops at a terminal job: the JMs are read directly.)
-  std::optional<JobSnapshot> last;
-  bool gone = harness::eventually(
-      [&] {
-        auto now = sc.snapshot(jobId);
-        if (!now) return false;
-        sc.invariants().observe(*now);
-        last = std::move(now).value();
-        return last->jms.empty();
-      },
-      kRecoveryDeadline, 50ms);
-  INFO("JMs leaving the finished job: " << (last ? last->describe() : std::string("no snapshot")));
-  CHECK(gone);
-  INFO("invariants:" << joined(sc.invariants().violations()));
-  CHECK(sc.invariants().violations().empty());
-  return *end;
 }
 
 // Sends SIGCONT to a paused site however the test ends.
@@ -264,7 +216,7 @@ TEST_CASE("a region cut off past the session timeout and healed: the job ends ex
 
   // Tasks running at the cut site when it was cut may run again (their markers went with
   // the workers' sessions); nothing else may, its recorded outputs included.
-  const auto end = requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*after}, cutWorkers), cluster.sites()[1]);
+  const auto end = requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*after}, cutWorkers), cluster.sites()[1], kEnd);
 
   // The pinned tasks ran at their site.
   for (uint32_t t = 0; t < static_cast<uint32_t>(firstMap.owner_site_size()); ++t) {
@@ -411,7 +363,7 @@ TEST_CASE("ZooKeeper quorum lost past the session timeout and regained: the daem
   for (const auto& site : cluster.sites()) {
     for (const auto& id : cluster.workers(site)) allWorkers.insert(id);
   }
-  requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*atPause}, allWorkers), cluster.sites()[0]);
+  requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*atPause}, allWorkers), cluster.sites()[0], kEnd);
 }
 
 }  // namespace
