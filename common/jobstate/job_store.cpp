@@ -381,18 +381,24 @@ awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
   co_return out;
 }
 
-awaitable<Result<std::vector<std::string>>> JobStore::taskAttempts(std::string jobId, TaskId task) {
+awaitable<Result<std::vector<Attempt>>> JobStore::taskAttempts(std::string jobId, TaskId task) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   // The audit is in attempt nodes until recorded, then folded into the stage's batches:
   // attempts() reads both.
   auto all = co_await attempts(jobId);
   if (!all) co_return all.error();
-  std::vector<std::string> out;
+  std::vector<Attempt> out;
   bool unnamed = false;
   for (auto& a : *all) {
     if (a.task != task) continue;
-    if (a.id.empty()) unnamed = true;
-    else out.push_back(std::move(a.id));
+    if (a.id.empty()) {
+      unnamed = true;
+      continue;
+    }
+    if (!isName(a.workerId)) {
+      co_return makeError(ErrorCode::kInvalidArgument, "execution " + a.id + " does not name a worker");
+    }
+    out.push_back(std::move(a));
   }
   if (unnamed && out.empty()) {
     co_return makeError(ErrorCode::kNotFound,
@@ -401,27 +407,10 @@ awaitable<Result<std::vector<std::string>>> JobStore::taskAttempts(std::string j
                                     jobId));
   }
   // Sequence numbers in decimal: shorter is smaller, then digit by digit.
-  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
-    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  std::sort(out.begin(), out.end(), [](const Attempt& a, const Attempt& b) {
+    return a.id.size() != b.id.size() ? a.id.size() < b.id.size() : a.id < b.id;
   });
   co_return out;
-}
-
-awaitable<Result<std::string>> JobStore::attemptWorker(std::string jobId, std::string attemptId) {
-  if (auto st = checkJobId(jobId); !st) co_return st.error();
-  if (!parseTaskName(attemptId) || std::count(attemptId.begin(), attemptId.end(), '-') != 2) {
-    co_return makeError(ErrorCode::kInvalidArgument, "bad attempt id '" + attemptId.substr(0, 64) + "'");
-  }
-  auto all = co_await attempts(jobId);
-  if (!all) co_return all.error();
-  for (auto& a : *all) {
-    if (a.id != attemptId) continue;
-    if (!isName(a.workerId)) {
-      co_return makeError(ErrorCode::kInvalidArgument, "execution " + attemptId + " does not name a worker");
-    }
-    co_return std::move(a.workerId);
-  }
-  co_return makeError(ErrorCode::kNotFound, "job " + jobId + " has no execution " + attemptId);
 }
 
 awaitable<Result<std::vector<std::string>>> JobStore::jmSites(std::string jobId) {

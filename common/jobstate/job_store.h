@@ -154,12 +154,11 @@ class JobStore {
   // Every execution with the worker that started it (one read per unfolded attempt node, one
   // per batch).
   Awaitable<Result<std::vector<Attempt>>> attempts(std::string jobId);
-  // The executions of one task, as attempt ids (names of their audit nodes), in the order they
-  // started (one read: the names).
-  Awaitable<Result<std::vector<std::string>>> taskAttempts(std::string jobId, TaskId task);
-  // The worker that started execution `attemptId` (one read; kInvalidArgument for a malformed
-  // id or a stored worker id that is not a name).
-  Awaitable<Result<std::string>> attemptWorker(std::string jobId, std::string attemptId);
+  // The executions of one task in the order they started, each with its attempt id and the
+  // worker that started it (one read of the audit, attempts()). kInvalidArgument when one of
+  // them names no worker (its id would become a worker's file name); kNotFound once the job is
+  // compacted (its executions are counted, no longer named).
+  Awaitable<Result<std::vector<Attempt>>> taskAttempts(std::string jobId, TaskId task);
   // Sites with a registered JM.
   Awaitable<Result<std::vector<std::string>>> jmSites(std::string jobId);
   Awaitable<Result<Versioned<pb::JmInfo>>> jm(std::string jobId, std::string site);

@@ -1084,9 +1084,8 @@ awaitable<Result<pb::LogsResponse>> Master::logs(pb::LogsRequest req, net::CallC
                                                                  taskName, req.job_id(), count, req.attempt()));
   }
   const uint32_t attempt = req.attempt() == 0 ? count : req.attempt();
-  const std::string attemptId = (*attempts)[attempt - 1];
-  auto workerId = co_await store_->attemptWorker(req.job_id(), attemptId);
-  if (!workerId) co_return workerId.error();
+  const std::string attemptId = (*attempts)[attempt - 1].id;
+  const std::string* workerId = &(*attempts)[attempt - 1].workerId;
   auto site = co_await siteOfWorker(*workerId);
   if (!site) co_return site.error();
   if (!*site) {
