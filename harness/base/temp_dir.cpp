@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -22,6 +23,11 @@ TempDir::TempDir(const std::string& prefix) {
 
 TempDir::~TempDir() {
   if (path_.empty()) return;
+  // For a post-mortem of a failed run: its daemons' logs and state stay where they were.
+  if (const char* keep = std::getenv("TELLUS_KEEP_TEST_DIRS"); keep && *keep && std::string(keep) != "0") {
+    std::fprintf(stderr, "kept %s (TELLUS_KEEP_TEST_DIRS)\n", path_.c_str());
+    return;
+  }
   std::error_code ec;  // best effort: a test must not crash while cleaning up
   std::filesystem::remove_all(path_, ec);
 }

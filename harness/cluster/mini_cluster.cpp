@@ -221,7 +221,11 @@ CliResult MiniCluster::tellus(const std::vector<std::string>& args, const std::s
   }
   auto status = p->waitFor(timeout);
   if (!status) {
-    r.err = "tellus did not finish within the deadline";
+    // Stopped here (not left to the destructor) so that what it wrote so far is complete.
+    (void)p->killGroup(SIGKILL);
+    (void)p->waitFor(std::chrono::milliseconds(5000));
+    r.out = readAll(outFile);
+    r.err = readAll(errFile) + "\n(tellus did not finish within the deadline)";
     return r;
   }
   r.exitCode = status->exited ? status->code : 128 + status->signal;

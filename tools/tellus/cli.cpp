@@ -215,7 +215,8 @@ int cmdSubmit(const Globals& g, const std::string& path, bool wait, std::ostream
     out << (g.json ? "{\"job_id\":\"" + resp.job_id() + "\"}" : resp.job_id()) << "\n";
     return 0;
   }
-  if (!g.json) out << "submitted " << resp.job_id() << "\n";
+  // Flushed: whoever waits with us (a pipe, a script that times out) has the id at once.
+  if (!g.json) out << "submitted " << resp.job_id() << "\n" << std::flush;
   return waitForJob(client, resp.job_id(), g, out);
 }
 

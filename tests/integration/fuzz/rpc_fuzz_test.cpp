@@ -470,9 +470,16 @@ TEST_CASE("fuzz: hostile RPCs to every daemon leave them up and a word count exa
           "    input: {stage: map}\n";
   }
   auto run = cluster.tellus({"submit", wcPath.string(), "--wait"}, sites[0], 180s);
-  INFO("submit --wait: exit " << run.exitCode << "\n" << run.out << run.err << cluster.crashedDaemons());
-  REQUIRE(run.exitCode == 0);
   const std::string wcJob = submittedJob(run.out);
+  std::string why;
+  if (run.exitCode != 0) {
+    auto listed = cluster.tellus({"list"}, sites[0]);
+    auto status = cluster.tellus({"status", wcJob}, sites[0]);
+    why = "jobs:\n" + listed.out + listed.err + "\nstatus of " + wcJob + ":\n" + status.out + status.err +
+          "\n" + cluster.jmLogs(wcJob, 8000);
+  }
+  INFO("submit --wait: exit " << run.exitCode << "\n" << run.out << run.err << cluster.crashedDaemons() << why);
+  REQUIRE(run.exitCode == 0);
   REQUIRE_FALSE(wcJob.empty());
   auto result = cluster.tellus({"result", wcJob}, sites[0]);
   INFO("result " << wcJob << ": exit " << result.exitCode << " " << result.err);
