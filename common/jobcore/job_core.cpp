@@ -109,6 +109,10 @@ void JobCore::onStatus(const pb::JobStatus& status, int32_t version) {
     return;
   }
   status_ = status;
+  // Started where the job does not run (a misdirected launch): nothing here to manage, and
+  // as the primary it would lead the job from a site with no tasks and no containers.
+  outsider_ = !isTerminal(status.state()) &&
+              std::find(status.sites().begin(), status.sites().end(), config_.site) == status.sites().end();
 }
 
 void JobCore::onStatusUnreadable(const std::string& reason) { failJob("the job's status is unreadable: " + reason); }
@@ -670,6 +674,11 @@ Actions JobCore::step(double now) {
     return out;
   }
   if (!loaded_) return out;
+  if (outsider_) {
+    out.exit = true;
+    out.exitReason = "site " + config_.site + " is not one of job " + config_.jobId + "'s sites: nothing to manage here";
+    return out;
+  }
   if (isTerminal(status_.state())) {
     out.exit = true;
     out.exitReason = "job " + config_.jobId + " is over (" + jobStateName(status_.state()) + ")";
@@ -1049,6 +1058,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       req.set_task(id.second);
       req.set_attempt(task.attempt);
       *req.mutable_container() = slot.container.id();
+      req.set_site(slot.container.site());
       req.set_op(stage.op());
       *req.mutable_params() = stage.params();
       for (auto& in : *inputs) *req.add_inputs() = std::move(in);

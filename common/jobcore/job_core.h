@@ -340,6 +340,7 @@ class JobCore {
   std::optional<std::string> failure_;
   bool failReported_ = false;
   bool deleted_ = false;
+  bool outsider_ = false;  // this JM's site is not among the job's
 
   // Output trust (verifyOutputs), by stage: each part's finish key as last listed, the parts
   // confirmed (task -> the key confirmed), those found untrusted, stages being read.

@@ -744,6 +744,11 @@ awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, n
   auto st = co_await readStatus(req.job_id());
   if (!st) co_return st.error();
   if (isTerminal(st->state())) co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " has ended");
+  if (std::find(st->sites().begin(), st->sites().end(), config_.site) == st->sites().end()) {
+    // A JM here would serve a site the job has no tasks at, and lead it if it won the election.
+    co_return makeError(ErrorCode::kInvalidArgument,
+                        fmt::format("job {} does not run at site {}", req.job_id(), config_.site));
+  }
   // Try each live worker until one starts the JM.
   std::set<std::string> tried;
   for (;;) {
@@ -756,6 +761,8 @@ awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, n
     pb::LaunchJmRequest launch;
     launch.set_job_id(req.job_id());
     launch.set_role(req.role());
+    launch.set_worker_id(*workerId);
+    launch.set_site(config_.site);
     auto r = co_await server_.client(*ep)->call<rpc::Worker::LaunchJm>(launch, kPeerCallTimeout);
     if (r) {
       jmWorker_[req.job_id()] = *workerId;
@@ -1252,7 +1259,9 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   write.set_last_chunk(req.last_chunk());
   write.set_residency_local(req.residency_local());
   std::vector<pb::WriteDatasetResponse> written;
+  write.set_site(config_.site);
   for (const auto& workerId : targets) {
+    write.set_worker_id(workerId);
     auto ep = net::Endpoint::parse(workers_[workerId].address);
     Result<pb::WriteDatasetResponse> r = ep.isOk() ? Result<pb::WriteDatasetResponse>(pb::WriteDatasetResponse())
                                                    : Result<pb::WriteDatasetResponse>(ep.error());
@@ -1351,9 +1360,11 @@ awaitable<void> Master::abortUpload(std::string uploadId) {
   abort.set_dataset(dropped.dataset);
   abort.set_upload_id(uploadId);
   abort.set_abort(true);
+  abort.set_site(config_.site);
   for (const auto& workerId : holders) {
     auto w = workers_.find(workerId);
     if (w == workers_.end()) continue;
+    abort.set_worker_id(workerId);
     auto ep = net::Endpoint::parse(w->second.address);
     if (!ep) continue;
     auto r = co_await server_.client(*ep)->call<rpc::Worker::WriteDataset>(abort, kPeerCallTimeout);

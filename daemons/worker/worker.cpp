@@ -402,9 +402,18 @@ awaitable<void> Worker::watchJm(std::string jobId, pid_t pid, int pidFd) {
   jms_.erase(it);
 }
 
+Status Worker::checkAddressee(std::string_view method, const std::string& workerId, const std::string& site) const {
+  if (workerId == config_.id && site == config_.site) return {};
+  return makeError(ErrorCode::kInvalidArgument,
+                   fmt::format("{} addressed to worker '{}' of site '{}'; this is {} of {} (a registration under "
+                               "another id claimed this address?)",
+                               method, workerId.substr(0, 64), site.substr(0, 64), config_.id, config_.site));
+}
+
 awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req, net::CallContext) {
   // The job id becomes a directory under data_dir/jms.
   if (auto st = checkName("job id", req.job_id()); !st) co_return st.error();
+  if (auto st = checkAddressee("LaunchJm", req.worker_id(), req.site()); !st) co_return st.error();
   if (killedJobs_.count(req.job_id())) {
     co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
   }
@@ -554,6 +563,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   // directory, the counts bound what the executor writes and what we fetch.
   const auto& limits = config_.limits;
   if (auto st = checkName("job id", req.job_id()); !st) co_return st.error();
+  if (auto st = checkAddressee("RunTask", req.container().worker_id(), req.site()); !st) co_return st.error();
   if (req.buckets() > limits.max_tasks_per_stage) {
     co_return makeError(ErrorCode::kInvalidArgument, fmt::format("RunTask: {} buckets, over the limit of {} (limits.max_tasks_per_stage)",
                                                                  req.buckets(), limits.max_tasks_per_stage));
@@ -909,6 +919,7 @@ Result<pb::LogsResponse> Worker::readLog(const pb::ReadLogRequest& req) const {
 Result<pb::WriteDatasetResponse> Worker::writeDataset(const pb::WriteDatasetRequest& req) {
   TELLUS_RETURN_IF_ERROR(data::validateStoreName("dataset", req.dataset()));
   TELLUS_RETURN_IF_ERROR(data::validateStoreName("upload id", req.upload_id()));
+  TELLUS_RETURN_IF_ERROR(checkAddressee("WriteDataset", req.worker_id(), req.site()));
   const auto& limits = config_.limits;
   const auto root = dataDir_ / "datasets";
   // A chunk is staged as .upload-<upload>-<partition> and a complete partition is kept as

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "config/config.h"
@@ -52,6 +53,8 @@ class Worker {
   // Reaps the JM of `jobId` (pid) once its pidfd says it ended, and queues its death for the
   // next heartbeat when it failed. Nothing to do when the JM was killed and reaped meanwhile.
   boost::asio::awaitable<void> watchJm(std::string jobId, pid_t pid, int pidFd);
+  // Requests that act on this worker name it: one meant for another worker is refused.
+  Status checkAddressee(std::string_view method, const std::string& workerId, const std::string& site) const;
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
   // After the executor's report (or its death): queue the output's record (batcher_).

@@ -127,6 +127,8 @@ TEST_CASE("limits and names are enforced at the door; a failed put leaves nothin
     INFO(name);
     pb::LaunchJmRequest launch;
     launch.set_job_id(name);
+    launch.set_worker_id(site + "-w1");  // addressed right: the name is what is refused
+    launch.set_site(site);
     auto launched = net::callBlocking<rpc::Worker::LaunchJm>(*worker, launch, 5000ms);
     REQUIRE_FALSE(launched.isOk());
     CHECK(launched.error().code == ErrorCode::kInvalidArgument);
@@ -135,6 +137,8 @@ TEST_CASE("limits and names are enforced at the door; a failed put leaves nothin
     run.set_job_id(name);
     run.set_op("identity");
     run.mutable_container()->set_slot(0);
+    run.mutable_container()->set_worker_id(site + "-w1");
+    run.set_site(site);
     auto ran = net::callBlocking<rpc::Worker::RunTask>(*worker, run, 5000ms);
     REQUIRE_FALSE(ran.isOk());
     CHECK(ran.error().code == ErrorCode::kInvalidArgument);
@@ -144,6 +148,8 @@ TEST_CASE("limits and names are enforced at the door; a failed put leaves nothin
     write.set_upload_id("u1");
     write.set_data("x\n");
     write.set_last_chunk(true);
+    write.set_worker_id(site + "-w1");
+    write.set_site(site);
     auto wrote = net::callBlocking<rpc::Worker::WriteDataset>(*worker, write, 5000ms);
     REQUIRE_FALSE(wrote.isOk());
     write.set_dataset("fine");
@@ -166,6 +172,46 @@ TEST_CASE("limits and names are enforced at the door; a failed put leaves nothin
     CHECK_FALSE(fs::exists(escaped));
   }
   CHECK(datasetFiles().size() == 4);
+
+  // A request meant for another worker (a registration under a made-up id that claimed this
+  // worker's address would send the master's requests here): refused, nothing started.
+  {
+    pb::LaunchJmRequest launch;
+    launch.set_job_id("job-0000000042");
+    launch.set_worker_id("impostor");
+    launch.set_site(site);
+    auto launched = net::callBlocking<rpc::Worker::LaunchJm>(*worker, launch, 5000ms);
+    REQUIRE_FALSE(launched.isOk());
+    CHECK(launched.error().code == ErrorCode::kInvalidArgument);
+    CHECK_THAT(launched.message(), Catch::Contains("addressed to worker 'impostor'"));
+    launch.set_worker_id(site + "-w1");
+    launch.set_site("elsewhere");  // ids are unique per site only
+    launched = net::callBlocking<rpc::Worker::LaunchJm>(*worker, launch, 5000ms);
+    REQUIRE_FALSE(launched.isOk());
+    CHECK_THAT(launched.message(), Catch::Contains("of site 'elsewhere'"));
+    CHECK_FALSE(fs::exists(siteDir / (site + "-w1") / "jms" / "job-0000000042"));
+
+    pb::RunTaskRequest run;
+    run.set_job_id("job-0000000042");
+    run.set_op("identity");
+    run.mutable_container()->set_worker_id("impostor");
+    run.set_site(site);
+    auto ran = net::callBlocking<rpc::Worker::RunTask>(*worker, run, 5000ms);
+    REQUIRE_FALSE(ran.isOk());
+    CHECK_THAT(ran.message(), Catch::Contains("addressed to worker 'impostor'"));
+
+    pb::WriteDatasetRequest write;
+    write.set_dataset("misdirected");
+    write.set_upload_id("u3");
+    write.set_data("x\n");
+    write.set_last_chunk(true);
+    write.set_worker_id("impostor");
+    write.set_site(site);
+    auto wrote = net::callBlocking<rpc::Worker::WriteDataset>(*worker, write, 5000ms);
+    REQUIRE_FALSE(wrote.isOk());
+    CHECK_THAT(wrote.message(), Catch::Contains("addressed to worker 'impostor'"));
+    CHECK(datasetFiles().size() == 4);
+  }
 
   // The issue's 4294967295-container registration: refused at once, the master serves on.
   pb::RegisterWorkerRequest reg;

@@ -172,7 +172,9 @@ std::string codeName(ErrorCode c) {
 // Without authentication any peer can claim to be a worker: a forged RegisterWorker of a real
 // worker id with another address takes that worker out of service for good (a finding left to
 // the TLS roles, which restrict RegisterWorker to workers). The fuzzer forges only unknown ids,
-// so that the word count afterwards tests the daemons, not that known hole.
+// so that the word count afterwards tests the daemons, not that known hole. Those may claim a
+// real worker's address (of this site or another): the worker refuses what is addressed to
+// another id or site, so that no JM starts at a site its job does not run on.
 void disarm(const Method& method, const Realm& realm, pbuf::Message& message) {
   if (method.wireName != "master.RegisterWorker") return;
   auto& request = static_cast<pb::RegisterWorkerRequest&>(message);

@@ -695,6 +695,20 @@ TEST_CASE("deleted job: every JM exits, with the reason", "[unit][jobcore][corru
   CHECK(early.step(0).exit);
 }
 
+TEST_CASE("a JM started at a site the job does not run at exits without acting, with the reason",
+          "[unit][jobcore][corrupt]") {
+  JobCore core = loadedAt("mars");  // the job runs at a and b
+  core.onBecamePrimary(1);
+  auto actions = core.step(1);
+  CHECK(actions.exit);
+  CHECK_THAT(actions.exitReason, Catch::Contains("site mars is not one of job job-1's sites"));
+  CHECK(actions.releases.empty());
+  CHECK(actions.launches.empty());
+  CHECK_FALSE(actions.fail);
+  // At one of its sites the same core acts.
+  CHECK_FALSE(loadedAt("b").step(1).exit);
+}
+
 TEST_CASE("forged output records: the primary confirms each against its stage's finish records; an unconfirmed one "
           "is removed and re-run, and nothing is released or succeeds on it",
           "[unit][jobcore][corrupt]") {
