@@ -325,6 +325,7 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     c.data_dir = readNonEmpty(m, "data_dir", "a directory");
     c.bin_dir = m.optional<std::string>("bin_dir", "");
     c.heartbeat_ms = m.optional<uint32_t>("heartbeat_ms", c.heartbeat_ms, kPositive);
+    c.log_retention_ms = m.optional<uint32_t>("log_retention_ms", c.log_retention_ms);
     // A batch's transaction deletes an audit node per execution: bounded under ZooKeeper's
     // 1 MiB request (jobstate::kMaxBatchTasks).
     c.output_batch_max_tasks =

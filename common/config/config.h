@@ -144,6 +144,9 @@ struct WorkerConfig {
   std::string data_dir;                // partition store and container dirs (required)
   std::string bin_dir;                 // where tellus-jm / tellus-executor live ("" = next to self)
   uint32_t heartbeat_ms = 500;
+  // Task and JM logs (data_dir/logs/<job>, data_dir/jms/<job>) untouched this long, of jobs
+  // with nothing running here, are deleted (`tellus logs` reads them until then). 0 = kept.
+  uint32_t log_retention_ms = 7u * 24 * 3600 * 1000;
   // Finished tasks' outputs are recorded in ZooKeeper in batches (one node per job, stage and
   // write): a stage's outputs are written at most once per output_batch_linger_ms (at once
   // after a quiet period), and at once when a batch holds output_batch_max_tasks executions

@@ -28,6 +28,7 @@
 #include "monitor/process_table.h"
 #include "util/log.h"
 #include "util/names.h"
+#include "worker/log_retention.h"
 
 namespace tellus::worker {
 
@@ -145,6 +146,7 @@ Status Worker::start() {
                config_.containers);
   server_.spawn(masterLoop(), "master registration loop");
   server_.spawn(livenessLoop(), "liveness publisher");
+  if (config_.log_retention_ms > 0) server_.spawn(logRetentionLoop(), "log retention");
   if (auto constants = monitor::SystemConstants::query()) {
     monitor_.emplace(*constants);
     server_.spawn(usageLoop(), "resource monitor");
@@ -254,6 +256,36 @@ awaitable<void> Worker::sendUsage(std::string jmAddress, pb::ContainerUsageRepor
   // Best effort: a JM that is gone or slow simply misses a sample.
   auto r = co_await client->call<rpc::Jm::ContainerUsage>(report, milliseconds(900));
   if (!r) spdlog::debug("usage report to {} failed: {}", jmAddress, r.message());
+}
+
+awaitable<void> Worker::logRetentionLoop() {
+  const milliseconds retention(config_.log_retention_ms);
+  // A quarter of the retention: a directory outlives it by at most that much.
+  const auto period = std::clamp<milliseconds>(retention / 4, milliseconds(1000), milliseconds(600000));
+  while (!server_.stopping()) {
+    co_await server_.sleepFor(period);
+    if (server_.stopping()) break;
+    std::set<std::string> active;
+    for (const auto& [job, jm] : jms_) {
+      if (jm.running()) active.insert(job);
+    }
+    for (const auto& [slot, busy] : busySlots_) active.insert(busy.jobId);
+    for (const auto& [key, pool] : executorPool_) active.insert(key.first);
+    for (const char* kind : {"logs", "jms"}) {
+      const auto root = dataDir_ / kind;
+      const auto now = std::filesystem::file_time_type::clock::now();
+      for (const auto& job : expiredLogDirs(listLogDirs(root), now, retention, active)) {
+        std::error_code ec;
+        std::filesystem::remove_all(root / job, ec);
+        if (ec) {
+          spdlog::warn("log retention: cannot delete {}: {}", (root / job).string(), ec.message());
+        } else {
+          spdlog::info("log retention: deleted {} ({} ms without a change)", (root / job).string(),
+                       config_.log_retention_ms);
+        }
+      }
+    }
+  }
 }
 
 awaitable<void> Worker::livenessLoop() {

@@ -46,6 +46,8 @@ class Worker {
  private:
   boost::asio::awaitable<void> masterLoop();
   boost::asio::awaitable<void> livenessLoop();
+  // Deletes per-job log directories past log_retention_ms (worker/log_retention.h).
+  boost::asio::awaitable<void> logRetentionLoop();
   // Once a second: CPU and memory of every running executor tree, per container, sent to the
   // container's JM without waiting for it (Af's utilization input).
   boost::asio::awaitable<void> usageLoop();

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "harness/eventually.h"
 #include "harness/files.h"
 #include "proc/subprocess.h"
 
@@ -220,4 +221,43 @@ TEST_CASE("a log whose VM is gone is a one-line error", "[integration][cluster][
   CHECK_THAT(task, Catch::Contains(worker) && Catch::Contains("gone"));
   const std::string jm = refusal(cluster.tellus({"logs", jobId, "--jm", kEu}, kUs), 1);
   CHECK_THAT(jm, Catch::Contains("no live worker of site eu-west holds a JM log"));
+}
+
+TEST_CASE("a finished job's task and JM logs are deleted after the worker's log_retention_ms",
+          "[integration][cluster][logs]") {
+  harness::MiniClusterOptions options;
+  options.sites = 1;
+  options.workersPerSite = 1;
+  options.containersPerWorker = 2;
+  options.workerExtraYaml[kUs] = "log_retention_ms: 1500\n";
+  auto started = harness::MiniCluster::start(options);
+  INFO("starting the mini cluster: " << whyNot(started));
+  REQUIRE(started.isOk());
+  auto& cluster = **started;
+  CliRunner files;
+  REQUIRE(cluster.putDataset(kUs, "retained-in", "one two\nthree\n", 1).isOk());
+  const std::string jobId = runJob(cluster, files, "retained",
+                                   "name: retained\nstages:\n  - name: copy\n    op: identity\n"
+                                   "    input: {dataset: retained-in}\n",
+                                   kUs, pb::JOB_SUCCEEDED);
+  const auto worker = cluster.dir() / kUs / cluster.workers(kUs).front();
+  const auto taskLogs = worker / "logs" / jobId;
+  const auto jmDir = worker / "jms" / jobId;
+  // Deleted (the worker says so: they existed), not just absent.
+  const auto workerLog = cluster.daemonLog(cluster.workers(kUs).front());
+  const bool gone = harness::eventually(
+      [&] {
+        const std::string said = harness::readFile(workerLog);
+        return said.find("log retention: deleted " + taskLogs.string()) != std::string::npos &&
+               said.find("log retention: deleted " + jmDir.string()) != std::string::npos &&
+               !std::filesystem::exists(taskLogs) && !std::filesystem::exists(jmDir);
+      },
+      30s, 200ms);
+  INFO(harness::readFile(workerLog));
+  CHECK(gone);
+  // What is gone is said so in one line, as for a VM that is gone.
+  auto log = cluster.tellus({"logs", jobId, "--jm", kUs}, kUs);
+  CHECK(log.exitCode != 0);
+  CHECK(std::count(log.err.begin(), log.err.end(), '\n') == 1);
+  CHECK(cluster.crashedDaemons().empty());
 }
