@@ -520,7 +520,9 @@ awaitable<void> JobManager::mainLoop() {
     }
     co_await readChangedState();
     if (server_.stopping()) break;
-    if (!registered_) {
+    // Registered once the status is known to list our site: a JM launched where its job does
+    // not run exits without ever being seen as one of the job's JMs.
+    if (!registered_ && core_.statusVersion() >= 0 && !core_.outsider()) {
       if (auto st = co_await registerSelf(); !st && !server_.stopping()) spdlog::warn("registering JM: {}", st.message());
     }
     // The JM the submitting master started is the first primary (HOUTU); the others join once
