@@ -46,6 +46,14 @@ std::string runJob(harness::MiniCluster& cluster, CliRunner& files, const std::s
   return *jobId;
 }
 
+// A one-stage copy of a small dataset put at us-east under `<name>-in`, run to success there.
+std::string runCopyJob(harness::MiniCluster& cluster, CliRunner& files, const std::string& name) {
+  REQUIRE(cluster.putDataset(kUs, name + "-in", "one two\nthree\n", 1).isOk());
+  return runJob(cluster, files, name,
+                fmt::format("name: {0}\nstages:\n  - name: copy\n    op: identity\n    input: {{dataset: {0}-in}}\n", name),
+                kUs, pb::JOB_SUCCEEDED);
+}
+
 // A refused command: exit `code`, nothing on stdout, one line on stderr.
 std::string refusal(const harness::CliResult& r, int code) {
   INFO("exit " << r.exitCode << "\nstdout: " << r.out << "\nstderr: " << r.err);
@@ -126,11 +134,7 @@ TEST_CASE("a failing exec task's stderr comes back through any master", "[integr
 TEST_CASE("a JM's log comes back through another site's master", "[integration][cluster][logs]") {
   auto& cluster = logsCluster();
   CliRunner files;
-  REQUIRE(cluster.putDataset(kUs, "logs-jm-in", "one two\nthree\n", 1).isOk());
-  const std::string jobId = runJob(cluster, files, "jm-log",
-                                   "name: jm-log\nstages:\n  - name: copy\n    op: identity\n"
-                                   "    input: {dataset: logs-jm-in}\n",
-                                   kUs, pb::JOB_SUCCEEDED);
+  const std::string jobId = runCopyJob(cluster, files, "jm-log");
   // The JM has exited (the job is over) and its registration is gone: the site's master finds
   // the worker that holds its log.
   auto log = cluster.tellus({"logs", jobId, "--jm", kUs, "--follow"}, kEu);
@@ -235,11 +239,7 @@ TEST_CASE("a finished job's task and JM logs are deleted after the worker's log_
   REQUIRE(started.isOk());
   auto& cluster = **started;
   CliRunner files;
-  REQUIRE(cluster.putDataset(kUs, "retained-in", "one two\nthree\n", 1).isOk());
-  const std::string jobId = runJob(cluster, files, "retained",
-                                   "name: retained\nstages:\n  - name: copy\n    op: identity\n"
-                                   "    input: {dataset: retained-in}\n",
-                                   kUs, pb::JOB_SUCCEEDED);
+  const std::string jobId = runCopyJob(cluster, files, "retained");
   const auto worker = cluster.dir() / kUs / cluster.workers(kUs).front();
   const auto taskLogs = worker / "logs" / jobId;
   const auto jmDir = worker / "jms" / jobId;
