@@ -3,6 +3,7 @@
 #include <map>
 #include <string_view>
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "config/values.h"
@@ -267,24 +268,23 @@ cost::Prices readPrices(YamlMap& root, const std::string& ownSite) {
   p.container_hour = m.optional<double>("container_hour", p.container_hour, kPrice);
   p.market = m.optional<std::string>("market", p.market);
   if (m.ok() && !cost::isMarket(p.market)) {
-    m.fail("market", std::string("expected ") + cost::kMarketForm + ", got " + quoted(p.market));
+    m.fail("market", fmt::format("expected {}, got {}", cost::kMarketForm, quoted(p.market)));
   }
   if (auto egress = m.optionalMap("egress_gb")) {
     // Keys are sites (any site: one that does not exist yet may join later) or `default`.
     const auto sites = egress->keys();
     if (egress->ok() && sites.size() > cost::kMaxEgressPrices) {
-      egress->failHere("expected at most " + std::to_string(cost::kMaxEgressPrices) + " prices, got " +
-                       std::to_string(sites.size()));
+      egress->failHere(fmt::format("expected at most {} prices, got {}", cost::kMaxEgressPrices, sites.size()));
     }
     for (const auto& site : sites) {
       const double price = egress->required<double>(site, kPrice);
       if (site == "default") {
         p.egress_default_gb = price;
       } else if (egress->ok() && !isSiteId(site)) {
-        egress->fail(site, std::string("expected a site id (") + kSiteIdForm + ") or default, got " + quoted(site));
+        egress->fail(site, fmt::format("expected a site id ({}) or default, got {}", kSiteIdForm, quoted(site)));
       } else if (egress->ok() && site == ownSite) {
-        egress->fail(site, "expected another site than this master's own site " + quoted(ownSite) +
-                               " (bytes within a site are not charged)");
+        egress->fail(site, fmt::format("expected another site than this master's own site {} (bytes within a site "
+                                       "are not charged)", quoted(ownSite)));
       } else {
         p.egress_gb[site] = price;
       }

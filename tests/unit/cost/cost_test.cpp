@@ -1,6 +1,7 @@
 // Pricing a job's usage (cost/cost.h) and the prices' wire form (cost/cost_proto.h): the same
 // function prices `tellus cost` and `tellus-sim`, so its arithmetic is pinned here.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -149,7 +150,7 @@ TEST_CASE("published prices round-trip; a hostile record is refused with the sit
   (*bad.mutable_egress_gb())["x"] = -3;
   CHECK_THAT(refused(bad), Catch::Contains("not a price"));
   bad = toProto(p);
-  for (size_t i = 0; i <= kMaxEgressPrices; ++i) (*bad.mutable_egress_gb())["s" + std::to_string(i)] = 1;
+  for (size_t i = 0; i <= kMaxEgressPrices; ++i) (*bad.mutable_egress_gb())[fmt::format("s{}", i)] = 1;
   CHECK_THAT(refused(bad), Catch::Contains("egress prices"));
 }
 

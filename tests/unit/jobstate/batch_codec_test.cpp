@@ -3,6 +3,7 @@
 // truncated, garbage, inflating without bound, indices out of range — is an error value.
 #include "jobstate/batch_codec.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <limits>
@@ -273,7 +274,7 @@ TEST_CASE("usage from a hostile location is bounded and ignores what is not a si
   e->set_attempt_seq(1);
   for (size_t i = 0; i <= kMaxFetchedSites; ++i) {
     auto* x = e->add_fetched();
-    x->set_site("s" + std::to_string(i));
+    x->set_site(fmt::format("s{}", i));
     x->set_bytes(1);
   }
   CHECK_FALSE(decodeBatch(0, framed("TOB1", batch.SerializeAsString()), "/p").isOk());
