@@ -3,6 +3,7 @@
 #include <map>
 #include <string_view>
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "config/values.h"
@@ -256,6 +257,42 @@ std::vector<std::string> readOperatorNames(YamlMap& root, const std::string& key
   return names;
 }
 
+// Prices are in currency units, non-negative and finite (the reader refuses inf and nan).
+constexpr Bounds<double> kPrice = between(0.0, cost::kMaxPrice);
+
+cost::Prices readPrices(YamlMap& root, const std::string& ownSite) {
+  cost::Prices p;
+  auto section = root.optionalMap("prices");
+  if (!section) return p;
+  YamlMap& m = *section;
+  p.container_hour = m.optional<double>("container_hour", p.container_hour, kPrice);
+  p.market = m.optional<std::string>("market", p.market);
+  if (m.ok() && !cost::isMarket(p.market)) {
+    m.fail("market", fmt::format("expected {}, got {}", cost::kMarketForm, quoted(p.market)));
+  }
+  if (auto egress = m.optionalMap("egress_gb")) {
+    // Keys are sites (any site: one that does not exist yet may join later) or `default`.
+    const auto sites = egress->keys();
+    if (egress->ok() && sites.size() > cost::kMaxEgressPrices) {
+      egress->failHere(fmt::format("expected at most {} prices, got {}", cost::kMaxEgressPrices, sites.size()));
+    }
+    for (const auto& site : sites) {
+      const double price = egress->required<double>(site, kPrice);
+      if (site == "default") {
+        p.egress_default_gb = price;
+      } else if (egress->ok() && !isSiteId(site)) {
+        egress->fail(site, fmt::format("expected a site id ({}) or default, got {}", kSiteIdForm, quoted(site)));
+      } else if (egress->ok() && site == ownSite) {
+        egress->fail(site, fmt::format("expected another site than this master's own site {} (bytes within a site "
+                                       "are not charged)", quoted(ownSite)));
+      } else {
+        p.egress_gb[site] = price;
+      }
+    }
+  }
+  return p;
+}
+
 template <class Config, class ReadFields>
 Result<Config> parseWith(const std::string& yaml, const std::string& file, ReadFields readFields) {
   auto root = parseYamlDocument(yaml, file);
@@ -295,6 +332,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.rpc = readRpcLimits(m);
     c.exec = readExec(m);
     c.derived_operators = readOperatorNames(m, "derived_operators");
+    c.prices = readPrices(m, c.site);
     c.log_level = readLogLevel(m);
     c.log_format = readLogFormat(m);
     return c;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cost/cost.h"
 #include "util/result.h"
 
 namespace tellus::config {
@@ -126,6 +127,10 @@ struct MasterConfig {
   // Operators besides the built-in aggregations whose output may leave the site of the pinned
   // data they read (docs/jobs.md, "Residency").
   std::vector<std::string> derived_operators;
+  // What this site charges (YAML `prices: {container_hour, market, egress_gb: {<site>: p,
+  // default: p}}`, all optional, zero by default): published in the site record, applied by
+  // any master pricing a job's usage (`tellus cost`, docs/operations.md).
+  cost::Prices prices;
   std::string log_level = "info";
 };
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "config/values.h"
 #include "jobstate/job_store.h"
 
 namespace tellus::jobstate {
@@ -110,6 +111,20 @@ constexpr uint64_t kMaxSeq = 9999999999ULL;
 
 }  // namespace
 
+bool isUsageSite(std::string_view site) { return site.size() <= kMaxSiteBytes && config::isSiteId(site); }
+
+void addUsage(cost::Usage& usage, const pb::PartitionLocation& execution) {
+  if (!isUsageSite(execution.site())) return;
+  const double ms = std::isfinite(execution.elapsed_s()) ? std::clamp(execution.elapsed_s() * 1000.0, 0.0, 4e9) : 0.0;
+  usage.addContainerMs(execution.site(), static_cast<uint64_t>(std::llround(ms)));
+  const int n = std::min(execution.fetched_size(), static_cast<int>(kMaxFetchedSites));
+  for (int i = 0; i < n; ++i) {
+    const auto& f = execution.fetched(i);
+    if (f.bytes() == 0 || f.site() == execution.site() || !isUsageSite(f.site())) continue;
+    usage.addBytes(f.site(), execution.site(), f.bytes());
+  }
+}
+
 std::string attemptIdOf(uint32_t stage, uint32_t task, uint64_t seq) { return fmt::format("{}-{}-{:010}", stage, task, seq); }
 
 std::optional<uint64_t> attemptSeqOf(std::string_view attemptId, uint32_t stage, uint32_t task) {
@@ -149,10 +164,15 @@ Result<std::string> encodeBatch(uint32_t stage, const std::vector<BatchItem>& it
     e->set_attempt_seq(*seq);
     e->set_audit_only(item.auditOnly);
     e->set_attempt(loc.attempt());
+    // Every execution's time and fetches are kept, recorded or not: both are what it cost.
+    // Rounded up, as billed: a sub-millisecond task still held its container.
+    const double ms = std::isfinite(loc.elapsed_s()) ? std::clamp(std::ceil(loc.elapsed_s() * 1000.0), 0.0, 4e9) : 0.0;
+    e->set_elapsed_ms(static_cast<uint32_t>(ms));
+    for (int f = 0; f < std::min(loc.fetched_size(), static_cast<int>(kMaxFetchedSites)); ++f) {
+      if (loc.fetched(f).bytes() > 0) *e->add_fetched() = loc.fetched(f);
+    }
     if (!item.auditOnly) {
       *e->mutable_bucket_bytes() = loc.bucket_bytes();
-      const double ms = std::isfinite(loc.elapsed_s()) ? std::clamp(loc.elapsed_s() * 1000.0, 0.0, 4e9) : 0.0;
-      e->set_elapsed_ms(static_cast<uint32_t>(std::lround(ms)));
       e->set_finish_offset_ms(static_cast<uint32_t>(std::clamp<int64_t>(loc.finish_unix_ms() - base, 0, UINT32_MAX)));
     }
   }
@@ -191,6 +211,10 @@ Result<std::vector<BatchItem>> decodeBatch(uint32_t stage, const std::string& by
     *loc.mutable_bucket_bytes() = e.bucket_bytes();
     loc.set_elapsed_s(e.elapsed_ms() / 1000.0);
     loc.set_finish_unix_ms(batch.base_unix_ms() + e.finish_offset_ms());
+    if (static_cast<size_t>(e.fetched_size()) > kMaxFetchedSites) {
+      return makeError(ErrorCode::kInternal, fmt::format("{}: entry of task {} fetched from {} sites", path, e.task(), e.fetched_size()));
+    }
+    *loc.mutable_fetched() = e.fetched();
     items.push_back(std::move(item));
   }
   return items;
@@ -238,6 +262,20 @@ Result<std::string> encodeSummary(const JobFinal& job) {
       out->add_executions(static_cast<uint32_t>(executions[t].size()));
       for (uint32_t w : executions[t]) out->add_execution_worker(w);
     }
+    std::map<std::string, pb::SiteUsage> bySite;
+    for (const auto& [site, ms] : stage.usage.containerMs) {
+      auto& u = bySite[site];
+      u.set_site(site);
+      u.set_container_ms(ms);
+    }
+    for (const auto& [pair, n] : stage.usage.bytes) {
+      auto& u = bySite[pair.second];
+      u.set_site(pair.second);
+      auto* f = u.add_fetched();
+      f->set_site(pair.first);
+      f->set_bytes(n);
+    }
+    for (auto& [site, u] : bySite) *out->add_usage() = std::move(u);
   }
   // A worker first seen by id alone (an execution) gets its address from an output if any.
   storeWorkers(workers, summary);
@@ -301,6 +339,16 @@ Result<JobFinal> decodeSummary(const std::string& bytes, const std::string& path
         stage.executions.emplace_back(static_cast<uint32_t>(t), summary.worker_ids(static_cast<int>(ew)));
       }
       execution += runs;
+    }
+    if (static_cast<size_t>(in.usage_size()) > kMaxFetchedSites) return bad("usage of too many sites");
+    for (const auto& u : in.usage()) {
+      if (!isUsageSite(u.site()) || static_cast<size_t>(u.fetched_size()) > kMaxFetchedSites) return bad("malformed usage");
+      // A site that only fetched was written with 0 ms (encodeSummary): no execution there.
+      if (u.container_ms() > 0 || u.fetched_size() == 0) stage.usage.addContainerMs(u.site(), u.container_ms());
+      for (const auto& f : u.fetched()) {
+        if (!isUsageSite(f.site()) || f.site() == u.site()) return bad("malformed usage");
+        stage.usage.addBytes(f.site(), u.site(), f.bytes());
+      }
     }
     job.stages.push_back(std::move(stage));
   }

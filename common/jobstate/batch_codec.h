@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "cost/cost.h"
 #include "tellus.pb.h"
 #include "util/result.h"
 
@@ -31,6 +32,15 @@ struct BatchItem {
   pb::PartitionLocation location;
   bool auditOnly = false;
 };
+
+// What an execution used: its container time at its worker's site and the bytes it fetched
+// from each other site (pair (from, its site)). Sites that are not site ids, and more than
+// kMaxFetchedSites fetched entries, are ignored: the location may come from a node someone
+// else wrote.
+inline constexpr size_t kMaxFetchedSites = 256;
+inline constexpr size_t kMaxSiteBytes = 64;
+bool isUsageSite(std::string_view site);
+void addUsage(cost::Usage& usage, const pb::PartitionLocation& execution);
 
 // A batch holds at most this many executions (its transaction also deletes as many audit
 // nodes: well under ZooKeeper's 1 MiB request limit), and its node at most kMaxBatchBytes.
@@ -57,6 +67,7 @@ struct StageFinal {
   std::optional<pb::TaskMap> taskmap;                  // only its owners are kept
   std::map<uint32_t, pb::PartitionLocation> outputs;   // site, worker, buckets, attempt
   std::vector<std::pair<uint32_t, std::string>> executions;  // (task, worker) per execution
+  cost::Usage usage;                                          // of every execution of the stage
 };
 struct JobFinal {
   std::vector<StageFinal> stages;

@@ -215,6 +215,7 @@ awaitable<Result<StageOutputs>> JobStore::outputNode(std::string jobId, uint32_t
   if (!items) co_return items.error();
   for (auto& item : *items) {
     addExecution(out.executions, stage, item);
+    addUsage(out.usage, item.location);
     if (!item.auditOnly) out.outputs[item.task] = RecordedOutput{std::move(item.location), batchKey(name)};
   }
   co_return out;
@@ -246,6 +247,7 @@ awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t st
       auto& st = (*compacted)->stages[stage];
       for (auto& [t, loc] : st.outputs) out.outputs[t] = RecordedOutput{std::move(loc), "summary"};
       for (auto& [t, worker] : st.executions) out.executions.push_back(Attempt{{stage, t}, std::move(worker), {}});
+      out.usage = std::move(st.usage);
     }
     co_return out;
   }
@@ -269,6 +271,7 @@ awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t st
       if (!added && batch) out.recordedTwice.insert(t);
     }
     for (auto& e : node->executions) out.executions.push_back(std::move(e));
+    out.usage.add(node->usage);
   }
   co_return out;
 }
@@ -958,6 +961,7 @@ awaitable<Status> JobStore::compactJob(std::string jobId) {
         // Only confirmed records (a forged per-task node is not one), of tasks of the stage.
         if (t < tasks && r.finishKey.rfind("batch ", 0) == 0) job.stages[s].outputs[t] = std::move(r.location);
       }
+      job.stages[s].usage = std::move(recorded->usage);
     }
     auto executions = co_await attempts(jobId);
     if (!executions) co_return executions.error().prepend("compacting " + jobId);

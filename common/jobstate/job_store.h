@@ -67,6 +67,9 @@ struct RecordedOutput {
 struct StageOutputs {
   std::map<uint32_t, RecordedOutput> outputs;
   std::vector<Attempt> executions;
+  // What those executions used (container time per site, bytes fetched per site pair): the
+  // job's usage, summed over its stages' records (`tellus cost`).
+  cost::Usage usage;
   // Tasks with an output in more than one batch node (none: recordBatch's compare-and-set
   // records a task once; counted so that tests can tell).
   std::set<uint32_t> recordedTwice;

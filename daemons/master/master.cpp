@@ -16,6 +16,7 @@
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"
 #include "config/values.h"
+#include "cost/cost_proto.h"
 #include "jobstate/residency.h"
 #include "sched/fair_share.h"
 #include "master/web_assets.h"
@@ -100,6 +101,10 @@ Status Master::start() {
   store_.emplace(server_.coordinator());
   spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, server_.address(),
                server_.httpAddress(), config_.zookeeper.connect, config_.zookeeper.chroot);
+  // Published in the site record: every master prices this site's share of a job with them.
+  spdlog::info("prices of site {}: {} per container-hour ({}), per GB sent {} to other sites{}{}", config_.site,
+               config_.prices.container_hour, config_.prices.market, config_.prices.egress_default_gb,
+               config_.prices.egress_gb.empty() ? "" : ", ", fmt::join(config_.prices.egress_gb, ", "));
   server_.spawn(publishLoop(), "site publisher");
   server_.spawn(scheduleLoop(), "container scheduler");
   server_.spawn(compactionLoop(), "job state compaction");
@@ -195,6 +200,7 @@ pb::SiteInfo Master::siteInfo() const {
   // What other masters need to check a job at submission; the rest stays with the workers.
   info.mutable_exec()->set_enabled(config_.exec.enabled);
   for (const auto& command : config_.exec.allowed_commands) info.mutable_exec()->add_allowed_commands(command);
+  *info.mutable_prices() = cost::toProto(config_.prices);
   for (const auto& [name, ds] : datasets_) {
     auto* out = info.add_datasets();
     *out = ds;
@@ -579,6 +585,28 @@ awaitable<Result<std::vector<pb::SiteInfo>>> Master::liveSites() {
   co_return out;
 }
 
+awaitable<std::map<std::string, cost::Prices>> Master::sitePrices() {
+  // Our own from the config; the others from their records, priced as they are now (a site
+  // whose master is down, or whose record holds bad prices, is left out: its usage is shown
+  // unpriced rather than guessed).
+  std::map<std::string, cost::Prices> prices{{config_.site, config_.prices}};
+  auto sites = co_await liveSites();
+  if (!sites) {
+    spdlog::warn("pricing a job: {}", sites.message());
+    co_return prices;
+  }
+  for (const auto& site : *sites) {
+    if (site.site() == config_.site) continue;
+    auto p = cost::fromProto(site.prices(), site.site());
+    if (!p) {
+      spdlog::warn("{}", p.message());
+      continue;
+    }
+    prices.emplace(site.site(), std::move(p).value());
+  }
+  co_return prices;
+}
+
 awaitable<Result<std::vector<std::string>>> Master::downSitesHolding(const std::string& dataset,
                                                                      const std::vector<pb::SiteInfo>& live) {
   auto names = co_await server_.coordinator().children(sitesPath());
@@ -789,6 +817,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   if (!compacted) spdlog::warn("status of {}: {}", req.job_id(), compacted.message());
   const jobstate::JobFinal* summary = compacted && *compacted ? &**compacted : nullptr;
   uint64_t totalTasks = 0;
+  cost::Usage usage;
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
     auto* sp = resp.add_stages();
     sp->set_name(spec->stages(static_cast<int>(s)).name());
@@ -799,6 +828,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
         doneByStage[s].insert(t);
         workerByStage[s][t] = record.location.worker_id();
       }
+      usage.add(done->usage);
     }
     const auto& doneTasks = doneByStage[s];
     sp->set_done(static_cast<uint32_t>(doneTasks.size()));
@@ -828,6 +858,8 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
     }
   }
   resp.set_total_tasks(static_cast<uint32_t>(std::min<uint64_t>(totalTasks, UINT32_MAX)));
+  const auto prices = co_await sitePrices();
+  *resp.mutable_cost() = cost::toProto(cost::price(usage, prices));
   // Where each task ran, on request and one page at a time: each costs a ZooKeeper read, and
   // a summary must answer in bounded time whatever the job's size.
   if (req.tasks()) {

@@ -114,6 +114,8 @@ class Master {
   Result<pb::JmUpdateResponse> jmUpdate(const pb::JmUpdateRequest& req);
 
   boost::asio::awaitable<Result<std::vector<pb::SiteInfo>>> liveSites();
+  // Each live site's published prices (ours from the config), for pricing a job's usage.
+  boost::asio::awaitable<std::map<std::string, cost::Prices>> sitePrices();
   // Sites without a running master (not in `live`) that hold part of `dataset`.
   boost::asio::awaitable<Result<std::vector<std::string>>> downSitesHolding(const std::string& dataset,
                                                                            const std::vector<pb::SiteInfo>& live);

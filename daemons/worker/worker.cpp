@@ -541,7 +541,7 @@ Result<std::shared_ptr<ExecutorProcess>> Worker::acquireExecutor(const std::stri
 }
 
 awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
-                                                  size_t index) {
+                                                  size_t index, std::map<std::string, uint64_t>& fetchedFrom) {
   if (ref.worker_id() == config_.id && ref.has_partition()) {
     auto path = store_->dataPath(toKey(ref.partition()));
     if (path) co_return path->string();
@@ -578,6 +578,8 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
                                                 std::move(sources), path, options);
   if (!fetched) co_return fetched.error();
   bytesReceived_->inc({ref.site().substr(0, 64), config_.site}, static_cast<double>(fetched->bytes));
+  // Counted against the site named in the ref, as the metric is: replicas are in its site.
+  if (ref.site() != config_.site && jobstate::isUsageSite(ref.site())) fetchedFrom[ref.site()] += fetched->bytes;
   // What the WAN delivered: the placement LPs are fed measured rates, not configured ones.
   // Small transfers measure latency, not bandwidth, so only those of 64 KiB and more count.
   if (ref.site() != config_.site && fetched->bytes >= (64u << 10) && fetched->seconds > 0) {
@@ -641,8 +643,9 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   *task.mutable_params() = req.params();
   task.set_buckets(req.buckets());
   task.set_store_root(store_->root().string());
+  std::map<std::string, uint64_t> fetchedFrom;
   for (int i = 0; i < req.inputs_size(); ++i) {
-    auto file = co_await localInput(req.inputs(i), dir, static_cast<size_t>(i));
+    auto file = co_await localInput(req.inputs(i), dir, static_cast<size_t>(i), fetchedFrom);
     // Reported as kNotFound: the task is fine, its input is gone (the JM waits for lineage).
     if (!file) co_return makeError(ErrorCode::kNotFound, "input " + std::to_string(i) + " unavailable: " + file.message());
     task.add_input_files(*file);
@@ -711,7 +714,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   const auto executorWall = Clock::now() - phaseStart;
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
-  auto result = co_await recordOutput(req, *attemptId, std::move(report), dir, executorWall);
+  auto result = co_await recordOutput(req, *attemptId, std::move(report), dir, executorWall, std::move(fetchedFrom));
   ++tasksRun_;
   if (!result) {
     ++tasksFailed_;
@@ -754,7 +757,8 @@ void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::file
 awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
                                                             Result<pb::ExecutorReport> report,
                                                             std::filesystem::path dir,
-                                                            std::chrono::steady_clock::duration executorWall) {
+                                                            std::chrono::steady_clock::duration executorWall,
+                                                            std::map<std::string, uint64_t> fetchedFrom) {
   if (!report) co_return report.error();
   if (!report->error().empty()) co_return makeError(ErrorCode::kInternal, report->error());
   const auto operatorTime = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -771,6 +775,11 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   loc.set_elapsed_s(report->elapsed_s());
   loc.set_finish_unix_ms(daemon::nowUnixMs());
   loc.set_attempt_id(attemptId);
+  for (const auto& [site, bytes] : fetchedFrom) {
+    auto* f = loc.add_fetched();
+    f->set_site(site);
+    f->set_bytes(bytes);
+  }
   // The worker, not the JM, records the output: a task that finishes while its JM is being
   // replaced is not lost. Recorded in a batch with the stage's other executions here (the
   // first copy of a task wins; a duplicate is kept for the audit only); the task stays marked

@@ -63,7 +63,8 @@ class Worker {
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
                                                                    Result<pb::ExecutorReport> report,
                                                                    std::filesystem::path dir,
-                                                                   std::chrono::steady_clock::duration executorWall);
+                                                                   std::chrono::steady_clock::duration executorWall,
+                                                                   std::map<std::string, uint64_t> fetchedFrom);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
   // A bounded piece of an execution's stderr (logs/<job>/<attempt id>.stderr) or of the job's
@@ -73,9 +74,10 @@ class Worker {
   Result<pb::KillJobTasksResponse> killJobTasks(const pb::KillJobTasksRequest& req);
   // The reason a JM of `jobId` left in its exit file (bounded), for the master.
   std::string jmExitReason(const std::string& jobId) const;
-  // Brings one input partition to a local file (or points at it when it is already here).
+  // Brings one input partition to a local file (or points at it when it is already here);
+  // bytes fetched from another site are added to fetchedFrom[that site] (the job's usage).
   boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
-                                                         size_t index);
+                                                         size_t index, std::map<std::string, uint64_t>& fetchedFrom);
   bool servable(const std::filesystem::path& file) const;
   // A raw partition of a residency: local dataset, which no other site may fetch.
   bool residentOnly(const std::filesystem::path& file) const;

@@ -178,6 +178,7 @@ Result<std::vector<RunSummary>> runPolicies(const SimOptions& options, std::ostr
   SimConfig base;
   base.sites = *sites;
   base.clusterEvents = makeClusterEvents(options, static_cast<int>(sites->size()), *horizon);
+  for (const auto& site : *sites) base.prices[site.name] = options.prices;
   std::vector<PolicyConfig> policies;
   for (const auto& text : options.policies) {
     auto policy = parsePolicy(text);

@@ -42,6 +42,9 @@ struct SimOptions {
   // Brute force (paper 001 §6.2): also run every job order of a small workload with a fixed
   // priority and report the best as "optimal".
   bool bruteForce = false;
+  // Every site's prices (a master's `prices` config): each run's usage is priced with them
+  // (cost::price), so policies compare on money as well as time.
+  cost::Prices prices;
 };
 
 // Expected arrival horizon of the configured workload (for scheduling drops/spot losses).

@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--brute-force", options.bruteForce, "also run every job order (<= 8 jobs) and report the best");
 
+  // Prices of every site (a master's `prices` section), for the cost column.
+  const auto price = CLI::Range(0.0, tellus::cost::kMaxPrice);
+  app.add_option("--container-hour", options.prices.container_hour, "price of a slot-hour at every site")->check(price);
+  app.add_option("--egress-gb", options.prices.egress_default_gb, "price of a GB sent from one site to another")->check(price);
+  app.add_option("--market", options.prices.market, "on-demand | spot (a label)")->check(CLI::IsMember({"on-demand", "spot"}));
+
   CLI11_PARSE(app, argc, argv);
 
   if (!policy.empty()) {

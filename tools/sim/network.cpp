@@ -54,6 +54,11 @@ FlowId FairShareNetwork::addFlow(double now, int source, int destination, double
   return id;
 }
 
+int FairShareNetwork::sourceOf(FlowId id) const {
+  const auto it = live_.find(id);
+  return it == live_.end() ? -1 : buckets_[static_cast<size_t>(it->second.bucket)].source;
+}
+
 double FairShareNetwork::cancelFlow(double now, FlowId id) {
   const auto it = live_.find(id);
   if (it == live_.end()) return 0;

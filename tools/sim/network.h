@@ -48,6 +48,8 @@ class FairShareNetwork {
   FlowId addFlow(double now, int source, int destination, double bytes, FlowTag tag);
   // Stops a flow early (its task was killed); returns the bytes it had delivered.
   double cancelFlow(double now, FlowId id);
+  // The source site of a live flow (-1 when it is not live).
+  int sourceOf(FlowId id) const;
   // Changes a site's bandwidths from `now` on; flows in progress keep what they delivered.
   void setBandwidth(double now, int site, double uplinkBytesPerSecond, double downlinkBytesPerSecond);
 

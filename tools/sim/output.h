@@ -21,6 +21,9 @@ class CsvJobWriter : public JobRecordSink {
   std::string policy_;
 };
 
+// Slot-seconds over every site of a priced run.
+double containerSeconds(const cost::JobCost& cost);
+
 // Percentage reduction of `value` relative to `baseline` (positive = better than baseline).
 double reductionPercent(double baseline, double value);
 

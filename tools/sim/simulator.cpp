@@ -197,6 +197,17 @@ class Engine {
   void applyRequest(JobRt& job, int site, const jobcore::ContainerRequest& request);
   void applySteal(JobRt& job, int thief, const jobcore::StealWork& work);
   void revokeContainer(JobRt& job, int site, const std::string& slotKey);
+  // The run's usage (RunSummary::usage), in the units cost::Usage keeps: slot milliseconds
+  // (rounded up, as billed) and bytes.
+  void addSlotTime(int site, double seconds) {
+    if (site < 0 || seconds <= 0) return;
+    summary_.usage.addContainerMs(sites_[static_cast<size_t>(site)].name, static_cast<uint64_t>(std::ceil(seconds * 1000.0)));
+  }
+  void addBytes(int from, int to, double bytes) {
+    if (from < 0 || to < 0 || from == to || bytes <= 0) return;
+    summary_.usage.addBytes(sites_[static_cast<size_t>(from)].name, sites_[static_cast<size_t>(to)].name,
+                            static_cast<uint64_t>(std::llround(bytes)));
+  }
   // A task waits at `site` (HOUTU: owned there); enqueue also puts it in the site's queue.
   void markWaiting(JobRt& job, int32_t stage, int32_t task, int site);
   void reassignAfterDrop();
@@ -306,6 +317,7 @@ Result<RunSummary> Engine::run() {
   summary_.utilization = summary_.makespanSeconds > 0 && slots > 0
                              ? summary_.busySlotSeconds / (slots * summary_.makespanSeconds)
                              : 0;
+  summary_.cost = cost::price(summary_.usage, config_.prices);
   return summary_;
 }
 
@@ -637,6 +649,7 @@ void Engine::onFlowDone(const CompletedFlow& flow) {
   if (job == nullptr) return;
   job->wanBytes += flow.bytes;
   summary_.wanBytes += flow.bytes;
+  addBytes(flow.source, flow.destination, flow.bytes);
   TaskRt& task = job->stages[static_cast<size_t>(flow.tag.stage)].tasks[static_cast<size_t>(flow.tag.task)];
   if (task.attempt != flow.tag.attempt || task.state != TaskState::kFetching) return;
   if (--task.pendingFlows > 0) return;
@@ -662,6 +675,7 @@ void Engine::onComputeDone(const Event& event) {
   task.state = TaskState::kDone;
   const int site = task.site;
   summary_.busySlotSeconds += now_ - task.launchedAt;
+  addSlotTime(site, now_ - task.launchedAt);
   SiteRt& where = sites_[static_cast<size_t>(site)];
   --where.busy;
   --job->sub[static_cast<size_t>(site)].running;
@@ -766,7 +780,9 @@ void Engine::killTask(JobRt& job, int32_t s, int32_t t) {
   const auto flows = job.flowsOfTask.find(taskKey(s, t));
   if (flows != job.flowsOfTask.end()) {
     for (FlowId id : flows->second) {
+      const int source = network_.sourceOf(id);
       const double delivered = network_.cancelFlow(now_, id);
+      addBytes(source, task.site, delivered);
       job.wanBytes += delivered;
       summary_.wanBytes += delivered;
     }
@@ -774,6 +790,7 @@ void Engine::killTask(JobRt& job, int32_t s, int32_t t) {
   }
   const int site = task.site;
   summary_.busySlotSeconds += now_ - task.launchedAt;
+  addSlotTime(site, now_ - task.launchedAt);
   --sites_[static_cast<size_t>(site)].busy;
   --job.sub[static_cast<size_t>(site)].running;
   --stage.launched;

@@ -23,9 +23,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "cost/cost.h"
 #include "sched/af.h"
 #include "sched/parades.h"
 #include "sched/policies.h"
@@ -87,6 +89,9 @@ struct SimConfig {
   std::vector<SiteSpec> sites;
   std::vector<ClusterEventSpec> clusterEvents;
   PolicyConfig policy;
+  // Each site's prices, by site name (a site without an entry is unpriced): the run's usage is
+  // priced with cost::price, as `tellus cost` prices a job's.
+  std::map<std::string, cost::Prices> prices;
 };
 
 // One finished job, as written to the per-job CSV.
@@ -134,6 +139,11 @@ struct RunSummary {
   int64_t ordersComputed = 0;
   double orderWallSeconds = 0;
   int64_t peakActiveJobs = 0;
+  // What the run used — slot time per site (fetching or computing, killed tasks included, as a
+  // container is paid for) and bytes per site pair (delivered, also of cancelled flows) — and
+  // its price under SimConfig::prices.
+  cost::Usage usage;
+  cost::JobCost cost;
 };
 
 // Runs the workload to completion. Errors: bad configuration, a workload error (e.g. a

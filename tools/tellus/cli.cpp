@@ -4,6 +4,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
@@ -141,6 +142,20 @@ void printTasks(const pb::JobStatusResponse& st, std::ostream& out) {
   }
 }
 
+// "cost so far: 0.0123 (containers 0.0100, egress 0.0023; 12.345 container-seconds, 4567 bytes across sites)"
+std::string costLine(const pb::JobCost& cost) {
+  double seconds = 0;
+  uint64_t bytes = 0;
+  for (const auto& s : cost.sites()) seconds += s.container_seconds();
+  for (const auto& p : cost.pairs()) bytes += p.bytes();
+  std::string line = fmt::format("cost so far: {:.4f} (containers {:.4f}, egress {:.4f}; {:.3f} container-seconds, {} bytes across sites)",
+                                 cost.total(), cost.container_cost(), cost.egress_cost(), seconds, bytes);
+  if (cost.unpriced_sites_size() > 0) {
+    line += fmt::format("; no prices known for {}", fmt::join(cost.unpriced_sites(), ", "));
+  }
+  return line;
+}
+
 void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
   const auto& s = st.status();
   out << s.job_id() << "  " << s.name() << "  " << jobstate::jobStateName(s.state()) << "  submitted at "
@@ -155,6 +170,7 @@ void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
     }
     out << "\n";
   }
+  out << "  " << costLine(st.cost()) << "\n";
   for (const auto& jm : st.jms()) {
     out << "  jm " << jm.site() << " " << (jm.role() == pb::JM_PRIMARY ? "primary" : "secondary")
         << " epoch " << jm.epoch() << " on " << jm.worker_id() << " (" << jm.address() << ")  containers "
@@ -246,6 +262,38 @@ int cmdStatus(const Globals& g, const std::string& jobId, bool watch, bool tasks
     }
   }
   if (g.json) out << toJson(st) << "\n";
+  return 0;
+}
+
+// The job's usage and what it cost so far, per site and per site pair (the master prices it
+// with each site's published prices when it answers).
+int cmdCost(const Globals& g, const std::string& jobId, std::ostream& out) {
+  Client client(g);
+  pb::JobRequest req;
+  req.set_job_id(jobId);
+  const auto st = client.call<rpc::Master::Status>(req);
+  const auto& cost = st.cost();
+  if (g.json) {
+    out << fmt::format("{{\"status\":{},\"cost\":{}}}\n", toJson(st.status()), toJson(cost));
+    return 0;
+  }
+  out << st.status().job_id() << "  " << st.status().name() << "  " << jobstate::jobStateName(st.status().state()) << "\n";
+  out << fmt::format("  {:<20} {:<10} {:>18} {:>12}\n", "site", "market", "container-seconds", "cost");
+  for (const auto& s : cost.sites()) {
+    out << fmt::format("  {:<20} {:<10} {:>18.3f} {:>12.4f}{}\n", s.site(), s.priced() ? s.market() : "-",
+                       s.container_seconds(), s.container_cost(), s.priced() ? "" : "  (no prices known)");
+  }
+  out << fmt::format("  {:<31} {:>18} {:>12}\n", "from -> to", "bytes", "cost");
+  for (const auto& p : cost.pairs()) {
+    out << fmt::format("  {:<31} {:>18} {:>12.4f}{}\n", p.from_site() + " -> " + p.to_site(), p.bytes(), p.egress_cost(),
+                       p.priced() ? "" : "  (no prices known)");
+  }
+  out << fmt::format("  total {:.4f} (containers {:.4f}, egress {:.4f})\n", cost.total(), cost.container_cost(),
+                     cost.egress_cost());
+  if (cost.unpriced_sites_size() > 0) {
+    out << fmt::format("  no prices known for {} (no live master publishes them): charged 0\n",
+                       fmt::join(cost.unpriced_sites(), ", "));
+  }
   return 0;
 }
 
@@ -574,6 +622,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   status->add_option("--task-offset", taskOffset, "with --tasks: start at this task (stages in order)");
   status->add_option("--task-limit", taskLimit, "with --tasks: show at most this many tasks (0: all)");
   status->footer("Example:\n  tellus status job-0000000003 --watch");
+  auto* costCmd = app.add_subcommand("cost", "show a job's cost so far: container time per site, bytes per site pair");
+  costCmd->add_option("JOB", jobId, "job id")->required();
+  costCmd->footer("Example:\n  tellus cost job-0000000003 --json");
   auto* list = app.add_subcommand("list", "list jobs");
   list->footer("Example:\n  tellus list --json");
   auto* sites = app.add_subcommand("sites", "list live sites, workers, containers and datasets");
@@ -639,7 +690,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       }
       if (!args[i].empty() && args[i][0] != '-' && !isCommand(app, args[i])) {
         err << "tellus: unknown command '" << args[i]
-            << "' (expected submit, status, list, sites, result, kill, put, logs, completion or plan)\n";
+            << "' (expected submit, status, cost, list, sites, result, kill, put, logs, completion or plan)\n";
         return 2;
       }
       if (!args[i].empty() && args[i][0] != '-') break;
@@ -675,6 +726,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     if (*submit) return cmdSubmit(g, jobFile, wait, out);
     if (*status) return cmdStatus(g, jobId, watch, tasks, taskOffset, taskLimit, out);
+    if (*costCmd) return cmdCost(g, jobId, out);
     if (*list) return cmdList(g, out);
     if (*sites) return cmdSites(g, out);
     if (*result) return cmdResult(g, jobId, output, out);

@@ -96,6 +96,72 @@ stages:
   CHECK(status->stages(0).done() == partitions);
   CHECK(status->stages(1).tasks() == 4);
   CHECK(status->stages(1).done() == 4);
+
+  // What it cost. Where each task's output was written (its worker "<site>-wN") says which
+  // sites ran tasks, independently of the usage records: each of them has container time,
+  // and a reduce that ran at a site other than a map's fetched from it.
+  auto placed = cluster.tellus({"--json", "status", jobId, "--tasks"}, sites[0]);
+  REQUIRE(placed.exitCode == 0);
+  pb::JobStatusResponse withTasks;
+  REQUIRE(parseJson(placed.out, withTasks).isOk());
+  REQUIRE(withTasks.stages_size() == 2);
+  const auto siteOfWorker = [](const std::string& worker) { return worker.substr(0, worker.rfind("-w")); };
+  std::set<std::string> mapSites, reduceSites;
+  for (const auto& t : withTasks.stages(0).task_placements()) mapSites.insert(siteOfWorker(t.worker_id()));
+  for (const auto& t : withTasks.stages(1).task_placements()) reduceSites.insert(siteOfWorker(t.worker_id()));
+  REQUIRE_FALSE(mapSites.empty());
+  REQUIRE_FALSE(reduceSites.empty());
+  // Through another site's master: it prices every site with the prices that site published.
+  auto costed = cluster.tellus({"--json", "cost", jobId}, sites[1]);
+  INFO("tellus cost: exit " << costed.exitCode << "\nstdout: " << costed.out << "\nstderr: " << costed.err);
+  REQUIRE(costed.exitCode == 0);
+  pb::JobStatusResponse asJson;  // {"status": ..., "cost": ...}: the fields of a status answer
+  REQUIRE(parseJson(costed.out, asJson).isOk());
+  CHECK(asJson.status().job_id() == jobId);
+  const pb::JobCost& cost = asJson.cost();
+  CHECK(cost.unpriced_sites_size() == 0);
+  std::map<std::string, pb::SiteCost> bySite;
+  for (const auto& s : cost.sites()) bySite[s.site()] = s;
+  double containerCost = 0;
+  for (const auto& site : mapSites) {
+    INFO("site " << site);
+    REQUIRE(bySite.count(site) == 1);
+    CHECK(bySite[site].container_seconds() > 0);
+    CHECK(bySite[site].priced());
+    CHECK(bySite[site].market() == "spot");
+  }
+  for (const auto& site : reduceSites) CHECK(bySite.count(site) == 1);
+  for (const auto& [site, s] : bySite) {
+    CHECK(s.container_cost() == Approx(s.container_seconds() * 0.01));
+    containerCost += s.container_cost();
+  }
+  std::map<std::pair<std::string, std::string>, uint64_t> pairBytes;
+  double egressCost = 0;
+  for (const auto& p : cost.pairs()) {
+    CHECK(p.from_site() != p.to_site());
+    CHECK(p.egress_cost() == Approx(static_cast<double>(p.bytes()) * 0.002));
+    pairBytes[{p.from_site(), p.to_site()}] = p.bytes();
+    egressCost += p.egress_cost();
+  }
+  for (const auto& to : reduceSites) {
+    uint64_t fetched = 0;
+    for (const auto& from : mapSites) {
+      if (from != to && pairBytes.count({from, to})) fetched += pairBytes[{from, to}];
+    }
+    INFO("reduce site " << to);
+    if (mapSites.size() > 1 || !mapSites.count(to)) CHECK(fetched > 0);
+  }
+  CHECK(cost.container_cost() == Approx(containerCost));
+  CHECK(cost.egress_cost() == Approx(egressCost));
+  CHECK(cost.total() == Approx(containerCost + egressCost));
+  // The same answer in words, and a line of `tellus status`.
+  auto table = cluster.tellus({"cost", jobId}, sites[2]);
+  CHECK(table.exitCode == 0);
+  CHECK_THAT(table.out, Catch::Contains("container-seconds") && Catch::Contains("total "));
+  for (const auto& site : mapSites) CHECK_THAT(table.out, Catch::Contains("  " + site + " "));
+  auto line = cluster.tellus({"status", jobId}, sites[0]);
+  CHECK(line.exitCode == 0);
+  CHECK_THAT(line.out, Catch::Contains("cost so far: "));
   CHECK(cluster.crashedDaemons().empty());
 }
 

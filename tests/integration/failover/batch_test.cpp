@@ -110,22 +110,37 @@ TEST_CASE("a batch held by a worker whose VM dies with its JM: the tasks re-run,
   CHECK(problems.empty());
   // No output recorded twice, in any stage; every execution folded or still audited.
   std::map<TaskId, uint32_t> audited;
+  cost::Usage usage;  // the job's usage, from the batches
   for (const auto& [s, tasks] : end->stageTasks) {
     auto outputs = zk.run(zk.jobs().outputs(*jobId, s));
     REQUIRE(outputs.isOk());
     CHECK(outputs->recordedTwice.empty());
     CHECK(outputs->outputs.size() == tasks);
+    usage.add(outputs->usage);
   }
+  // Every recorded execution of the first stage slept taskSleepS at its site.
+  uint64_t containerMs = 0;
+  for (const auto& [site, ms] : usage.containerMs) containerMs += ms;
+  CHECK(containerMs >= end->stageTasks.at(0) * static_cast<uint64_t>(options.taskSleepS * 1000));
+  auto costBefore = cluster.tellus({"cost", *jobId}, pjmSite, 20s);
+  INFO("tellus cost: " << costBefore.exitCode << " " << costBefore.out << costBefore.err);
+  CHECK(costBefore.exitCode == 0);
   auto executions = zk.run(zk.jobs().attemptCounts(*jobId));
   REQUIRE(executions.isOk());
   CHECK(*executions == end->executions);
 
   // Compaction: after the retention the job's state is its summary (and spec and status).
   const size_t live = znodes(zk, jobstate::jobPath(*jobId));
+  // The master removes the stages one after the other once the summary is written: wait for
+  // every stage's records to be gone, not only the first's.
   bool compacted = harness::eventually(
       [&] {
         auto summary = zk.run(zk.jobs().summary(*jobId));
-        return summary && *summary && !*zk.exists(jobstate::partsPath(*jobId, 0));
+        if (!summary || !*summary) return false;
+        for (const auto& [s, tasks] : end->stageTasks) {
+          if (*zk.exists(jobstate::partsPath(*jobId, s))) return false;
+        }
+        return true;
       },
       milliseconds(kRetentionMs) + 60s, 100ms);
   REQUIRE(compacted);
@@ -153,6 +168,17 @@ TEST_CASE("a batch held by a worker whose VM dies with its JM: the tasks re-run,
       CHECK(record.location.worker_address() == end->parts.at({s, t}).worker_address());
     }
   }
+  // The usage too: `tellus cost` answers the same.
+  cost::Usage compactedUsage;
+  for (const auto& [s, tasks] : end->stageTasks) {
+    auto outputs = zk.run(zk.jobs().outputs(*jobId, s));
+    REQUIRE(outputs.isOk());
+    compactedUsage.add(outputs->usage);
+  }
+  CHECK(compactedUsage == usage);
+  auto costAfter = cluster.tellus({"cost", *jobId}, pjmSite, 20s);
+  CHECK(costAfter.exitCode == 0);
+  CHECK(costAfter.out == costBefore.out);
   // `tellus status` and `tellus result` (through another site's master too) still answer.
   auto shown = cluster.tellus({"status", *jobId, "--tasks"}, pjmSite, 20s);
   INFO("tellus status: " << shown.exitCode << " " << shown.out << shown.err);

@@ -52,6 +52,7 @@ TEST_CASE("tellus rejects missing or malformed arguments before contacting anyon
   checkUsageError({"--master", m, "status"}, "JOB");
   checkUsageError({"--master", m, "result"}, "JOB");
   checkUsageError({"--master", m, "kill"}, "JOB");
+  checkUsageError({"--master", m, "cost"}, "JOB");
   checkUsageError({"--master", m, "submit"}, "JOB");
   checkUsageError({"--master", m, "put", "file.txt", "--site", "us-east"}, "--dataset");
   checkUsageError({"--master", m, "put", "file.txt", "--dataset", "d"}, "--site");
@@ -110,7 +111,7 @@ TEST_CASE("tellus --help prints the commands and succeeds", "[unit][cli]") {
   auto r = runCli({"--help"});
   CHECK(r.code == 0);
   CHECK(r.err.empty());
-  for (const char* command : {"submit", "status", "list", "sites", "result", "kill", "put", "plan"}) {
+  for (const char* command : {"submit", "status", "cost", "list", "sites", "result", "kill", "put", "plan"}) {
     INFO(command);
     CHECK(r.out.find(command) != std::string::npos);
   }
@@ -131,7 +132,7 @@ TEST_CASE("tellus --version prints the version and succeeds", "[unit][cli]") {
 }
 
 TEST_CASE("every command's --help is its own, with an example", "[unit][cli]") {
-  for (const char* command : {"submit", "status", "list", "sites", "result", "kill", "put", "logs", "completion"}) {
+  for (const char* command : {"submit", "status", "cost", "list", "sites", "result", "kill", "put", "logs", "completion"}) {
     INFO(command);
     auto r = runCli({command, "--help"});
     CHECK(r.code == 0);
@@ -150,7 +151,7 @@ TEST_CASE("tellus completion bash prints a script naming every command, without 
   CHECK(r.code == 0);
   CHECK(r.err.empty());
   CHECK_THAT(r.out, Catch::Contains("complete -o default -F _tellus tellus"));
-  for (const char* word : {"submit", "status", "list", "sites", "result", "kill", "put", "logs", "plan", "--follow",
+  for (const char* word : {"submit", "status", "cost", "list", "sites", "result", "kill", "put", "logs", "plan", "--follow",
                            "--watch", "--master", "--tls-ca"}) {
     INFO(word);
     CHECK_THAT(r.out, Catch::Contains(word));

@@ -593,4 +593,41 @@ TEST_CASE("HTTP listeners, http_jobs and log_format", "[unit][config]") {
   CHECK(back->log_format == "json");
 }
 
+TEST_CASE("prices: zero by default, typed, checked", "[unit][config]") {
+  auto none = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(none.isOk());
+  CHECK(none->prices.container_hour == 0);
+  CHECK(none->prices.market == "on-demand");
+  CHECK(none->prices.egress_gb.empty());
+  CHECK(none->prices.egress_default_gb == 0);
+
+  auto full = parseMasterConfig(kMinimalMaster +
+                                    "prices:\n"
+                                    "  container_hour: 0.0464\n"
+                                    "  market: spot\n"
+                                    "  egress_gb: {b: 0.02, us-east-1: 0.01, default: 0.09}\n",
+                                "master.yaml");
+  REQUIRE(full.isOk());
+  CHECK(full->prices.container_hour == 0.0464);
+  CHECK(full->prices.market == "spot");
+  CHECK(full->prices.egress_gb == std::map<std::string, double>{{"b", 0.02}, {"us-east-1", 0.01}});
+  CHECK(full->prices.egress_default_gb == 0.09);
+  CHECK(full->prices.egressTo("zz") == 0.09);
+
+  auto error = [](const std::string& prices) { return masterError(kMinimalMaster + "prices:\n" + prices); };
+  CHECK_THAT(error("  container_hour: -1\n"), Catch::StartsWith("master.yaml:7: prices.container_hour: expected a number in [0, ") &&
+                                                  Catch::EndsWith("got '-1'"));
+  CHECK_THAT(error("  container_hour: .inf\n"), Catch::Contains("master.yaml:7: prices.container_hour"));
+  CHECK_THAT(error("  container_hour: .nan\n"), Catch::Contains("master.yaml:7: prices.container_hour"));
+  CHECK(error("  market: reserved\n") == "master.yaml:7: prices.market: expected on-demand|spot, got 'reserved'");
+  CHECK_THAT(error("  egress_gb: {b: -0.5}\n"), Catch::Contains("master.yaml:7: prices.egress_gb.b"));
+  CHECK(error("  egress_gb: {B_x: 1}\n") ==
+        "master.yaml:7: prices.egress_gb.B_x: expected a site id ([a-z0-9][a-z0-9-]*) or default, got 'B_x'");
+  CHECK(error("  egress_gb: {a: 1}\n") ==
+        "master.yaml:7: prices.egress_gb.a: expected another site than this master's own site 'a' (bytes within a "
+        "site are not charged)");
+  CHECK_THAT(error("  egress_gb: {b: cheap}\n"), Catch::Contains("master.yaml:7: prices.egress_gb.b"));
+  CHECK_THAT(error("  container_hours: 1\n"), Catch::Contains("prices.container_hours: unknown field"));
+}
+
 }  // namespace tellus::config

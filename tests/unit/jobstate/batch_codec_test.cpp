@@ -3,7 +3,10 @@
 // truncated, garbage, inflating without bound, indices out of range — is an error value.
 #include "jobstate/batch_codec.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
+
+#include <limits>
 
 #include <catch2/catch.hpp>
 
@@ -211,4 +214,99 @@ TEST_CASE("a summary that is not one is an error naming it", "[jobstate][batch]"
   pb::PartitionLocation loc;
   job.stages[0].outputs[0] = loc;
   CHECK(encodeSummary(job).error().code == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("a batch keeps every execution's usage: time at its site, bytes fetched per site", "[jobstate][batch][cost]") {
+  auto items = batchOf(2);                               // 250 ms each at s1
+  items[0].location.set_elapsed_s(0.0004);               // sub-millisecond: billed as 1 ms
+  auto* f = items[1].location.add_fetched();
+  f->set_site("s2");
+  f->set_bytes(5000);
+  auto dup = at("s1-w3", 0, 1, 99);                      // task 1 again: audit-only, still paid for
+  dup.set_elapsed_s(2);
+  auto* g = dup.add_fetched();
+  g->set_site("s3");
+  g->set_bytes(7);
+  items.push_back({1, dup, true});
+  auto node = encodeBatch(0, items);
+  REQUIRE(node.isOk());
+  auto back = decodeBatch(0, *node, "/p");
+  REQUIRE(back.isOk());
+  cost::Usage usage;
+  for (const auto& item : *back) addUsage(usage, item.location);
+  CHECK(usage.containerMs == std::map<std::string, uint64_t>{{"s1", 1 + 250 + 2000}});
+  CHECK(usage.bytes.size() == 2);
+  CHECK(usage.bytes.at({"s2", "s1"}) == 5000);
+  CHECK(usage.bytes.at({"s3", "s1"}) == 7);
+}
+
+TEST_CASE("usage from a hostile location is bounded and ignores what is not a site", "[jobstate][batch][cost]") {
+  cost::Usage usage;
+  pb::PartitionLocation loc;
+  loc.set_site("s1");
+  loc.set_elapsed_s(std::numeric_limits<double>::infinity());
+  auto* self = loc.add_fetched();  // from its own site: not a site pair
+  self->set_site("s1");
+  self->set_bytes(10);
+  auto* bad = loc.add_fetched();
+  bad->set_site("../etc");
+  bad->set_bytes(10);
+  auto* huge = loc.add_fetched();
+  huge->set_site("s2");
+  huge->set_bytes(std::numeric_limits<uint64_t>::max());
+  addUsage(usage, loc);
+  addUsage(usage, loc);
+  CHECK(usage.containerMs.at("s1") == 0);
+  CHECK(usage.bytes.size() == 1);
+  CHECK(usage.bytes.at({"s2", "s1"}) == std::numeric_limits<uint64_t>::max());  // saturated
+  loc.set_site("S1!");  // a site that is not a site id: nothing counted
+  cost::Usage none;
+  addUsage(none, loc);
+  CHECK(none.containerMs.empty());
+  CHECK(none.bytes.empty());
+
+  // A batch entry claiming fetches from more sites than any cluster has is refused.
+  pb::OutputBatch batch;
+  batch.add_worker_ids("w");
+  batch.add_worker_addresses("a");
+  batch.add_worker_sites("s1");
+  auto* e = batch.add_entries();
+  e->set_attempt_seq(1);
+  for (size_t i = 0; i <= kMaxFetchedSites; ++i) {
+    auto* x = e->add_fetched();
+    x->set_site(fmt::format("s{}", i));
+    x->set_bytes(1);
+  }
+  CHECK_FALSE(decodeBatch(0, framed("TOB1", batch.SerializeAsString()), "/p").isOk());
+}
+
+TEST_CASE("a summary keeps each stage's usage; malformed usage is an error", "[jobstate][batch][cost]") {
+  JobFinal job;
+  job.stages.resize(1);
+  pb::TaskMap map;
+  map.add_owner_site("s1");
+  job.stages[0].taskmap = map;
+  job.stages[0].usage.addContainerMs("s1", 1234);
+  job.stages[0].usage.addContainerMs("s2", 5);
+  job.stages[0].usage.addBytes("s2", "s1", 99);
+  job.stages[0].usage.addBytes("s1", "s3", 7);  // s3 only fetched
+  auto node = encodeSummary(job);
+  REQUIRE(node.isOk());
+  auto back = decodeSummary(*node, "/summary");
+  REQUIRE(back.isOk());
+  REQUIRE(back->stages.size() == 1);
+  CHECK(back->stages[0].usage == job.stages[0].usage);
+
+  pb::JobSummary bad;
+  auto* stage = bad.add_stages();
+  auto* u = stage->add_usage();
+  u->set_site("s1");
+  u->set_container_ms(1);
+  CHECK(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  u->set_site("");
+  CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
+  u->set_site("s1");
+  auto* self = u->add_fetched();
+  self->set_site("s1");  // from itself
+  CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
 }

@@ -89,6 +89,49 @@ TEST_CASE("a tiny scenario matches the response times derived by hand", "[unit][
   CHECK(summary.tasksLaunched == 4);
 }
 
+TEST_CASE("a run's usage is priced per site and site pair, and reported per policy", "[unit][sim][cost]") {
+  // The tiny scenario above: site a holds a slot 1 s (map), 1 s (job 2) and 1.5 s (the
+  // reduce: 0.5 s fetching 50 B from b, 1 s computing); site b 2 s (its map).
+  SimConfig config;
+  config.sites = {SiteSpec{"a", 1, 100, 100}, SiteSpec{"b", 1, 100, 100}};
+  config.policy = parsePolicy("in-place+fcfs").value();
+  tellus::cost::Prices a, b;
+  a.container_hour = 3600;        // 1 per slot-second
+  b.container_hour = 7200;        // 2 per slot-second
+  b.egress_default_gb = 1e9;      // 1 per byte
+  config.prices = {{"a", a}, {"b", b}};
+  VectorWorkload workload(
+      {job(1, 0, {root({0, 1}, {1, 2}, 200, 100), after({0}, {1}, 0)}), job(2, 0.5, {root({0}, {1}, 0, 0)})});
+  auto summary = runSimulation(config, workload, nullptr);
+  REQUIRE(summary.isOk());
+  CHECK(summary->usage.containerMs == std::map<std::string, uint64_t>{{"a", 3500}, {"b", 2000}});
+  REQUIRE(summary->usage.bytes.size() == 1);
+  CHECK(summary->usage.bytes.at({"b", "a"}) == 50);
+  CHECK(summary->cost.container_cost == Approx(3.5 + 4));
+  CHECK(summary->cost.egress_cost == Approx(50));
+  CHECK(summary->cost.total == Approx(57.5));
+  CHECK(containerSeconds(summary->cost) == Approx(5.5));
+
+  // Each output carries it: the table's column, the CSV's and the JSON's fields.
+  const std::vector<RunSummary> runs{*summary};
+  std::ostringstream table, csv;
+  printSummaryTable(table, runs, 0);
+  writeSummaryCsv(csv, runs, 0);
+  CHECK_THAT(table.str(), Catch::Contains("cost") && Catch::Contains("57.50"));
+  CHECK_THAT(csv.str(), Catch::Contains("container_seconds,container_cost,egress_cost,total_cost\n") &&
+                            Catch::Contains(",5.500,7.500000,50.000000,57.500000\n"));
+  CHECK_THAT(summaryJson(runs, 0), Catch::Contains("\"total\": 57.5"));
+
+  // No prices: the usage is kept, every site unpriced and charged nothing.
+  config.prices.clear();
+  VectorWorkload again({job(1, 0, {root({0, 1}, {1, 2}, 200, 100), after({0}, {1}, 0)})});
+  auto free = runSimulation(config, again, nullptr);
+  REQUIRE(free.isOk());
+  CHECK(free->cost.total == 0);
+  CHECK(free->cost.unpriced == std::vector<std::string>{"a", "b"});
+  CHECK(free->usage.bytes.at({"b", "a"}) == 50);
+}
+
 TEST_CASE("concurrent fetches from one site share its uplink", "[unit][sim]") {
   // Centralized placement sends every task to the strongest site (site 1, 2 slots). Each job
   // has one 1 s task whose 100 B block sits at site 0 (uplink 100 B/s). Alone: 1 s fetch +
