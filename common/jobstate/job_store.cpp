@@ -152,6 +152,23 @@ awaitable<Result<Versioned<pb::JobStatus>>> JobStore::status(std::string jobId) 
   co_return status;
 }
 
+awaitable<Result<JobStore::CheckedStatus>> JobStore::checkedStatus(std::string jobId) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  auto node = co_await zk_.get(statusPath(jobId));
+  if (!node) {
+    if (node.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
+    co_return node.error();
+  }
+  auto decoded = decodeNode<pb::JobStatus>(node->data, statusPath(jobId));
+  CheckedStatus checked;
+  if (decoded) {
+    checked.status = std::move(decoded).value();
+  } else {
+    checked.corrupt = decoded.message();
+  }
+  co_return checked;
+}
+
 awaitable<Result<pb::JobSpec>> JobStore::spec(std::string jobId) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   auto spec = co_await read<pb::JobSpec>(specPath(jobId));
