@@ -308,7 +308,7 @@ awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t st
   }
   for (size_t i = 0; i < names->size(); ++i) {
     const std::string& name = (*names)[i];
-    if (!reads->results[i]) co_return makeError(ErrorCode::kInternal, "reading " + partsPath(jobId, stage) + "/" + name + " failed");
+    if (!reads->results[i]) co_return makeError(ErrorCode::kInternal, fmt::format("reading {}/{} failed", partsPath(jobId, stage), name));
     auto& node = *reads->results[i];
     if (!node) {
       if (node.error().code == ErrorCode::kNotFound) continue;  // replaced meanwhile
