@@ -126,6 +126,13 @@ class JobStore {
 
   // ---- reads (kInvalidArgument for a bad job id, kNotFound for a missing node) ----
   Awaitable<Result<Versioned<pb::JobStatus>>> status(std::string jobId);
+  // The status, or why its node does not decode: a corrupt job is still a job (listed with
+  // the reason, stopped by id), not a failed read. Errors as status() otherwise.
+  struct CheckedStatus {
+    std::optional<pb::JobStatus> status;
+    std::string corrupt;  // set when status is not
+  };
+  Awaitable<Result<CheckedStatus>> checkedStatus(std::string jobId);
   Awaitable<Result<pb::JobSpec>> spec(std::string jobId);
   Awaitable<Result<pb::StageInputs>> stageInputs(std::string jobId, uint32_t stage);
   // The spec and the inputs of every dataset stage.

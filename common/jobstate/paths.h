@@ -7,6 +7,7 @@
 //   /sites/<site>                      persistent, empty: parent of the site's nodes
 //   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master
 //   /sites/<site>/datasets/<name>      persistent: SiteDataset (`tellus put`, or configured)
+//   /sites/<site>/puts/<upload id>     persistent: PendingPut, a put not committed (yet)
 //   /sites/<site>/workers/<id>         ephemeral: WorkerInfo, owned by the live worker
 //   /jobs/<id>                         persistent (sequential: job-0000000001)
 //   /jobs/<id>/spec                    JobSpec
@@ -45,6 +46,10 @@ inline std::string siteDatasetPath(const std::string& site, const std::string& d
 inline std::string siteWorkersPath(const std::string& site) { return sitePath(site) + "/workers"; }
 inline std::string siteWorkerPath(const std::string& site, const std::string& worker) {
   return siteWorkersPath(site) + "/" + worker;
+}
+inline std::string sitePutsPath(const std::string& site) { return sitePath(site) + "/puts"; }
+inline std::string sitePutPath(const std::string& site, const std::string& uploadId) {
+  return sitePutsPath(site) + "/" + uploadId;
 }
 inline std::string jobsPath() { return "/jobs"; }
 inline std::string jobPrefix() { return "/jobs/job-"; }

@@ -108,6 +108,7 @@ Status Master::start() {
   server_.spawn(publishLoop(), "site publisher");
   server_.spawn(scheduleLoop(), "container scheduler");
   server_.spawn(compactionLoop(), "job state compaction");
+  server_.spawn(orphanPutLoop(), "orphan put cleaner");
   return {};
 }
 
@@ -802,9 +803,21 @@ awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, n
   }
 }
 
+namespace {
+
+// One line for `tellus status` of a job whose status does not decode: why, and what still works.
+Error corruptJobError(const std::string& jobId, const std::string& reason) {
+  return makeError(ErrorCode::kInternal,
+                   fmt::format("job {} is corrupt: {} (`tellus kill {}` still stops its JMs and tasks)", jobId, reason, jobId));
+}
+
+}  // namespace
+
 awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net::CallContext) {
-  auto st = co_await readStatus(req.job_id());
-  if (!st) co_return st.error();
+  auto checked = co_await store_->checkedStatus(req.job_id());
+  if (!checked) co_return checked.error();
+  if (!checked->status) co_return corruptJobError(req.job_id(), checked->corrupt);
+  const pb::JobStatus* st = &*checked->status;
   pb::JobStatusResponse resp;
   *resp.mutable_status() = *st;
   auto spec = co_await store_->spec(req.job_id());
@@ -903,8 +916,19 @@ awaitable<Result<pb::ListJobsResponse>> Master::list(pb::ListJobsRequest, net::C
   if (!ids) co_return ids.error();
   pb::ListJobsResponse resp;
   for (const auto& id : *ids) {
-    auto st = co_await readStatus(id);
-    if (st) *resp.add_jobs() = *st;
+    auto checked = co_await store_->checkedStatus(id);
+    if (!checked) {
+      if (checked.error().code == ErrorCode::kNotFound) continue;  // deleted since it was listed
+      // Not left out silently: an incomplete list would hide a job.
+      co_return checked.error().prepend("reading the status of " + id);
+    }
+    if (checked->status) {
+      *resp.add_jobs() = std::move(*checked->status);
+      continue;
+    }
+    auto* corrupt = resp.add_corrupt();
+    corrupt->set_job_id(id);
+    corrupt->set_reason(std::move(checked->corrupt));
   }
   co_return resp;
 }
@@ -1250,15 +1274,65 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
                                       req.dataset(), existing + req.partitions(), config_.site,
                                       limits.max_partitions_per_dataset));
     }
+    // An id whose files are registered already would have them overwritten, or deleted by
+    // an abort: refused (the pending record below refuses one in progress).
+    const std::string ownPrefix = req.upload_id() + "-part-";
+    if (auto ds = datasets_.find(req.dataset()); ds != datasets_.end()) {
+      for (const auto& p : ds->second.partitions()) {
+        if (std::filesystem::path(p.file()).filename().string().rfind(ownPrefix, 0) == 0) {
+          co_return makeError(ErrorCode::kAlreadyExists, "put id " + req.upload_id() + " was used before: put again");
+        }
+      }
+    }
     Upload fresh;
     fresh.dataset = req.dataset();
     fresh.residencyLocal = req.residency_local();
     fresh.partitions = req.partitions();
-    upload = uploads_.emplace(req.upload_id(), std::move(fresh)).first;
+    for (const auto& [id, w] : workers_) {
+      if (w.alive) fresh.workers.push_back(id);
+    }
+    if (fresh.workers.empty()) co_return makeError(ErrorCode::kUnavailable, "site " + config_.site + " has no live worker");
+    fresh.recorded = std::make_shared<coord::EventFlag>(server_.runtime().io().get_executor());
+    fresh.lastChunk = Clock::now();
+    pb::PendingPut pending;
+    pending.set_dataset(req.dataset());
+    for (const auto& id : fresh.workers) pending.add_workers(id);
+    pending.set_start_unix_ms(daemon::nowUnixMs());
+    const auto recorded = fresh.recorded;
+    uploads_.emplace(req.upload_id(), std::move(fresh));
+    // Recorded before any worker stores a byte: if this master dies before the commit, the
+    // record tells the next one which files to drop.
+    Status parent = co_await server_.coordinator().ensurePath(sitePutsPath(config_.site));
+    auto created = parent ? Result<std::string>(std::string())
+                          : Result<std::string>(parent.error());
+    if (parent) {
+      created = co_await server_.coordinator().create(sitePutPath(config_.site, req.upload_id()),
+                                                      pending.SerializeAsString(), coord::CreateMode::kPersistent);
+    }
+    if (!created) {
+      uploads_.erase(req.upload_id());
+      recorded->set();  // chunks waiting for the record find the put gone
+      if (created.error().code == ErrorCode::kAlreadyExists) {
+        co_return makeError(ErrorCode::kAlreadyExists, "put id " + req.upload_id() + " is in use: put again");
+      }
+      co_return created.error().prepend("put of dataset '" + req.dataset() + "': recording it");
+    }
+    recorded->set();
+    upload = uploads_.find(req.upload_id());
+    if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + req.upload_id() + " was dropped meanwhile");
   } else if (upload->second.dataset != req.dataset() || upload->second.partitions != req.partitions() ||
              upload->second.residencyLocal != req.residency_local()) {
     co_return makeError(ErrorCode::kInvalidArgument, "put " + req.upload_id() + ": a chunk disagrees with the put's dataset, "
                                                      "partition count or residency");
+  }
+  if (!upload->second.recorded->isSet()) {
+    // A chunk that came while the put's record is being written: after it, in order.
+    const auto recorded = upload->second.recorded;
+    const bool set = co_await recorded->waitFor(ctx.remaining());
+    upload = uploads_.find(req.upload_id());
+    if (!set || upload == uploads_.end()) {
+      co_return makeError(ErrorCode::kUnavailable, "put " + req.upload_id() + " could not be recorded (dropped)");
+    }
   }
   if (upload->second.stored.count(req.partition())) {
     co_return makeError(ErrorCode::kInvalidArgument, fmt::format("put {}: partition {} is already stored", req.upload_id(), req.partition()));
@@ -1268,11 +1342,12 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   // partition survives the loss of a VM.
   auto chosen = upload->second.targets.find(req.partition());
   if (chosen == upload->second.targets.end()) {
+    // Only workers in the put's record: a master after this one must know every holder.
     std::vector<std::string> live;
-    for (const auto& [id, w] : workers_) {
-      if (w.alive) live.push_back(id);
+    for (const auto& id : upload->second.workers) {
+      if (auto w = workers_.find(id); w != workers_.end() && w->second.alive) live.push_back(id);
     }
-    if (live.empty()) co_return makeError(ErrorCode::kUnavailable, "site " + config_.site + " has no live worker");
+    if (live.empty()) co_return makeError(ErrorCode::kUnavailable, "site " + config_.site + " has no live worker of the put left");
     std::vector<std::string> targets;
     uint64_t first = nextPut_++;
     for (size_t i = 0; i < std::min<size_t>(2, live.size()); ++i) targets.push_back(live[(first + i) % live.size()]);
@@ -1363,13 +1438,19 @@ awaitable<Status> Master::publishUpload(std::string uploadId) {
   publishing_.insert(dataset);
   auto path = siteDatasetsPath(config_.site) + "/" + dataset;
   auto bytes = ds.SerializeAsString();
-  auto set = co_await server_.coordinator().set(path, bytes, -1);
+  // The commit: the dataset's record and the end of the put's pending record in one
+  // transaction, so a put is either registered or droppable by a later master, never both.
   Status written = Status::ok();
-  if (!set && set.error().code == ErrorCode::kNotFound) {
-    auto created = co_await server_.coordinator().create(path, bytes, coord::CreateMode::kPersistent);
-    if (!created) written = created.error().prepend("recording dataset " + dataset);
-  } else if (!set) {
-    written = set.error().prepend("recording dataset " + dataset);
+  auto exists = co_await server_.coordinator().exists(path);
+  if (!exists) {
+    written = exists.error().prepend("recording dataset " + dataset);
+  } else {
+    std::vector<coord::ZkOp> ops;
+    ops.push_back(exists->has_value() ? coord::ZkOp::set(path, std::move(bytes), -1)
+                                      : coord::ZkOp::create(path, std::move(bytes)));
+    ops.push_back(coord::ZkOp::remove(sitePutPath(config_.site, uploadId)));
+    auto committed = co_await server_.coordinator().multi(std::move(ops));
+    if (!committed) written = committed.error().prepend("recording dataset " + dataset);
   }
   publishing_.erase(dataset);
   if (!written) co_return written;
@@ -1392,18 +1473,94 @@ awaitable<void> Master::abortUpload(std::string uploadId) {
   abort.set_dataset(dropped.dataset);
   abort.set_upload_id(uploadId);
   abort.set_abort(true);
-  abort.set_site(config_.site);
+  bool allDropped = true;
   for (const auto& workerId : holders) {
-    auto w = workers_.find(workerId);
-    if (w == workers_.end()) continue;
-    abort.set_worker_id(workerId);
-    auto ep = net::Endpoint::parse(w->second.address);
-    if (!ep) continue;
-    auto r = co_await server_.client(*ep)->call<rpc::Worker::WriteDataset>(abort, kPeerCallTimeout);
-    // A dead worker cannot be told; it drops staged chunks when it starts again.
-    if (!r) spdlog::warn("put {}: worker {} could not drop its files: {}", uploadId, workerId, r.message());
+    Status dropped = co_await dropPutFiles(workerId, abort);
+    // A worker not reached keeps the put's pending record: orphanPutLoop tries it again.
+    if (!dropped) {
+      spdlog::warn("put {}: worker {} could not drop its files: {}", uploadId, workerId, dropped.message());
+      allDropped = false;
+    }
+  }
+  if (allDropped) {
+    auto removed = co_await server_.coordinator().remove(sitePutPath(config_.site, uploadId), -1);
+    if (!removed && removed.code() != ErrorCode::kNotFound) {
+      spdlog::warn("put {}: cannot delete its pending record: {}", uploadId, removed.message());
+    }
   }
   spdlog::info("put {} of dataset {} dropped", uploadId, dropped.dataset);
+}
+
+awaitable<Status> Master::dropPutFiles(std::string workerId, pb::WriteDatasetRequest abort) {
+  abort.set_worker_id(workerId);  // the addressee: a worker refuses what is meant for another
+  abort.set_site(config_.site);
+  auto w = workers_.find(workerId);
+  if (w == workers_.end() || !w->second.alive) co_return makeError(ErrorCode::kUnavailable, "not a live worker here");
+  auto ep = net::Endpoint::parse(w->second.address);
+  if (!ep) co_return ep.error();
+  auto r = co_await server_.client(*ep)->call<rpc::Worker::WriteDataset>(abort, kPeerCallTimeout);
+  if (!r) co_return r.error();
+  co_return Status::ok();
+}
+
+awaitable<void> Master::orphanPutLoop() {
+  // A put left by a master that died is found within a fraction of the idle timeout; its
+  // workers may take longer to come back (the record waits for them).
+  const auto period = milliseconds(std::clamp<uint32_t>(config_.put_idle_timeout_ms / 4, 100, 5000));
+  while (!server_.stopping()) {
+    auto names = co_await server_.coordinator().children(sitePutsPath(config_.site));
+    if (!names && names.error().code != ErrorCode::kNotFound) spdlog::warn("listing pending puts: {}", names.message());
+    for (const auto& name : names ? *names : std::vector<std::string>{}) {
+      if (server_.stopping()) break;
+      if (uploads_.count(name)) continue;  // in progress here
+      co_await dropOrphanPut(name);
+    }
+    std::erase_if(orphanPutsWarned_, [&](const std::string& id) {
+      return !names || std::find(names->begin(), names->end(), id) == names->end();
+    });
+    co_await server_.sleepFor(period);
+  }
+}
+
+awaitable<void> Master::dropOrphanPut(std::string uploadId) {
+  const std::string path = sitePutPath(config_.site, uploadId);
+  // The node's name and content are read from ZooKeeper: checked before they name files.
+  auto node = co_await server_.coordinator().get(path);
+  if (!node) co_return;  // committed or dropped meanwhile, or unreadable now: next round
+  auto pending = daemon::parseProto<pb::PendingPut>(node->data, path);
+  Status valid = checkName("upload id", uploadId);
+  if (valid && pending) valid = checkName("dataset", pending->dataset());
+  if (!pending || !valid) {
+    // Nothing can be dropped by it: its files (if any) cannot be named safely.
+    spdlog::warn("deleting the malformed pending put {}: {}", path, pending ? valid.message() : pending.message());
+    (void)co_await server_.coordinator().remove(path, node->stat.version);
+    co_return;
+  }
+  pb::WriteDatasetRequest abort;
+  abort.set_dataset(pending->dataset());
+  abort.set_upload_id(uploadId);
+  abort.set_abort(true);
+  std::vector<std::string> waiting;
+  for (const auto& workerId : pending->workers()) {
+    // Only workers registered here are called (at their registered address).
+    Status dropped = co_await dropPutFiles(workerId, abort);
+    if (!dropped) waiting.push_back(fmt::format("{} ({})", workerId.substr(0, 64), dropped.message()));
+  }
+  if (!waiting.empty()) {
+    if (orphanPutsWarned_.insert(uploadId).second) {
+      spdlog::warn("put {} of dataset {} never committed (its master stopped); waiting for workers {} to drop its files",
+                   uploadId, pending->dataset(), fmt::join(waiting, ", "));
+    }
+    co_return;
+  }
+  // At the version read: a record rewritten meanwhile is looked at again.
+  Status removed = co_await server_.coordinator().remove(path, node->stat.version);
+  if (!removed && removed.code() != ErrorCode::kNotFound) {
+    spdlog::warn("put {}: cannot delete its pending record: {}", uploadId, removed.message());
+    co_return;
+  }
+  spdlog::info("put {} of dataset {} never committed (its master stopped): its files are dropped on {} workers",
+               uploadId, pending->dataset(), pending->workers_size());
 }
 
 awaitable<pb::KillResponse> Master::stopJobTasks(std::string jobId) {

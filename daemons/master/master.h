@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "coord/coordinator.h"
+#include "coord/event_flag.h"
 #include "daemon/daemon.h"
 #include "daemon/server.h"
 #include "jobstate/job_store.h"
@@ -59,6 +60,12 @@ class Master {
   // Compacts the jobs submitted here job_state_retention_ms after they ended
   // (jobstate::JobStore::compactJob): a ZooKeeper holds running jobs, not history.
   boost::asio::awaitable<void> compactionLoop();
+  // Puts that never committed (their master died): their workers drop their files, then
+  // their pending records go (issue 10: no orphan files).
+  boost::asio::awaitable<void> orphanPutLoop();
+  boost::asio::awaitable<void> dropOrphanPut(std::string uploadId);
+  // Has a live worker of this site delete every file of the put `abort` names.
+  boost::asio::awaitable<Status> dropPutFiles(std::string workerId, pb::WriteDatasetRequest abort);
   boost::asio::awaitable<Status> publishSite();
   pb::SiteInfo siteInfo() const;
   void loadConfiguredDatasets();
@@ -147,6 +154,10 @@ class Master {
     std::map<uint32_t, std::vector<std::string>> targets;      // partition -> workers storing it
     std::map<uint32_t, pb::DatasetPartition> stored;           // complete partitions (index unset)
     Clock::time_point lastChunk;
+    std::vector<std::string> workers;  // in its pending record: the only workers it may use
+    // Set once the pending record is written (or the put dropped): no chunk reaches a worker
+    // before. Waiters wake in arrival order, so a partition's chunks stay in order.
+    std::shared_ptr<coord::EventFlag> recorded;
   };
   std::map<std::string, Upload> uploads_;
   std::set<std::string> publishing_;  // datasets whose record is being written
@@ -163,6 +174,8 @@ class Master {
   std::map<std::string, WatchedJob> watchedJobs_;
   // Jobs compactionLoop need not read again: compacted, or over and submitted at another site.
   std::set<std::string> settledJobs_;
+  // Orphan puts already reported as not droppable yet (a worker of theirs is down): logged once.
+  std::set<std::string> orphanPutsWarned_;
   // What `tellus result` needs of a succeeded job, read once for all the chunks that follow (a
   // finished job's outputs do not move). Bounded: the least recently read entry goes first.
   struct ResultMeta {

@@ -309,6 +309,7 @@ int cmdList(const Globals& g, std::ostream& out) {
     for (const auto& s : j.sites()) out << " " << s;
     out << "\n";
   }
+  for (const auto& j : resp.corrupt()) out << j.job_id() << "  corrupt  " << j.reason() << "\n";
   return 0;
 }
 

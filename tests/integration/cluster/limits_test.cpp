@@ -101,6 +101,10 @@ TEST_CASE("limits and names are enforced at the door; a failed put leaves nothin
   auto sites = cluster.tellus({"sites"}, site);
   CHECK(sites.exitCode == 0);
   CHECK(sites.out.find("half") == std::string::npos);
+  // Dropped by its own master: its pending record goes with its files.
+  auto pending = cluster.zkReader().children(jobstate::sitePutsPath(site));
+  REQUIRE(pending.isOk());
+  CHECK(pending->empty());
 
   // Within every limit, a put is published whole.
   auto whole = cluster.tellus({"put", text.string(), "--dataset", "whole", "--site", site, "--partitions", "2"}, site);

@@ -205,11 +205,13 @@ TEST_CASE("every single corruption of a running job's state ends it with a reaso
   auto& zk = cluster.zkReader();
   const std::string site = cluster.sites()[0];
 
+  std::string endedJob;  // the last fault's job, over when the loop ends
   for (const auto& fault : faults(cluster)) {
     INFO("fault: " << fault.name);
     auto jobId = sc.submit(site);
     INFO("submit: " << (jobId ? std::string() : jobId.message()));
     REQUIRE(jobId.isOk());
+    endedJob = *jobId;
     INFO("job " << *jobId);
     auto before = sc.waitFor(*jobId, midFirstStage(), kJobDeadline);
     INFO("waiting for the first stage: " << (before ? std::string() : before.message() + sc.diagnostics(*jobId)));
@@ -294,6 +296,37 @@ TEST_CASE("every single corruption of a running job's state ends it with a reaso
     INFO("left:" << joined(jobProcesses(cluster.dir(), *jobId)));
     CHECK(nothingLeft);
   }
+
+  // A job whose status does not decode stays visible: `tellus list` shows it as corrupt with
+  // the reason, `tellus status` says why in one line, and `tellus kill` still works. An ended
+  // job's status: no JM is left to repair it meanwhile.
+  {
+    REQUIRE_FALSE(endedJob.empty());
+    INFO("job " << endedJob);
+    REQUIRE(zk.set(jobstate::statusPath(endedJob), std::string("\xff\xfe\x01garbage", 10)).isOk());
+    auto list = cluster.tellus({"list"}, cluster.sites()[1], 20s);
+    INFO("list: " << list.exitCode << "\n" << list.out << list.err);
+    CHECK(list.exitCode == 0);
+    CHECK_THAT(list.out, Catch::Contains(endedJob + "  corrupt  malformed tellus.pb.JobStatus in /jobs/" + endedJob +
+                                         "/status"));
+    auto json = cluster.tellus({"list", "--json"}, site, 20s);
+    INFO("list --json: " << json.exitCode << "\n" << json.out << json.err);
+    CHECK(json.exitCode == 0);
+    CHECK_THAT(json.out, Catch::Contains("\"corrupt\":[{\"job_id\":\"" + endedJob + "\""));
+    auto status = cluster.tellus({"status", endedJob}, site, 20s);
+    INFO("status: " << status.exitCode << "\n" << status.out << status.err);
+    CHECK(status.exitCode != 0);
+    CHECK(std::count(status.err.begin(), status.err.end(), '\n') == 1);
+    CHECK_THAT(status.err, Catch::Contains("job " + endedJob + " is corrupt: malformed tellus.pb.JobStatus"));
+    auto killed = cluster.tellus({"kill", endedJob}, site, 20s);
+    INFO("kill: " << killed.exitCode << " " << killed.out << killed.err);
+    CHECK(killed.exitCode == 0);
+    auto after = zk.run(zk.jobs().status(endedJob));
+    INFO("status after the kill: " << (after ? after->value.ShortDebugString() : after.message()));
+    REQUIRE(after.isOk());
+    CHECK(after->value.state() == pb::JOB_KILLED);
+  }
+
   INFO(cluster.crashedDaemons());
   CHECK(cluster.crashedDaemons().empty());
 }

@@ -7,6 +7,13 @@
 // overhead). Printed as one JSON document on stdout; progress on stderr. Not a test.
 //
 //   bench-job-state [--tasks 1000] [--workers 2] [--containers 4] [--retention-ms -1]
+//                   [--status-samples 0]
+//
+// --status-samples N (issue 10: `tellus status` of a 100,000-task job within 1 s): instead of
+// running the job to its end, times N `tellus status JOB` calls (the summary) and N
+// `tellus status JOB --tasks --task-limit 1000` calls (one page) while it runs, 5 s apart,
+// then kills the job; `tellus sites` is timed alongside as the floor of any call. Above the
+// default task limits the master's limits are raised to --tasks.
 
 #include <fmt/format.h>
 
@@ -16,6 +23,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "harness/eventually.h"
 #include "harness/mini_cluster.h"
@@ -52,17 +60,66 @@ Footprint walk(harness::ZkReader& zk, const std::string& path) {
   return f;
 }
 
+// Milliseconds of one `tellus ARGS` call and its exit code.
+std::pair<double, int> timedCli(harness::MiniCluster& cluster, const std::vector<std::string>& args) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = cluster.tellus(args, "", 60s);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (r.exitCode != 0) std::cerr << "tellus " << args.front() << ": " << r.err << "\n";
+  return {ms, r.exitCode};
+}
+
+int sampleStatus(harness::MiniCluster& cluster, const std::string& jobId, uint32_t tasks, int samples) {
+  auto& zk = cluster.zkReader();
+  Json rows = Json::array();
+  double worstSummary = 0, worstPage = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < samples; ++i) {
+    // The pace of the samples, not a race fix: the job advances in between.
+    std::this_thread::sleep_for(5s);
+    auto done = zk.run(zk.jobs().outputTasks(jobId, 0));
+    auto [summaryMs, summaryExit] = timedCli(cluster, {"status", jobId});
+    auto [pageMs, pageExit] = timedCli(cluster, {"status", jobId, "--tasks", "--task-limit", "1000"});
+    // The floor: a call that reads no job state (CLI start, TLS handshake, one round trip).
+    auto [sitesMs, sitesExit] = timedCli(cluster, {"sites"});
+    worstSummary = std::max(worstSummary, summaryMs);
+    worstPage = std::max(worstPage, pageMs);
+    Json row{{"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+             {"done_tasks", done ? done->size() : 0},
+             {"status_ms", summaryMs},
+             {"status_exit", summaryExit},
+             {"status_tasks_page_ms", pageMs},
+             {"status_tasks_page_exit", pageExit},
+             {"sites_ms", sitesMs},
+             {"sites_exit", sitesExit}};
+    std::cerr << row.dump() << "\n";
+    rows.push_back(std::move(row));
+  }
+  auto killed = cluster.tellus({"kill", jobId});
+  Json out{{"tasks", tasks},
+           {"status_samples", std::move(rows)},
+           {"worst_status_ms", worstSummary},
+           {"worst_status_tasks_page_ms", worstPage},
+           {"kill_exit", killed.exitCode},
+           {"goal", Json{{"status_ms", 1000}}}};
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}
+
 int run(int argc, char** argv) {
   uint32_t tasks = 1000;
   int workers = 2;
   int containers = 4;
   int64_t retentionMs = -1;
+  int statusSamples = 0;
   CLI::App app{"ZooKeeper state of a job of no-op tasks while it runs, finished, compacted (JSON)"};
   app.add_option("--tasks", tasks, "tasks of the job")->check(CLI::Range(1u, 100000u));
   app.add_option("--workers", workers, "workers of the site")->check(CLI::Range(1, 16));
   app.add_option("--containers", containers, "containers per worker")->check(CLI::Range(1, 64));
   app.add_option("--retention-ms", retentionMs,
                  "the masters' job_state_retention_ms; measure the compacted job too (-1: leave the default, do not wait)");
+  app.add_option("--status-samples", statusSamples, "time this many `tellus status` calls while the job runs, then kill it")
+      ->check(CLI::Range(0, 100));
   CLI11_PARSE(app, argc, argv);
   initLogging("bench-job-state", "warn");
 
@@ -71,6 +128,9 @@ int run(int argc, char** argv) {
   options.workersPerSite = workers;
   options.containersPerWorker = containers;
   if (retentionMs >= 0) options.masterExtraYaml = fmt::format("job_state_retention_ms: {}\n", retentionMs);
+  if (tasks > 10000) {
+    options.masterExtraYaml += fmt::format("limits:\n  max_tasks_per_stage: {}\n  max_tasks_per_job: {}\n", tasks, tasks);
+  }
   std::cerr << "starting a cluster of 1 site x " << workers << " workers x " << containers << " containers\n";
   auto started = harness::MiniCluster::start(options);
   if (!started) {
@@ -94,6 +154,8 @@ int run(int argc, char** argv) {
   std::string jobId = submitted.out.substr(0, submitted.out.find_first_of(" \n"));
   std::cerr << "job " << jobId << "\n";
   const auto start = std::chrono::steady_clock::now();
+
+  if (statusSamples > 0) return sampleStatus(cluster, jobId, tasks, statusSamples);
 
   // While it runs: the largest footprint seen (the last walks before the end carry ~all tasks).
   Footprint running;
