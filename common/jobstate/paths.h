@@ -8,6 +8,7 @@
 //   /sites/<site>/live                 ephemeral: SiteInfo, owned by the running master
 //   /sites/<site>/datasets/<name>      persistent: SiteDataset (`tellus put`, or configured)
 //   /sites/<site>/workers/<id>         ephemeral: WorkerInfo, owned by the live worker
+//   /sites/<site>/queue                ephemeral: SiteQueue, owned by the running master
 //   /jobs/<id>                         persistent (sequential: job-0000000001)
 //   /jobs/<id>/spec                    JobSpec
 //   /jobs/<id>/status                  JobStatus
@@ -42,6 +43,7 @@ inline std::string siteDatasetsPath(const std::string& site) { return sitePath(s
 inline std::string siteDatasetPath(const std::string& site, const std::string& dataset) {
   return siteDatasetsPath(site) + "/" + dataset;
 }
+inline std::string siteQueuePath(const std::string& site) { return sitePath(site) + "/queue"; }
 inline std::string siteWorkersPath(const std::string& site) { return sitePath(site) + "/workers"; }
 inline std::string siteWorkerPath(const std::string& site, const std::string& worker) {
   return siteWorkersPath(site) + "/" + worker;
