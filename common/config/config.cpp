@@ -52,6 +52,22 @@ std::string readEndpoint(YamlMap& m, const std::string& key, PortRule rule) {
   return value;
 }
 
+// A master ranks jobs by the registry's orders that need only the sites' queues (and `fair`);
+// `tetrium` needs LP estimates no master has.
+sched::JobOrder readMasterJobOrder(YamlMap& m) {
+  const std::string value = m.optional<std::string>("job_order", std::string(sched::name(sched::JobOrder::kFair)));
+  std::vector<std::string> allowed;
+  for (const auto& n : sched::jobOrderNames()) {
+    if (n != sched::name(sched::JobOrder::kTetrium)) allowed.push_back(n);
+  }
+  const auto order = sched::parseJobOrder(value);
+  if (m.ok() && (!order || *order == sched::JobOrder::kTetrium)) {
+    m.fail("job_order", "expected one of " + sched::joinNames(allowed) + ", got " + quoted(value));
+    return sched::JobOrder::kFair;
+  }
+  return order.value_or(sched::JobOrder::kFair);
+}
+
 std::string readLogFormat(YamlMap& m) {
   std::string value = m.optional<std::string>("log_format", "text");
   if (m.ok() && value != "text" && value != "json") m.fail("log_format", std::string("expected text or json, got ") + quoted(value));
@@ -324,6 +340,13 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.datasets = readDatasets(m);
     c.data_dir = readNonEmpty(m, "data_dir", "a directory");
     c.schedule_period_ms = m.optional<uint32_t>("schedule_period_ms", c.schedule_period_ms, kPositive);
+    c.job_order = readMasterJobOrder(m);
+    c.queue_publish_ms = m.optional<uint32_t>("queue_publish_ms", c.queue_publish_ms, between<uint32_t>(100, 600000));
+    c.queue_stale_ms = m.optional<uint32_t>("queue_stale_ms", 3 * c.queue_publish_ms, kPositive);
+    if (m.ok() && c.queue_stale_ms <= c.queue_publish_ms) {
+      m.fail("queue_stale_ms", "expected more than queue_publish_ms (" + std::to_string(c.queue_publish_ms) + "), got " +
+                                   std::to_string(c.queue_stale_ms));
+    }
     c.job_state_retention_ms = m.optional<uint32_t>("job_state_retention_ms", c.job_state_retention_ms);
     c.worker_timeout_ms = m.optional<uint32_t>("worker_timeout_ms", c.worker_timeout_ms, kPositive);
     c.max_jm_crashes = m.optional<uint32_t>("max_jm_crashes", c.max_jm_crashes, kPositive);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cost/cost.h"
+#include "sched/policies.h"
 #include "util/result.h"
 
 namespace tellus::config {
@@ -114,6 +115,13 @@ struct MasterConfig {
   std::vector<DatasetConfig> datasets;
   std::string data_dir;                // where `tellus put` partitions are kept (required)
   uint32_t schedule_period_ms = 1000;  // L: fair-share period
+  // Which sub-job the site's free containers go to first: `fair` (HOUTU §4.4, the smallest
+  // share; the default), or one order for the whole federation ranked from every site's
+  // published queue (paper 001: fcfs, global-srpt, independent-srpt, global-srpt-reordering,
+  // independent-srpt-reordering, swag). docs/config.md, "Job order".
+  sched::JobOrder job_order = sched::JobOrder::kFair;
+  uint32_t queue_publish_ms = 1000;  // the site's queue (/sites/<site>/queue) is rewritten this often
+  uint32_t queue_stale_ms = 3000;    // another site's queue older than this counts as empty
   // A job submitted here is compacted (its ZooKeeper state folded into a summary) this long
   // after it ended.
   uint32_t job_state_retention_ms = 600000;

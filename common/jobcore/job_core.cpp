@@ -422,6 +422,7 @@ void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
 
 void JobCore::onContainerRequestSent(const ContainerRequest& request) {
   sentDesire_ = request.desire;
+  sentRemaining_ = request.remainingTasks;
   for (const auto& id : request.release) slots_.erase(slotKeyOf(id));
 }
 
@@ -911,6 +912,7 @@ void JobCore::decideContainers(double now, Actions& out) {
 
   ContainerRequest request;
   request.desire = desire;
+  request.remainingTasks = static_cast<uint32_t>(std::min<size_t>(unfinished, std::numeric_limits<uint32_t>::max()));
   // When the desire drops, give back idle containers first.
   size_t excess = slots_.size() > desire ? slots_.size() - desire : 0;
   for (auto it = slots_.begin(); it != slots_.end() && excess > 0; ++it) {
@@ -922,7 +924,10 @@ void JobCore::decideContainers(double now, Actions& out) {
   // Sent on change; repeated while the master owes us containers (a lost grant event).
   bool changed = !sentDesire_ || *sentDesire_ != desire || !request.release.empty();
   bool unmet = slots_.size() < desire && now - lastRequest_ >= config_.timings.masterRefreshS;
-  if (changed || unmet) {
+  // The master's queue follows the work left here, at most once per refresh period (a
+  // finished task must not cost a request each).
+  bool progressed = request.remainingTasks != sentRemaining_ && now - lastRequest_ >= config_.timings.masterRefreshS;
+  if (changed || unmet || progressed) {
     lastRequest_ = now;
     out.request = std::move(request);
   }

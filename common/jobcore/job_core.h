@@ -101,6 +101,9 @@ struct RemoveLostOutput {
 struct ContainerRequest {
   uint32_t desire = 0;
   std::vector<pb::ContainerId> release;  // idle containers handed back
+  // Unfinished tasks of released stages owned here: the sub-job's entry in the site's
+  // published queue, which the masters' job order ranks by (docs/design.md, "Job order").
+  uint32_t remainingTasks = 0;
 };
 
 struct StealWork {
@@ -360,6 +363,7 @@ class JobCore {
   bool hadWaiting_ = false;
   uint32_t desire_ = 0;
   std::optional<uint32_t> sentDesire_;
+  uint32_t sentRemaining_ = 0;
   double lastRequest_ = 0;
   uint32_t publishedDesire_ = 0, publishedGranted_ = 0;
   bool publishedPrimary_ = false;

@@ -9,6 +9,7 @@
 //   /sites/<site>/datasets/<name>      persistent: SiteDataset (`tellus put`, or configured)
 //   /sites/<site>/puts/<upload id>     persistent: PendingPut, a put not committed (yet)
 //   /sites/<site>/workers/<id>         ephemeral: WorkerInfo, owned by the live worker
+//   /sites/<site>/queue                ephemeral: SiteQueue, owned by the running master
 //   /jobs/<id>                         persistent (sequential: job-0000000001)
 //   /jobs/<id>/spec                    JobSpec
 //   /jobs/<id>/status                  JobStatus
@@ -43,6 +44,7 @@ inline std::string siteDatasetsPath(const std::string& site) { return sitePath(s
 inline std::string siteDatasetPath(const std::string& site, const std::string& dataset) {
   return siteDatasetsPath(site) + "/" + dataset;
 }
+inline std::string siteQueuePath(const std::string& site) { return sitePath(site) + "/queue"; }
 inline std::string siteWorkersPath(const std::string& site) { return sitePath(site) + "/workers"; }
 inline std::string siteWorkerPath(const std::string& site, const std::string& worker) {
   return siteWorkersPath(site) + "/" + worker;

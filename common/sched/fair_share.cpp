@@ -1,5 +1,6 @@
 #include "sched/fair_share.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <queue>
@@ -24,6 +25,30 @@ std::vector<int> fairShare(const std::vector<SubJobShare>& subJobs, int freeCont
     ++grants[i];
     const int held = subJobs[i].allocated + grants[i];
     if (held < subJobs[i].desire) heap.emplace(held / subJobs[i].weight, i);
+  }
+  return grants;
+}
+
+std::vector<int> grantInOrder(const std::vector<SubJobShare>& subJobs, const std::vector<std::size_t>& order,
+                              int freeContainers) {
+  std::vector<int> grants(subJobs.size(), 0);
+  std::vector<bool> seen(subJobs.size(), false);
+  std::vector<std::size_t> sequence;
+  sequence.reserve(subJobs.size());
+  for (std::size_t i : order) {
+    if (i < subJobs.size() && !seen[i]) {
+      seen[i] = true;
+      sequence.push_back(i);
+    }
+  }
+  for (std::size_t i = 0; i < subJobs.size(); ++i) {
+    if (!seen[i]) sequence.push_back(i);
+  }
+  int left = freeContainers;
+  for (std::size_t i : sequence) {
+    if (left <= 0) break;
+    grants[i] = std::min(left, std::max(0, subJobs[i].desire - subJobs[i].allocated));
+    left -= grants[i];
   }
   return grants;
 }

@@ -3,6 +3,7 @@
 // sub-jobs running there (HOUTU §4.4): each free container goes to the sub-job holding the
 // smallest (weighted) share whose desire is still unmet.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -19,5 +20,12 @@ struct SubJobShare {
 // time to the sub-job with the smallest (allocated + granted) / weight among those with
 // allocated + granted < desire (ties: smaller index). Stops when no desire is unmet.
 std::vector<int> fairShare(const std::vector<SubJobShare>& subJobs, int freeContainers);
+
+// The same containers handed out in a job order (paper 001: FCFS, SRPT, Reordering, SWAG):
+// each sub-job in `order` (indices into subJobs) gets what it still wants (desire - allocated)
+// before the next gets any. Sub-jobs missing from `order` come last, by index; indices out of
+// range or repeated are ignored. sum(grants) <= freeContainers.
+std::vector<int> grantInOrder(const std::vector<SubJobShare>& subJobs, const std::vector<std::size_t>& order,
+                              int freeContainers);
 
 }  // namespace tellus::sched

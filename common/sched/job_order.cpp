@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <set>
 
 namespace tellus::sched {
 namespace {
@@ -232,6 +235,80 @@ double averageFinishInstant(const OrderingInput& input, const SiteOrders& orders
   if (input.jobs.empty()) return 0;
   const std::vector<double> finish = finishInstants(input, orders);
   return std::accumulate(finish.begin(), finish.end(), 0.0) / static_cast<double>(finish.size());
+}
+
+bool queueStale(const PublishedQueue& queue, int64_t nowUnixMs, int64_t maxAgeMs) {
+  const int64_t age = nowUnixMs - queue.publishedUnixMs;
+  return age > maxAgeMs || age < -maxAgeMs;
+}
+
+FederationOrder federationOrder(const std::string& localSite, const std::vector<PublishedQueue>& queues,
+                                JobOrder policy, int64_t nowUnixMs, int64_t maxAgeMs) {
+  FederationOrder result;
+  // One queue per site, the newest; sites in name order so that every master builds the same
+  // input from the same queues.
+  std::map<std::string, const PublishedQueue*> bySite;
+  for (const PublishedQueue& q : queues) {
+    auto [it, inserted] = bySite.emplace(q.site, &q);
+    if (!inserted && q.publishedUnixMs > it->second->publishedUnixMs) it->second = &q;
+  }
+  const auto local = bySite.find(localSite);
+  if (local == bySite.end()) return result;
+  std::vector<const PublishedQueue*> fresh;
+  for (const auto& [site, q] : bySite) {
+    if (site != localSite && queueStale(*q, nowUnixMs, maxAgeMs)) {
+      result.staleSites.push_back(site);
+      continue;
+    }
+    fresh.push_back(q);
+  }
+  std::size_t localIndex = 0;
+  for (std::size_t d = 0; d < fresh.size(); ++d) {
+    if (fresh[d]->site == localSite) localIndex = d;
+  }
+  // Jobs in id order (deterministic indices, so index ties agree across masters).
+  std::map<std::string, std::size_t> jobIndex;
+  for (const PublishedQueue* q : fresh)
+    for (const auto& e : q->jobs) jobIndex.emplace(e.jobId, 0);
+  OrderingInput input;
+  input.jobs.resize(jobIndex.size());
+  {
+    std::size_t j = 0;
+    for (auto& [id, index] : jobIndex) {
+      index = j;
+      input.jobs[j].id = id;
+      input.jobs[j].arrivalS = std::numeric_limits<double>::infinity();
+      input.jobs[j].remainingTasks.assign(fresh.size(), 0.0);
+      ++j;
+    }
+  }
+  input.slots.resize(fresh.size());
+  input.existingLoad.resize(fresh.size());
+  for (std::size_t d = 0; d < fresh.size(); ++d) {
+    const PublishedQueue& q = *fresh[d];
+    input.slots[d] = std::max(1.0, std::isfinite(q.slots) ? q.slots : 1.0);
+    input.existingLoad[d] = std::isfinite(q.otherTasks) && q.otherTasks > 0 ? q.otherTasks : 0.0;
+    std::set<std::string> seen;  // a job listed twice in one queue counts once (the first)
+    for (const auto& e : q.jobs) {
+      if (!seen.insert(e.jobId).second) continue;
+      QueuedJob& job = input.jobs[jobIndex.at(e.jobId)];
+      job.remainingTasks[d] = std::isfinite(e.remainingTasks) && e.remainingTasks > 0 ? e.remainingTasks : 0.0;
+      if (e.submitUnixMs > 0) job.arrivalS = std::min(job.arrivalS, static_cast<double>(e.submitUnixMs) / 1000.0);
+    }
+  }
+  std::set<std::string> ours;
+  for (const auto& e : local->second->jobs) ours.insert(e.jobId);
+  std::vector<std::size_t> order;
+  if (ranksFromQueues(policy)) {
+    const SiteOrders orders = computeOrders(input, policy);
+    if (orders.perSite.size() == 1) order = orders.perSite[0];
+    else if (localIndex < orders.perSite.size()) order = orders.perSite[localIndex];
+  }
+  if (order.empty()) order = fcfsOrder(input);
+  for (std::size_t j : order) {
+    if (ours.count(input.jobs[j].id)) result.jobs.push_back(input.jobs[j].id);
+  }
+  return result;
 }
 
 bool ranksFromQueues(JobOrder order) { return order != JobOrder::kFair && order != JobOrder::kTetrium; }

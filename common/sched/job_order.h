@@ -6,6 +6,7 @@
 // All functions are deterministic: ties go to the earlier arrival, then the smaller index.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -63,5 +64,48 @@ SiteOrders computeOrders(const OrderingInput& input, JobOrder policy);
 // homogeneous assumptions.
 std::vector<double> finishInstants(const OrderingInput& input, const SiteOrders& orders);
 double averageFinishInstant(const OrderingInput& input, const SiteOrders& orders);
+
+// ---- one order for a federation of masters, without a controller (paper 001 §5) -------------
+// Every site's master publishes its queue; each master ranks the jobs of its own queue from
+// every site's queue with the functions above, so all masters that see the same queues serve
+// their sub-jobs in the same global order.
+
+// One site's queue as its master published it.
+struct PublishedQueue {
+  struct Entry {
+    std::string jobId;
+    double remainingTasks = 0;  // unfinished tasks the job owns at the site
+    int64_t submitUnixMs = 0;   // the job's submission (FCFS rank, tie-breaks); <= 0: unknown
+  };
+  std::string site;
+  int64_t publishedUnixMs = 0;  // the publisher's wall clock
+  double slots = 0;             // containers offered by the site's live workers (c_d)
+  std::vector<Entry> jobs;
+  // Tasks of the jobs left out of `jobs` by the publisher's cap: they still make the site's
+  // queue longer (SWAG's existing load), but no job is charged for them.
+  double otherTasks = 0;
+};
+
+struct FederationOrder {
+  // The jobs of the local site's queue in the order its free containers go to them.
+  std::vector<std::string> jobs;
+  // Sites whose queue was older than the bound (or too far in the future): counted as empty.
+  std::vector<std::string> staleSites;
+};
+
+// A queue is stale when |nowUnixMs - publishedUnixMs| > maxAgeMs (a timestamp far in the
+// future is no fresher than one far in the past: a skewed or forged clock).
+bool queueStale(const PublishedQueue& queue, int64_t nowUnixMs, int64_t maxAgeMs);
+
+// The order in which `localSite` serves the jobs of its own queue under `policy`
+// (ranksFromQueues(policy) must hold; otherwise the local queue in FCFS order). `queues` holds
+// one queue per site (a repeated site: the newest counts); the local site's must be among them
+// (absent: nothing to order). Other sites' stale queues count as empty (the local one is
+// built fresh by the caller). A job's remaining tasks at each
+// site come from that site's queue, its arrival is the earliest submit time any site reports
+// (none: after every job that has one);
+// queue lengths are normalized by each site's slots (§5; at least 1, as tellus-sim does).
+FederationOrder federationOrder(const std::string& localSite, const std::vector<PublishedQueue>& queues,
+                                JobOrder policy, int64_t nowUnixMs, int64_t maxAgeMs);
 
 }  // namespace tellus::sched

@@ -656,6 +656,7 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
   req.set_job_id(config_.job_id);
   req.set_jm_address(server_.address());
   req.set_desire(request.desire);
+  req.set_remaining_tasks(request.remainingTasks);
   for (const auto& id : request.release) *req.add_release() = id;
   auto resp = co_await server_.client(*master)->call<rpc::Master::JmUpdate>(req, kMasterCallTimeout);
   requestInFlight_ = false;

@@ -19,6 +19,7 @@
 #include "cost/cost_proto.h"
 #include "jobstate/residency.h"
 #include "sched/fair_share.h"
+#include "master/site_queue.h"
 #include "master/web_assets.h"
 #include "util/log.h"
 #include "util/names.h"
@@ -95,12 +96,22 @@ Status Master::start() {
   metrics.gauge("tellus_master_sub_jobs", "Sub-jobs holding or asking for containers.", [this] {
     return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(subJobs_.size())}};
   });
+  staleQueueEvents_ = &metrics.counter("tellus_master_stale_queue_events_total",
+                                       "Times another site's published queue was found older than queue_stale_ms "
+                                       "(then counted as empty by the job order), by site.",
+                                       {"queue_site"});
+  metrics.gauge("tellus_master_stale_queues",
+                "Other sites whose published queue is stale now (ignored by the job order; 0 with job_order fair).",
+                [this] {
+                  return std::vector<daemon::MetricSample>{{{{"site", config_.site}}, double(staleQueues_.size())}};
+                });
 
   TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc, config_.tls,
                                          {net::Role::kMaster, config_.site, ""}}));
   store_.emplace(server_.coordinator());
-  spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}", config_.site, server_.address(),
-               server_.httpAddress(), config_.zookeeper.connect, config_.zookeeper.chroot);
+  spdlog::info("master of site {} serving on {} (http {}), zookeeper {}{}, job order {} (queues every {} ms, stale after {} ms)",
+               config_.site, server_.address(), server_.httpAddress(), config_.zookeeper.connect,
+               config_.zookeeper.chroot, sched::name(config_.job_order), config_.queue_publish_ms, config_.queue_stale_ms);
   // Published in the site record: every master prices this site's share of a job with them.
   spdlog::info("prices of site {}: {} per container-hour ({}), per GB sent {} to other sites{}{}", config_.site,
                config_.prices.container_hour, config_.prices.market, config_.prices.egress_default_gb,
@@ -109,6 +120,8 @@ Status Master::start() {
   server_.spawn(scheduleLoop(), "container scheduler");
   server_.spawn(compactionLoop(), "job state compaction");
   server_.spawn(orphanPutLoop(), "orphan put cleaner");
+  if (config_.job_order != sched::JobOrder::kFair) TELLUS_RETURN_IF_ERROR(watchSiteQueues());
+  server_.spawn(queueLoop(), "queue publisher");
   return {};
 }
 
@@ -116,6 +129,7 @@ void Master::stop() {
   if (server_.stopping()) return;
   subscriptions_.clear();
   watchedJobs_.clear();
+  remoteQueues_.clear();
   server_.stop();
 }
 
@@ -306,7 +320,9 @@ void Master::allocate() {
   if (free.empty() || shares.empty()) return;
   // Spread grants over workers: interleave the free slots by slot index.
   std::stable_sort(free.begin(), free.end(), [](const SlotKey& a, const SlotKey& b) { return a.second < b.second; });
-  auto grants = sched::fairShare(shares, static_cast<int>(free.size()));
+  auto grants = config_.job_order == sched::JobOrder::kFair
+                    ? sched::fairShare(shares, static_cast<int>(free.size()))
+                    : sched::grantInOrder(shares, jobOrderOf(shares), static_cast<int>(free.size()));
   size_t next = 0;
   for (size_t i = 0; i < shares.size(); ++i) {
     for (int g = 0; g < grants[i] && next < free.size(); ++g) {
@@ -414,6 +430,7 @@ awaitable<void> Master::scheduleLoop() {
           if (it == watchedJobs_.end()) return;
           // A deleted job has ended; a malformed status is not taken as an end.
           it->second.ended = status && (!*status || isTerminal((*status)->value.state()));
+          if (status && *status) it->second.submitUnixMs = (*status)->value.submit_unix_ms();
         });
         if (!sub) {
           spdlog::warn("watching the status of {}: {}", jobId, sub.message());
@@ -551,6 +568,8 @@ Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
   s.jobId = req.job_id();
   s.jmAddress = req.jm_address();
   s.desire = static_cast<int>(req.desire());
+  // Bounded like any job's tasks: it is published, and other masters rank by it.
+  s.remainingTasks = std::min(req.remaining_tasks(), config_.limits.max_tasks_per_job);
   s.lastUpdate = Clock::now();
   // The caller gets its grants in the reply: no event for it from this allocation.
   std::string caller = s.jmAddress;
@@ -1727,6 +1746,157 @@ awaitable<std::pair<nlohmann::json, std::size_t>> Master::pageJobs(uint32_t coun
   }
   jobsPage_ = JobsPage{now, count, jobs, ids->size()};
   co_return std::pair{std::move(jobs), ids->size()};
+}
+
+// ---- job order across sites (paper 001 §5): published queues ---------------------------------
+
+std::vector<sched::PublishedQueue::Entry> Master::localQueue() const {
+  std::vector<sched::PublishedQueue::Entry> out;
+  out.reserve(subJobs_.size());
+  for (const auto& [id, s] : subJobs_) {
+    auto watched = watchedJobs_.find(id);
+    const int64_t submitted = watched == watchedJobs_.end() ? 0 : watched->second.submitUnixMs;
+    out.push_back({id, static_cast<double>(s.remainingTasks), submitted});
+  }
+  return out;
+}
+
+awaitable<Status> Master::publishQueue() {
+  uint32_t containers = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.alive) containers += w.containers;
+  }
+  const std::string path = siteQueuePath(config_.site);
+  std::string data = buildSiteQueue(config_.site, daemon::nowUnixMs(), containers, localQueue()).SerializeAsString();
+  // Rewritten every period even when unchanged: the timestamp is what tells readers it is alive.
+  const int64_t session = server_.coordinator().sessionId();
+  if (session != 0 && session == queueSession_) {
+    auto set = co_await server_.coordinator().set(path, data, -1);
+    if (set || set.error().code != ErrorCode::kNotFound) co_return set.status();
+  }
+  auto stat = co_await server_.coordinator().exists(path);
+  if (!stat) co_return stat.status();
+  if (*stat && (*stat)->ephemeralOwner != session) {
+    // Left by this site's previous master process whose session has not expired yet.
+    if (Status removed = co_await server_.coordinator().remove(path); !removed && removed.code() != ErrorCode::kNotFound) {
+      co_return removed;
+    }
+    *stat = std::nullopt;
+  }
+  if (*stat) {
+    auto set = co_await server_.coordinator().set(path, data, -1);
+    if (!set) co_return set.status();
+  } else {
+    if (Status parent = co_await server_.coordinator().ensurePath(sitePath(config_.site)); !parent) co_return parent;
+    auto created = co_await server_.coordinator().create(path, data, coord::CreateMode::kEphemeral);
+    if (!created) co_return created.status();
+  }
+  queueSession_ = session;
+  co_return Status::ok();
+}
+
+awaitable<void> Master::queueLoop() {
+  while (!server_.stopping()) {
+    co_await server_.sleepFor(milliseconds(config_.queue_publish_ms));
+    if (server_.stopping()) break;
+    noteStaleQueues();
+    // Without a session nothing can be published (the outage is logged once by the server).
+    if (!server_.zookeeperAvailable()) continue;
+    if (Status st = co_await publishQueue(); !st) spdlog::warn("publishing the site's queue: {}", st.message());
+  }
+}
+
+Status Master::watchSiteQueues() {
+  auto sub = server_.coordinator().watchChildren(sitesPath(), [this](const std::vector<std::string>& sites) { onSites(sites); });
+  if (!sub) return sub.error();
+  subscriptions_.push_back(std::move(sub).value());
+  return {};
+}
+
+void Master::onSites(const std::vector<std::string>& sites) {
+  // Children of /sites are names other masters created: checked, and their number bounded.
+  constexpr std::size_t kMaxWatchedSites = 1024;
+  std::set<std::string> current;
+  for (const auto& site : sites) {
+    if (site == config_.site || !config::isSiteId(site) || site.size() > kMaxNameBytes) continue;
+    if (current.size() >= kMaxWatchedSites) break;
+    current.insert(site);
+  }
+  std::erase_if(remoteQueues_, [&](const auto& kv) { return !current.count(kv.first); });
+  std::erase_if(staleQueues_, [&](const std::string& site) { return !current.count(site); });
+  for (const auto& site : current) {
+    if (remoteQueues_.count(site)) continue;
+    remoteQueues_[site];  // before subscribing: the watch may report the current value at once
+    auto sub = server_.coordinator().watchData(siteQueuePath(site), [this, site](const std::optional<coord::NodeData>& node) {
+      auto it = remoteQueues_.find(site);
+      if (it == remoteQueues_.end()) return;
+      it->second.queue.reset();
+      if (!node) return;  // no master there, or one that publishes no queue: an empty queue
+      auto queue = decodeSiteQueue(node->data, site);
+      if (!queue) {
+        if (queue.message() != it->second.lastError) {
+          spdlog::warn("ignoring the queue of site {}: {}", site, queue.message());
+          it->second.lastError = queue.message();
+        }
+        return;
+      }
+      it->second.lastError.clear();
+      it->second.queue = std::move(queue).value();
+    });
+    if (!sub) {
+      spdlog::warn("watching the queue of site {}: {}", site, sub.message());
+      remoteQueues_.erase(site);
+      continue;
+    }
+    remoteQueues_[site].watch = std::move(sub).value();
+  }
+}
+
+void Master::noteStaleQueues() {
+  const int64_t now = daemon::nowUnixMs();
+  for (const auto& [site, remote] : remoteQueues_) {
+    const bool stale = remote.queue && sched::queueStale(*remote.queue, now, config_.queue_stale_ms);
+    if (stale && staleQueues_.insert(site).second) {
+      spdlog::warn("the queue site {} published is {} ms old (queue_stale_ms {}): it counts as empty in the job order "
+                   "until it is republished",
+                   site, now - remote.queue->publishedUnixMs, config_.queue_stale_ms);
+      staleQueueEvents_->inc({site});
+    } else if (!stale && staleQueues_.erase(site) > 0) {
+      spdlog::info("the queue of site {} is {} again", site, remote.queue ? "fresh" : "gone");
+    }
+  }
+}
+
+std::vector<std::size_t> Master::jobOrderOf(const std::vector<sched::SubJobShare>& shares) const {
+  // With at most one sub-job wanting containers every order is the same: skip the ranking
+  // (SWAG's is quadratic in the jobs of all queues).
+  std::size_t wanting = 0;
+  for (const auto& share : shares) wanting += share.allocated < share.desire ? 1 : 0;
+  if (wanting < 2) return {};
+  const int64_t now = daemon::nowUnixMs();
+  std::vector<sched::PublishedQueue> queues;
+  queues.reserve(remoteQueues_.size() + 1);
+  sched::PublishedQueue local;
+  local.site = config_.site;
+  local.publishedUnixMs = now;
+  for (const auto& [id, w] : workers_) {
+    if (w.alive) local.slots += w.containers;
+  }
+  local.jobs = localQueue();
+  queues.push_back(std::move(local));
+  for (const auto& [site, remote] : remoteQueues_) {
+    if (remote.queue) queues.push_back(*remote.queue);
+  }
+  const sched::FederationOrder order =
+      sched::federationOrder(config_.site, queues, config_.job_order, now, config_.queue_stale_ms);
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < shares.size(); ++i) index.emplace(shares[i].id, i);
+  std::vector<std::size_t> out;
+  out.reserve(order.jobs.size());
+  for (const auto& id : order.jobs) {
+    if (auto it = index.find(id); it != index.end()) out.push_back(it->second);
+  }
+  return out;
 }
 
 int run(const std::string& configPath) {

@@ -23,6 +23,8 @@
 #include "master/status_page.h"
 #include "net/http_server.h"
 #include "net/methods.h"
+#include "sched/fair_share.h"
+#include "sched/job_order.h"
 #include "tellus.pb.h"
 
 namespace tellus::master {
@@ -50,6 +52,7 @@ class Master {
     std::string jobId;
     std::string jmAddress;
     int desire = 0;
+    uint32_t remainingTasks = 0;  // as its JM last reported (the site's published queue)
     Clock::time_point lastUpdate;
   };
   // A container slot is identified by (worker, slot); its holder is a job id or "".
@@ -74,6 +77,19 @@ class Master {
   // Fair share of the free containers against the sub-jobs' desires; grant changes are pushed
   // to the JMs as events (their periodic JmUpdate is the fallback).
   void allocate();
+
+  // Job order (docs/design.md, "Job order"): this site's queue, published every
+  // queue_publish_ms in /sites/<site>/queue, and — when job_order is not `fair` — the other
+  // sites' queues, watched, from which allocate() ranks the sub-jobs here.
+  boost::asio::awaitable<void> queueLoop();
+  boost::asio::awaitable<Status> publishQueue();
+  std::vector<sched::PublishedQueue::Entry> localQueue() const;
+  Status watchSiteQueues();
+  void onSites(const std::vector<std::string>& sites);
+  // Logs (once per change) and counts the sites whose queue turned stale or fresh again.
+  void noteStaleQueues();
+  // The order in which `shares` (this site's sub-jobs) get free containers: indices into shares.
+  std::vector<std::size_t> jobOrderOf(const std::vector<sched::SubJobShare>& shares) const;
   boost::asio::awaitable<void> pushGrants(std::string jobId, std::string jmAddress);
   std::vector<pb::Container> grantsOf(const std::string& jobId) const;
   Result<std::string> pickWorkerForJm();
@@ -170,6 +186,7 @@ class Master {
   struct WatchedJob {
     coord::Subscription watch;
     bool ended = false;
+    int64_t submitUnixMs = 0;  // from the status (0 until read): the job's FCFS rank
   };
   std::map<std::string, WatchedJob> watchedJobs_;
   // Jobs compactionLoop need not read again: compacted, or over and submitted at another site.
@@ -201,6 +218,17 @@ class Master {
     std::size_t total = 0;
   };
   std::optional<JobsPage> jobsPage_;
+
+  // Job order: other sites' queues by site (nullopt: no node, or one that does not decode).
+  struct RemoteQueue {
+    coord::Subscription watch;
+    std::optional<sched::PublishedQueue> queue;
+    std::string lastError;  // logged once per distinct error
+  };
+  std::map<std::string, RemoteQueue> remoteQueues_;
+  std::set<std::string> staleQueues_;  // sites whose queue is stale now (ignored by the order)
+  int64_t queueSession_ = 0;           // the session our queue node was created in
+  daemon::Counter* staleQueueEvents_ = nullptr;  // a site's queue found stale, by site
 };
 
 // Loads the config and runs the master until SIGTERM. The body of tellus-master's main.

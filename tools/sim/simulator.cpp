@@ -1250,11 +1250,14 @@ void Engine::grantContainers(int site) {
       const int64_t ra = rankAt(*jobs_.at(a), site), rb = rankAt(*jobs_.at(b), site);
       return ra != rb ? ra < rb : a < b;
     });
-    int left = free;
-    for (size_t i = 0; i < ids.size() && left > 0; ++i) {
-      grants[i] = std::min(left, std::max(0, desire(ids[i]) - held(ids[i])));
-      left -= grants[i];
+    // The same grant rule as tellus-master's job order.
+    std::vector<sched::SubJobShare> shares;
+    std::vector<size_t> order;
+    for (int64_t id : ids) {
+      order.push_back(shares.size());
+      shares.push_back(sched::SubJobShare{"", desire(id), held(id), 1.0});
     }
+    grants = sched::grantInOrder(shares, order, free);
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (grants[i] <= 0) continue;

@@ -124,6 +124,40 @@ TEST_CASE("a minimal master config gets the documented defaults", "[unit][config
   CHECK(r->log_level == "info");
 }
 
+TEST_CASE("job_order: fair by default, any order a master can rank from queues, checked", "[unit][config]") {
+  auto defaults = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(defaults.isOk());
+  CHECK(defaults->job_order == sched::JobOrder::kFair);
+  CHECK(defaults->queue_publish_ms == 1000u);
+  CHECK(defaults->queue_stale_ms == 3000u);
+
+  auto swag = parseMasterConfig(kMinimalMaster + "job_order: swag\nqueue_publish_ms: 200\n", "master.yaml");
+  REQUIRE(swag.isOk());
+  CHECK(swag->job_order == sched::JobOrder::kSwag);
+  CHECK(swag->queue_publish_ms == 200u);
+  CHECK(swag->queue_stale_ms == 600u);  // 3 x queue_publish_ms unless set
+  for (const char* name : {"fcfs", "global-srpt", "independent-srpt", "global-srpt-reordering",
+                           "independent-srpt-reordering", "fair"}) {
+    auto parsed = parseMasterConfig(kMinimalMaster + "job_order: " + name + "\n", "master.yaml");
+    INFO(name);
+    REQUIRE(parsed.isOk());
+    CHECK(sched::name(parsed->job_order) == name);
+  }
+  auto stale = parseMasterConfig(kMinimalMaster + "queue_stale_ms: 10000\n", "master.yaml");
+  REQUIRE(stale.isOk());
+  CHECK(stale->queue_stale_ms == 10000u);
+
+  const std::string expected =
+      "expected one of fair|fcfs|global-srpt|independent-srpt|global-srpt-reordering|independent-srpt-reordering|swag";
+  CHECK(masterError(kMinimalMaster + "job_order: srtf\n") == "master.yaml:6: job_order: " + expected + ", got 'srtf'");
+  // Tetrium's order needs LP estimates no master has.
+  CHECK(masterError(kMinimalMaster + "job_order: tetrium\n") == "master.yaml:6: job_order: " + expected + ", got 'tetrium'");
+  CHECK(masterError(kMinimalMaster + "queue_publish_ms: 50\n").find("queue_publish_ms: expected an integer in [100, 600000]") !=
+        std::string::npos);
+  CHECK(masterError(kMinimalMaster + "queue_publish_ms: 1000\nqueue_stale_ms: 1000\n") ==
+        "master.yaml:7: queue_stale_ms: expected more than queue_publish_ms (1000), got 1000");
+}
+
 TEST_CASE("the rpc limits section is optional, with the documented defaults", "[unit][config]") {
   auto r = parseMasterConfig(kMinimalMaster, "master.yaml");
   REQUIRE(r.isOk());

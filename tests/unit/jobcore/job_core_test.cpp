@@ -559,6 +559,32 @@ TEST_CASE("container requests are sent when the desire changes, not on every ste
   CHECK(next.request->desire == 2);
 }
 
+TEST_CASE("container requests carry the tasks left here, repeated when they change, once per refresh", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  const pb::TaskMap map = releaseMaps(core, 0);
+  uint32_t ours = 0;
+  for (const auto& owner : map.owner_site()) ours += owner == "a" ? 1 : 0;
+  REQUIRE(ours > 0);
+  auto first = core.step(1);
+  REQUIRE(first.request);
+  CHECK(first.request->remainingTasks == ours);
+  core.onContainerRequestSent(*first.request);
+  core.onGrants({container("a-w1", 0)});
+  auto launched = core.step(1.1);
+  REQUIRE(launched.launches.size() == 1);
+  CHECK_FALSE(launched.request);
+  // The task finishes: one fewer left, reported at the next refresh (masterRefreshS = 1 s),
+  // not at once.
+  auto loc = outputAt("a-w1");
+  core.onTaskEnded(launched.launches[0], AttemptEnd::kSucceeded, &loc, "", 1.2);
+  core.onParts(0, {{launched.launches[0].task.second, loc}});
+  auto soon = core.step(1.3);
+  CHECK_FALSE((soon.request && soon.request->remainingTasks == ours - 1));
+  auto later = core.step(2.05);
+  REQUIRE(later.request);
+  CHECK(later.request->remainingTasks == ours - 1);
+}
+
 TEST_CASE("a job whose status is terminal makes every JM exit, and nothing else", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   auto killed = running();

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "sched/fair_share.h"
 #include "sched/job_order.h"
 
 using namespace tellus::sched;
@@ -196,4 +197,144 @@ TEST_CASE("property: swagOrder equals paper 001 Alg. 3 run literally, normalized
   // The paper reports SWAG within 2% of optimal on traces; on these tiny instances it is
   // optimal most of the time (a sanity check on the reference, not a claim).
   CHECK(swagOptimal > instances / 2);
+}
+
+// ---- the federation's order from published queues -------------------------------------------
+
+namespace {
+
+constexpr int64_t kNow = 1'000'000;
+constexpr int64_t kMaxAge = 3000;
+
+PublishedQueue queue(std::string site, std::vector<PublishedQueue::Entry> jobs, double slots = 1,
+                     int64_t publishedUnixMs = kNow) {
+  PublishedQueue q;
+  q.site = std::move(site);
+  q.publishedUnixMs = publishedUnixMs;
+  q.slots = slots;
+  q.jobs = std::move(jobs);
+  return q;
+}
+
+// Paper 001 Table 1 as three masters' published queues: A, B, C submitted in that order.
+std::vector<PublishedQueue> motivatingQueues() {
+  return {queue("dc1", {{"A", 1, 1000}, {"B", 3, 2000}, {"C", 7, 3000}}),
+          queue("dc2", {{"A", 10, 1000}, {"B", 8, 2000}}),
+          queue("dc3", {{"A", 1, 1000}, {"C", 6, 3000}})};
+}
+
+std::vector<std::string> names(std::initializer_list<const char*> v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+TEST_CASE("federation order: every master ranks its own jobs in the one global order", "[unit][sched][order]") {
+  const auto queues = motivatingQueues();
+  // SWAG's global order is C, B, A (test above); each site keeps the jobs it holds.
+  CHECK(federationOrder("dc1", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"C", "B", "A"}));
+  CHECK(federationOrder("dc2", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"B", "A"}));
+  CHECK(federationOrder("dc3", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"C", "A"}));
+  // Global SRPT: B (11), A (12), C (13) — totals over all sites, not the local queue alone.
+  CHECK(federationOrder("dc1", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"B", "A", "C"}));
+  CHECK(federationOrder("dc3", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"A", "C"}));
+  // Reordering after Global SRPT: B, C, A.
+  CHECK(federationOrder("dc1", queues, JobOrder::kGlobalSrptReordering, kNow, kMaxAge).jobs == names({"B", "C", "A"}));
+  // FCFS: submit times.
+  CHECK(federationOrder("dc1", queues, JobOrder::kFcfs, kNow, kMaxAge).jobs == names({"A", "B", "C"}));
+  // Independent SRPT: the local sizes alone (dc2: B's 8 before A's 10).
+  CHECK(federationOrder("dc2", queues, JobOrder::kIndependentSrpt, kNow, kMaxAge).jobs == names({"B", "A"}));
+  // The order does not depend on the order the queues were read in.
+  auto shuffled = queues;
+  std::reverse(shuffled.begin(), shuffled.end());
+  CHECK(federationOrder("dc1", shuffled, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"C", "B", "A"}));
+  CHECK(federationOrder("dc1", queues, JobOrder::kSwag, kNow, kMaxAge).staleSites.empty());
+}
+
+TEST_CASE("federation order: a stale queue counts as empty and is named", "[unit][sched][order]") {
+  auto queues = motivatingQueues();
+  // dc2 last published 3.001 s ago: A's 10 and B's 8 tasks there are not seen. Global SRPT at
+  // dc1 then ranks by dc1 + dc3 alone: A (2), B (3), C (13).
+  queues[1].publishedUnixMs = kNow - kMaxAge - 1;
+  auto order = federationOrder("dc1", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge);
+  CHECK(order.jobs == names({"A", "B", "C"}));
+  CHECK(order.staleSites == names({"dc2"}));
+  // Exactly at the bound it still counts.
+  queues[1].publishedUnixMs = kNow - kMaxAge;
+  order = federationOrder("dc1", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge);
+  CHECK(order.jobs == names({"B", "A", "C"}));
+  CHECK(order.staleSites.empty());
+  // A timestamp from the future beyond the bound is not trusted either.
+  queues[1].publishedUnixMs = kNow + kMaxAge + 1;
+  order = federationOrder("dc1", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge);
+  CHECK(order.staleSites == names({"dc2"}));
+  CHECK(order.jobs == names({"A", "B", "C"}));
+  // The local queue is never stale (its master builds it now), whatever its timestamp says.
+  queues[0].publishedUnixMs = 0;
+  CHECK(federationOrder("dc1", queues, JobOrder::kFcfs, kNow, kMaxAge).jobs == names({"A", "B", "C"}));
+  // Seen from dc3, dc1's old timestamp makes it stale too: only dc3's own tasks count, and
+  // C (6) stays behind A (1) either way.
+  order = federationOrder("dc3", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge);
+  CHECK(order.staleSites == names({"dc1", "dc2"}));
+  CHECK(order.jobs == names({"A", "C"}));
+}
+
+TEST_CASE("federation order: ties, duplicates, capped queues and odd values", "[unit][sched][order]") {
+  SECTION("equal sizes: earlier submission first, then job id") {
+    const std::vector<PublishedQueue> queues = {queue("a", {{"job-2", 4, 100}, {"job-1", 4, 100}, {"job-0", 4, 200}})};
+    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"job-1", "job-2", "job-0"}));
+    CHECK(federationOrder("a", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"job-1", "job-2", "job-0"}));
+  }
+  SECTION("the arrival is the earliest any site reports") {
+    const std::vector<PublishedQueue> queues = {queue("a", {{"x", 1, 500}, {"y", 1, 300}}),
+                                                queue("b", {{"x", 1, 100}})};
+    CHECK(federationOrder("a", queues, JobOrder::kFcfs, kNow, kMaxAge).jobs == names({"x", "y"}));
+    // A submit time nobody knows yet (0) ranks after every known one.
+    const std::vector<PublishedQueue> unknown = {queue("a", {{"x", 1, 0}, {"y", 1, 300}})};
+    CHECK(federationOrder("a", unknown, JobOrder::kFcfs, kNow, kMaxAge).jobs == names({"y", "x"}));
+  }
+  SECTION("a repeated site: the newest queue counts") {
+    const std::vector<PublishedQueue> queues = {queue("a", {{"x", 5, 0}, {"y", 1, 1}}),
+                                                queue("b", {{"y", 100, 1}}, 1, kNow - 10),
+                                                queue("b", {{"x", 100, 0}}, 1, kNow - 5)};
+    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"y", "x"}));
+  }
+  SECTION("a job listed twice in one queue counts once") {
+    const std::vector<PublishedQueue> queues = {queue("a", {{"x", 3, 0}, {"x", 100, 0}, {"y", 4, 1}})};
+    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"x", "y"}));
+  }
+  SECTION("tasks beyond a publisher's cap lengthen its queue for SWAG") {
+    // Site b's cap left out other jobs' 10 tasks: x's sub-job there waits behind them, so SWAG
+    // serves y first although x is smaller; without them x goes first.
+    std::vector<PublishedQueue> queues = {queue("a", {{"x", 1, 0}, {"y", 2, 1}}), queue("b", {{"x", 1, 0}})};
+    CHECK(federationOrder("a", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"x", "y"}));
+    queues[1].otherTasks = 10;
+    CHECK(federationOrder("a", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"y", "x"}));
+  }
+  SECTION("slots normalize the queues; none or NaN counts as one") {
+    std::vector<PublishedQueue> queues = {queue("a", {{"x", 3, 0}, {"y", 1, 1}}), queue("b", {{"y", 4, 1}}, 4)};
+    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"y", "x"}));  // 1 + 4/4 < 3
+    queues[1].slots = 0;
+    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"x", "y"}));  // 3 < 1 + 4
+    queues[1].slots = std::numeric_limits<double>::quiet_NaN();
+    queues[1].jobs[0].remainingTasks = std::numeric_limits<double>::quiet_NaN();  // counts as 0
+    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"y", "x"}));
+  }
+  SECTION("no local queue, or a policy that does not rank from queues") {
+    const std::vector<PublishedQueue> queues = {queue("a", {{"y", 1, 5}, {"x", 9, 1}})};
+    CHECK(federationOrder("elsewhere", queues, JobOrder::kSwag, kNow, kMaxAge).jobs.empty());
+    CHECK(federationOrder("a", queues, JobOrder::kFair, kNow, kMaxAge).jobs == names({"x", "y"}));
+  }
+}
+
+TEST_CASE("grantInOrder: each sub-job in order gets what it still wants", "[unit][sched][order]") {
+  const std::vector<SubJobShare> jobs = {{"a", 3, 1, 1}, {"b", 2, 0, 1}, {"c", 5, 0, 1}};
+  CHECK(grantInOrder(jobs, {2, 0, 1}, 4) == std::vector<int>{0, 0, 4});
+  CHECK(grantInOrder(jobs, {1, 0, 2}, 4) == std::vector<int>{2, 2, 0});
+  CHECK(grantInOrder(jobs, {1, 0, 2}, 100) == std::vector<int>{2, 2, 5});
+  // Missing sub-jobs come last by index; bad or repeated indices are ignored.
+  CHECK(grantInOrder(jobs, {2, 7, 2}, 6) == std::vector<int>{1, 0, 5});
+  CHECK(grantInOrder(jobs, {}, 3) == std::vector<int>{2, 1, 0});
+  CHECK(grantInOrder(jobs, {0, 1, 2}, 0) == std::vector<int>{0, 0, 0});
+  // A sub-job holding more than its desire gets nothing (and takes nothing from the others).
+  const std::vector<SubJobShare> over = {{"a", 1, 3, 1}, {"b", 2, 0, 1}};
+  CHECK(grantInOrder(over, {0, 1}, 2) == std::vector<int>{0, 2});
 }

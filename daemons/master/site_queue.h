@@ -1,0 +1,40 @@
+#pragma once
+// A site's published queue (/sites/<site>/queue, pb::SiteQueue): built by its master from the
+// sub-jobs it serves, read by every other master to rank jobs in one order across the
+// federation (sched::federationOrder, paper 001 §5). Pure: no ZooKeeper, no clock.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sched/job_order.h"
+#include "tellus.pb.h"
+#include "util/result.h"
+
+namespace tellus::master {
+
+// Jobs one queue lists: ~30 bytes each, so a queue node stays under 8 KiB. The rest are summed
+// into other_jobs / other_tasks.
+inline constexpr std::size_t kMaxQueueJobs = 256;
+// A sub-job's remaining tasks as the master accepts them (a JM's report is bounded by
+// limits.max_tasks_per_job before it gets here; this bounds what another master publishes).
+inline constexpr uint64_t kMaxQueueTasks = uint64_t{1} << 32;
+// A queue node larger than this is not read (kMaxQueueJobs entries take far less).
+inline constexpr std::size_t kMaxQueueNodeBytes = 64 * 1024;
+
+// The site's queue: up to `maxJobs` entries, the most remaining tasks first (ties: job id),
+// the others summed into other_jobs / other_tasks. Those listed weigh most on every master's
+// order; the ones left out still lengthen the site's queue (SWAG's existing load).
+pb::SiteQueue buildSiteQueue(const std::string& site, int64_t nowUnixMs, uint32_t containersTotal,
+                             std::vector<sched::PublishedQueue::Entry> jobs, std::size_t maxJobs = kMaxQueueJobs);
+
+// The queue as sched::federationOrder takes it.
+sched::PublishedQueue toPublished(const pb::SiteQueue& queue);
+
+// A queue node read from ZooKeeper (hostile): it must parse, name `site`, list at most
+// kMaxQueueJobs entries with job ids and at most kMaxQueueTasks remaining tasks each.
+// Anything else is an error naming the path.
+Result<sched::PublishedQueue> decodeSiteQueue(const std::string& bytes, const std::string& site);
+
+}  // namespace tellus::master
