@@ -782,12 +782,19 @@ void JobCore::decidePrimary(double now, Actions& out) {
   const auto stages = static_cast<uint32_t>(view_.stages.size());
   bool unreachable = false;  // a needed output is on a dead worker and cannot be recomputed yet
   if (workersKnown) {
+    std::erase_if(vanishedAt_, [&](const auto& kv) { return live.count(kv.first) > 0; });
     for (uint32_t u = 0; u < stages; ++u) {
       bool needed = u + 1 == stages;  // the job's result
       for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
       if (!needed) continue;
       for (const auto& [t, loc] : view_.stages[u].parts) {
         if (live.count(loc.worker_id())) continue;
+        const double vanished = vanishedAt_.try_emplace(loc.worker_id(), now).first->second;
+        if (now - vanished < config_.timings.lossSettleS) {
+          unreachable = true;
+          wakeAt(vanished + config_.timings.lossSettleS, now, out);
+          continue;
+        }
         if (lossUndecided(u, t, loc, live)) {
           unreachable = true;
           continue;

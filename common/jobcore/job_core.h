@@ -45,6 +45,12 @@ struct CoreTimings {
   // worker: a worker still missing this long after the first one is back is taken as lost
   // (its outputs are recomputed); until then its outputs are kept.
   double siteReturnGraceS = 5.0;
+  // A worker that vanished holds its outputs this long before they are taken as lost. The
+  // workers of a site cut off together vanish one by one as their ZooKeeper sessions expire,
+  // over up to about a session timeout: deciding at the first one would count a raw input as
+  // still held by a sibling that is about to vanish too, and recompute an output that cannot
+  // run anywhere (lossUndecided). The daemon sets it to its session timeout; 0 = at once.
+  double lossSettleS = 0.0;
   uint32_t defaultMaxAttempts = 4; // when the spec sets none
 };
 
@@ -346,6 +352,7 @@ class JobCore {
   bool failReported_ = false;
   bool deleted_ = false;
   bool outsider_ = false;  // this JM's site is not among the job's
+  std::map<std::string, double> vanishedAt_;  // worker holding a needed output -> first seen not live
 
   // Output trust (verifyOutputs), by stage: each part's finish key as last listed, the parts
   // confirmed (task -> the key confirmed), those found untrusted, stages being read.

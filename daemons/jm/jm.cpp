@@ -40,6 +40,9 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   core.timings.stealIntervalS = c.steal_interval_ms / 1000.0;
   core.timings.jmGraceS = c.jm_grace_ms / 1000.0;
   core.timings.jmRequestIntervalS = c.jm_request_interval_ms / 1000.0;
+  // The daemons of a deployment share one ZooKeeper configuration: the workers' sessions
+  // expire within about this of each other.
+  core.timings.lossSettleS = c.zookeeper.session_timeout_ms / 1000.0;
   // Output records in ZooKeeper can be forged or half-written: the primary checks them.
   core.verifyOutputs = true;
   return core;

@@ -182,6 +182,34 @@ TEST_CASE("outputs complete stages; the primary releases the next stage and then
   CHECK(core.step(3).exit);
 }
 
+TEST_CASE("worker loss waits lossSettleS: a worker back within it loses nothing, one gone past it loses its outputs",
+          "[unit][jobcore]") {
+  CoreConfig config = configAt("a");
+  config.timings.lossSettleS = 2.0;
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  releaseMaps(core, 0);
+  core.onParts(0, {{0, outputAt("a-w2")}});
+  core.onLiveWorkers("a", {"a-w1"});  // a-w2's session expired: gone, or its site being cut
+  auto waiting = core.step(2);
+  CHECK(waiting.lostOutputs.empty());
+  REQUIRE(waiting.wakeAt.has_value());
+  CHECK(*waiting.wakeAt <= 4.0);  // decided again when the settle ends, without a new event
+  CHECK(core.step(3.9).lostOutputs.empty());
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});  // back (a new session): nothing was lost
+  CHECK(core.step(4.5).lostOutputs.empty());
+  core.onLiveWorkers("a", {"a-w1"});  // gone again: the settle starts afresh
+  CHECK(core.step(5).lostOutputs.empty());
+  CHECK(core.step(6.9).lostOutputs.empty());
+  auto lost = core.step(7.1);
+  REQUIRE(lost.lostOutputs.size() == 1);
+  CHECK(lost.lostOutputs[0].deadWorker == "a-w2");
+}
+
 TEST_CASE("worker loss: a needed output whose only copy was on a dead worker is removed, then re-run", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);
