@@ -254,8 +254,6 @@ class JobCore {
   const jobstate::JobView& view() const { return view_; }
   const pb::JobStatus& status() const { return status_; }
   int32_t statusVersion() const { return statusVersion_; }
-  // The job's status does not list this JM's site: step() exits.
-  bool outsider() const { return outsider_; }
   uint32_t desire() const { return desire_; }
   size_t granted() const { return slots_.size(); }
   bool running(const TaskId& id) const { return running_.count(id) > 0; }

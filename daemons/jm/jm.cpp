@@ -523,9 +523,11 @@ awaitable<void> JobManager::mainLoop() {
     }
     co_await readChangedState();
     if (server_.stopping()) break;
-    // Registered once the status is known to list our site: a JM launched where its job does
-    // not run exits without ever being seen as one of the job's JMs.
-    if (!registered_ && core_.statusVersion() >= 0 && !core_.outsider()) {
+    // Before the first step: that write's round trip also lets the watches deliver the job's
+    // state, and the core launches on what it has been told so far (a step before a stage's
+    // outputs were listed re-ran finished tasks). A JM launched where its job does not run
+    // registers too, briefly: its first step exits.
+    if (!registered_) {
       if (auto st = co_await registerSelf(); !st && !server_.stopping()) spdlog::warn("registering JM: {}", st.message());
     }
     // The JM the submitting master started is the first primary (HOUTU); the others join once
