@@ -85,9 +85,9 @@ CoreConfig configAt(const std::string& site) {
   return c;
 }
 
-// A loaded core at `site` that sees the job running with both sites' workers alive.
-JobCore loadedAt(const std::string& site, bool pinned = false) {
-  JobCore core(configAt(site));
+// A loaded core with `config` that sees the job running with both sites' workers alive.
+JobCore loadedWith(const CoreConfig& config, bool pinned = false) {
+  JobCore core(config);
   REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs(pinned)));
   core.onStatus(running(), 0);
   core.onLiveWorkers("a", {"a-w1", "a-w2"});
@@ -95,6 +95,9 @@ JobCore loadedAt(const std::string& site, bool pinned = false) {
   core.onJms({"a", "b"});
   return core;
 }
+
+// The same at `site` with the default timings.
+JobCore loadedAt(const std::string& site, bool pinned = false) { return loadedWith(configAt(site), pinned); }
 
 // Releases stage 0 as the primary at a and returns the released taskMap.
 pb::TaskMap releaseMaps(JobCore& core, double now) {
@@ -186,12 +189,7 @@ TEST_CASE("worker loss waits lossSettleS: a worker back within it loses nothing,
           "[unit][jobcore]") {
   CoreConfig config = configAt("a");
   config.timings.lossSettleS = 2.0;
-  JobCore core(config);
-  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
-  core.onStatus(running(), 0);
-  core.onLiveWorkers("a", {"a-w1", "a-w2"});
-  core.onLiveWorkers("b", {"b-w1"});
-  core.onJms({"a", "b"});
+  JobCore core = loadedWith(config);
   releaseMaps(core, 0);
   core.onParts(0, {{0, outputAt("a-w2")}});
   core.onLiveWorkers("a", {"a-w1"});  // a-w2's session expired: gone, or its site being cut
