@@ -609,6 +609,8 @@ awaitable<std::map<std::string, cost::Prices>> Master::sitePrices() {
   // Our own from the config; the others from their records, priced as they are now (a site
   // whose master is down, or whose record holds bad prices, is left out: its usage is shown
   // unpriced rather than guessed).
+  constexpr auto kPricesMaxAge = std::chrono::seconds(10);
+  if (pricesRead_ && Clock::now() - pricesRead_->first < kPricesMaxAge) co_return pricesRead_->second;
   std::map<std::string, cost::Prices> prices{{config_.site, config_.prices}};
   auto sites = co_await liveSites();
   if (!sites) {
@@ -624,6 +626,7 @@ awaitable<std::map<std::string, cost::Prices>> Master::sitePrices() {
     }
     prices.emplace(site.site(), std::move(p).value());
   }
+  pricesRead_.emplace(Clock::now(), prices);
   co_return prices;
 }
 

@@ -139,6 +139,9 @@ class Master {
   boost::asio::awaitable<Result<std::vector<pb::SiteInfo>>> liveSites();
   // Each live site's published prices (ours from the config), for pricing a job's usage.
   boost::asio::awaitable<std::map<std::string, cost::Prices>> sitePrices();
+  // sitePrices() read at most once per kPricesMaxAge: prices change only when a master
+  // restarts, and `tellus status --watch` asks twice a second.
+  std::optional<std::pair<std::chrono::steady_clock::time_point, std::map<std::string, cost::Prices>>> pricesRead_;
   // Sites without a running master (not in `live`) that hold part of `dataset`.
   boost::asio::awaitable<Result<std::vector<std::string>>> downSitesHolding(const std::string& dataset,
                                                                            const std::vector<pb::SiteInfo>& live);
