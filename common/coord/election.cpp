@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
-#include <random>
 
 #include "coord/event_flag.h"
 #include "coord/paths.h"
 #include "util/log.h"
+#include "util/token.h"
 
 namespace tellus::coord {
 
@@ -45,12 +45,6 @@ struct LeaderElection::State {
 namespace {
 
 using State = LeaderElection::State;
-
-std::string randomToken() {
-  std::random_device device;
-  std::uniform_int_distribution<uint64_t> dist;
-  return fmt::format("{:016x}", dist(device));
-}
 
 void stepDown(State& s) {
   if (!s.leader) return;

@@ -109,6 +109,14 @@ awaitable<Result<std::optional<NodeStat>>> FaultInjectingCoordinator::exists(std
 awaitable<Result<std::vector<ZkOpResult>>> FaultInjectingCoordinator::multi(std::vector<ZkOp> ops) {
   std::string what = fmt::format("({} ops)", ops.size());
   if (auto e = maybeFail(Fault::kBefore, "multi", what)) co_return *e;
+  if (multiVia_) {
+    auto via = std::move(multiVia_);
+    multiVia_.reset();
+    (void)co_await via->multi(std::move(ops));
+    ++injected_;
+    co_return Error{ErrorCode::kUnavailable,
+                    "multi " + what + ": connection to ZooKeeper lost (injected, applied under another session)"};
+  }
   auto result = co_await inner_->multi(std::move(ops));
   if (auto e = maybeFail(Fault::kAfter, "multi", what)) co_return *e;
   co_return result;

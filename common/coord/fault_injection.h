@@ -28,6 +28,9 @@ class FaultInjectingCoordinator final : public Coordinator {
   // A scripted fault for the next request named `operation` ("create", "set", "multi", ...;
   // "" for any). While scripted faults are pending, no random ones are injected.
   void injectNext(Fault fault, std::string operation = "") { scripted_.push_back({fault, std::move(operation)}); }
+  // The next multi is applied through `other` (another session) and its reply lost: a try that
+  // landed under a session the retry no longer has (it expired while ZooKeeper was away).
+  void injectNextMultiVia(std::shared_ptr<Coordinator> other) { multiVia_ = std::move(other); }
   void setOptions(const FaultOptions& options);
   uint64_t injectedFaults() const { return injected_; }
 
@@ -63,6 +66,7 @@ class FaultInjectingCoordinator final : public Coordinator {
     std::string operation;
   };
   std::deque<Scripted> scripted_;
+  std::shared_ptr<Coordinator> multiVia_;
   uint64_t injected_ = 0;
 };
 

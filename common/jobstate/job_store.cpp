@@ -14,6 +14,7 @@
 #include "jobstate/paths.h"
 #include "util/log.h"
 #include "util/names.h"
+#include "util/token.h"
 
 namespace tellus::jobstate {
 
@@ -405,7 +406,7 @@ awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
       co_return node.error().prepend("reading " + dir + "/" + name);
     }
     if (node->data.size() > kMaxNodeBytes) co_return makeError(ErrorCode::kInternal, dir + "/" + name + " is too large");
-    unfolded.push_back(Attempt{*id, node->data, name});
+    unfolded.push_back(Attempt{*id, auditNodeWorker(node->data), name});
   }
   std::vector<Attempt> out;
   // Compacted (the summary is written before anything is removed): it has every execution.
@@ -813,48 +814,114 @@ awaitable<Result<std::set<uint32_t>>> JobStore::recordBatch(std::string jobId, u
 awaitable<Result<std::string>> JobStore::startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
                                                       std::string workerId) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
+  if (!isName(workerId)) co_return makeError(ErrorCode::kInvalidArgument, "bad worker id");
   const std::string markerPath = runningTaskPath(jobId, task.first, task.second);
   const std::string prefix = runningTaskName(task.first, task.second) + "-";
   const std::string audit = attemptsPath(jobId) + "/" + prefix;
   const std::string data = marker.SerializeAsString();
-  for (int attempt = 0;; ++attempt) {
+  // This call's audit node carries a token of its own: a try whose reply was lost may have
+  // landed under a session that is gone by the retry, and the retry must find it rather than
+  // start the execution a second time in the audit.
+  const std::string auditData = auditNodeData(workerId, randomToken());
+  bool inDoubt = false;     // a try may have landed without our hearing of it
+  bool sawOwnData = false;  // the marker in the way holds our data
+  Error last{ErrorCode::kUnavailable, "starting an attempt"};
+  for (int attempt = 0; attempt <= retry_.retries; ++attempt) {
+    if (last.code == ErrorCode::kUnavailable && attempt > 0) co_await awaitReconnect();
+    if (inDoubt) {
+      auto landed = co_await findAuditNode(jobId, prefix, auditData);
+      if (!landed) {
+        last = landed.error();
+        if (last.code == ErrorCode::kUnavailable) continue;
+        co_return last.prepend("finding the audit node of a started attempt");
+      }
+      if (!landed->empty()) {
+        Status held = co_await holdLandedMarker(jobId, markerPath, data, *landed);
+        if (held) co_return *landed;
+        last = held.error();
+        if (last.code == ErrorCode::kUnavailable) continue;
+        co_return last;
+      }
+      if (sawOwnData) break;  // a marker like ours, but another executor's
+      inDoubt = false;        // nothing landed: a plain retry
+    }
     std::vector<coord::ZkOp> ops{coord::ZkOp::create(markerPath, data, coord::CreateMode::kEphemeral),
-                                 coord::ZkOp::create(audit, workerId, coord::CreateMode::kPersistentSequential)};
+                                 coord::ZkOp::create(audit, auditData, coord::CreateMode::kPersistentSequential)};
     auto r = co_await zk_.multi(std::move(ops));
     if (r) {
       if (r->size() != 2 || (*r)[1].createdPath.empty()) co_return makeError(ErrorCode::kInternal, "starting an attempt: no path returned");
       const auto& created = (*r)[1].createdPath;
       co_return created.substr(created.rfind('/') + 1);
     }
-    if (r.error().code == ErrorCode::kAlreadyExists) {
-      // Ours, from a try whose reply was lost? Otherwise the task really is running elsewhere.
-      auto stat = co_await zk_.exists(markerPath);
-      if (stat && *stat && (*stat)->ephemeralOwner == 0 && attempt < retry_.retries) {
-        // Persistent: no worker's marker (forged or left by hand). It would block the task
-        // forever; removed, and the attempt starts.
-        spdlog::warn("removing {}: not a worker's marker (persistent)", markerPath);
-        (void)co_await zk_.remove(markerPath);
-        continue;
-      }
-      if (stat && *stat && (*stat)->ephemeralOwner == zk_.sessionId()) {
-        // Rare (a lost reply): our audit node is the task's newest one naming this worker.
-        auto names = co_await zk_.children(attemptsPath(jobId));
-        if (!names) co_return names.error().prepend("finding the audit node of a started attempt");
-        std::string newest;
-        for (const auto& name : *names) {
-          if (name.rfind(prefix, 0) != 0 || name <= newest) continue;
-          auto node = co_await zk_.get(attemptsPath(jobId) + "/" + name);
-          if (node && node->data == workerId) newest = name;
-        }
-        if (newest.empty()) co_return makeError(ErrorCode::kInternal, "started attempt without an audit node");
-        co_return newest;
-      }
-      co_return makeError(ErrorCode::kAlreadyExists, "task " + std::to_string(task.first) + "/" +
-                                                         std::to_string(task.second) + " is already running");
+    last = r.error();
+    if (last.code == ErrorCode::kUnavailable) {
+      inDoubt = true;
+      continue;
     }
-    if (r.error().code != ErrorCode::kUnavailable || attempt >= retry_.retries) co_return r.error();
-    co_await awaitReconnect();
+    if (last.code != ErrorCode::kAlreadyExists) co_return last;
+    auto existing = co_await zk_.get(markerPath);
+    if (!existing) {
+      last = existing.error();
+      if (last.code == ErrorCode::kUnavailable || last.code == ErrorCode::kNotFound) continue;  // gone: try again
+      co_return last;
+    }
+    if (existing->stat.ephemeralOwner == 0) {
+      // Persistent: no worker's marker (forged or left by hand). It would block the task
+      // forever; removed, and the attempt starts.
+      spdlog::warn("removing {}: not a worker's marker (persistent)", markerPath);
+      (void)co_await zk_.remove(markerPath, existing->stat.version);
+      continue;
+    }
+    if (existing->data != data) break;
+    inDoubt = true;  // our own marker from a try that landed? Its audit node says.
+    sawOwnData = true;
+    last = Error{ErrorCode::kAlreadyExists, "starting an attempt"};
   }
+  if (last.code != ErrorCode::kAlreadyExists) co_return last;
+  co_return makeError(ErrorCode::kAlreadyExists,
+                      "task " + std::to_string(task.first) + "/" + std::to_string(task.second) + " is already running");
+}
+
+awaitable<Result<std::string>> JobStore::findAuditNode(std::string jobId, std::string prefix, std::string auditData) {
+  auto names = co_await zk_.children(attemptsPath(jobId));
+  if (!names) co_return names.error();
+  for (const auto& name : *names) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    auto node = co_await zk_.get(attemptsPath(jobId) + "/" + name);
+    if (!node) {
+      if (node.error().code == ErrorCode::kNotFound) continue;  // folded meanwhile: not ours, ours is not folded yet
+      co_return node.error();
+    }
+    if (node->data == auditData) co_return name;
+  }
+  co_return std::string();
+}
+
+awaitable<Status> JobStore::holdLandedMarker(std::string jobId, std::string markerPath, std::string data,
+                                            std::string auditName) {
+  auto existing = co_await zk_.get(markerPath);
+  if (!existing && existing.error().code != ErrorCode::kNotFound) co_return existing.error();
+  if (existing && existing->stat.ephemeralOwner == zk_.sessionId()) co_return Status::ok();
+  std::vector<coord::ZkOp> ops;
+  if (existing) {
+    if (existing->data != data) {
+      // Our try landed, but its marker went with its session and another worker started the
+      // task since: this executor does not start, and its audit node goes.
+      (void)co_await zk_.remove(attemptsPath(jobId) + "/" + auditName);
+      co_return makeError(ErrorCode::kAlreadyExists, markerPath + ": the task is already running");
+    }
+    // Ours, left by the session that made it (it dies with that session): this one takes it over.
+    ops.push_back(coord::ZkOp::remove(markerPath, existing->stat.version));
+  }
+  ops.push_back(coord::ZkOp::create(markerPath, data, coord::CreateMode::kEphemeral));
+  auto taken = co_await zk_.multi(std::move(ops));
+  if (taken) co_return Status::ok();
+  // Changed under us (the old session's marker went, or someone's appeared): look again.
+  if (taken.error().code == ErrorCode::kNotFound || taken.error().code == ErrorCode::kAlreadyExists ||
+      taken.error().code == ErrorCode::kConflict) {
+    co_return makeError(ErrorCode::kUnavailable, markerPath + " changed while taking it over");
+  }
+  co_return taken.error();
 }
 
 awaitable<Status> JobStore::removeRunningMarker(std::string jobId, TaskId task) {

@@ -230,8 +230,9 @@ class JobStore {
                                                     int64_t markerSession, StageRecords* known = nullptr);
   // The running marker (ephemeral, ours) and the execution's audit node (naming `workerId`) in
   // one transaction; returns the audit node's name (the attempt id). kAlreadyExists when the
-  // task is running under another session. A persistent node in the marker's place (no
-  // worker's) is removed first.
+  // task is running under another executor. A persistent node in the marker's place (no
+  // worker's) is removed first. A try whose reply was lost is found on the retry by its
+  // audit node's token, even when the session that made it is gone: one call, one audit node.
   Awaitable<Result<std::string>> startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
                                               std::string workerId);
   // A missing marker is fine.
@@ -287,6 +288,15 @@ class JobStore {
   Awaitable<Status> refreshRecords(const std::string& jobId, uint32_t stage, StageRecords& known);
   // Waits for the session to come back before another try of a write (RetryPolicy).
   Awaitable<void> awaitReconnect();
+  // The name of the task's audit node (names starting with `prefix`) holding `auditData`; ""
+  // when there is none.
+  Awaitable<Result<std::string>> findAuditNode(std::string jobId, std::string prefix, std::string auditData);
+  // An attempt whose audit node landed holds its marker under this session: a marker with our
+  // data left by an earlier session is replaced, a missing one created. kAlreadyExists (and
+  // the audit node removed) when another executor's marker is there; kUnavailable when the
+  // marker changed meanwhile (look again).
+  Awaitable<Status> holdLandedMarker(std::string jobId, std::string markerPath, std::string data,
+                                     std::string auditName);
 
   coord::Coordinator& zk_;
   RetryPolicy retry_;

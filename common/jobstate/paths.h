@@ -23,7 +23,7 @@
 //                                      (jobstate/batch_codec.h), written by the worker that ran them
 //   /jobs/<id>/running/<s>-<t>         ephemeral RunningTask, owned by the worker running it
 //   /jobs/<id>/attempts/<s>-<t>-<n>    one node per executor started (audit: no task runs twice),
-//                                      deleted when the execution is folded into a batch
+//                                      "<worker id> <token>", deleted when the execution is folded into a batch
 //   /jobs/<id>/summary                 JobSummary of a compacted job (then only spec, status and dataset stages' inputs remain)
 //
 // A live site's node is a child of a persistent one because ephemeral nodes cannot have
@@ -76,6 +76,10 @@ inline constexpr const char* kBatchPrefix = "b-";
 inline std::string batchPrefixPath(const std::string& id, uint32_t s) { return partsPath(id, s) + "/" + kBatchPrefix; }
 inline std::string summaryPath(const std::string& id) { return jobPath(id) + "/summary"; }
 inline std::string attemptsPath(const std::string& id) { return jobPath(id) + "/attempts"; }
+// An audit node's data: "<worker id> <token>", the token telling one start of an executor from
+// another (JobStore::startAttempt finds its own after a lost reply).
+inline std::string auditNodeData(const std::string& workerId, const std::string& token) { return workerId + " " + token; }
+inline std::string auditNodeWorker(const std::string& data) { return data.substr(0, data.find(' ')); }
 inline std::string runningPath(const std::string& id) { return jobPath(id) + "/running"; }
 inline std::string runningTaskName(uint32_t s, uint32_t t) { return std::to_string(s) + "-" + std::to_string(t); }
 inline std::string runningTaskPath(const std::string& id, uint32_t s, uint32_t t) {

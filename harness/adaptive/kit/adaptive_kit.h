@@ -27,8 +27,8 @@ namespace tellus::adaptive {
 // daemons' state (paths relative to the daemons' chroot): the harness's reader.
 using ZkView = harness::ZkReader;
 
-// One executor started for a task (a node /jobs/<id>/attempts/<s>-<t>-<seq>, whose data is the
-// id of the worker that started it).
+// One executor started for a task (a node /jobs/<id>/attempts/<s>-<t>-<seq>, whose data names
+// the worker that started it).
 struct Execution {
   uint32_t stage = 0;
   uint32_t task = 0;

@@ -255,6 +255,33 @@ TEST_CASE("JobStore: taskMap compare-and-set retries on the fresh map", "[integr
   CHECK(f.run(f.store->taskMap(jobId, 0))->stat.version == cas->stat.version);
 }
 
+TEST_CASE("JobStore: an attempt that landed under a session gone by the retry counts once and holds its marker",
+          "[integration][jobstate][faults]") {
+  StoreFixture f;
+  const std::string jobId = f.createJob();
+  const TaskId task{0, 1};
+  pb::RunningTask marker;
+  marker.set_site("s1");
+  marker.set_attempt(1);
+
+  // The first try lands under the old session (its marker is that session's), the reply is
+  // lost; the retry runs under the store's session.
+  TestClient old(f.io, options(f.server->connectString()));
+  REQUIRE(old.run(old->waitConnected(10s)).isOk());
+  f.faulty->injectNextMultiVia(old.shared());
+  auto attemptId = f.run(f.store->startAttempt(jobId, task, marker, "s1-w1"));
+  REQUIRE(attemptId.isOk());
+  CHECK(*attemptId == "0-1-0000000000");
+  CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 1);
+  // The marker is now the store's session's: it outlives the old session.
+  old.release();
+  auto stat = f.run((**f.zk).exists(jobstate::runningTaskPath(jobId, task.first, task.second)));
+  REQUIRE(stat.isOk());
+  REQUIRE(stat->has_value());
+  CHECK((*stat)->ephemeralOwner == (**f.zk).sessionId());
+  CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 1);
+}
+
 TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integration][jobstate][faults]") {
   StoreFixture f;
   const std::string jobId = f.createJob();
