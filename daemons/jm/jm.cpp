@@ -534,6 +534,8 @@ awaitable<void> JobManager::mainLoop() {
     // a primary has acted (epoch > 0).
     if (!election_ && (config_.primary || (epochNode_ && epochNode_->value != 0))) joinElection();
     if (server_.stopping()) break;
+    // The reads above may have outlasted the session (a read times out only after seconds).
+    if (!server_.zookeeperAvailable()) continue;
     co_await execute(core_.step(nowS()));
     if (server_.stopping()) break;
     co_await wake_.waitFor(milliseconds(config_.tick_ms));
@@ -690,6 +692,13 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
   if (!ep) {
     core_.onTaskEnded(launch, jobcore::AttemptEnd::kTaskFailed, nullptr, "bad address", nowS());
     core_.failJob("container on " + launch.container.id().worker_id() + " has a bad address: " + ep.message());
+    wake();
+    co_return;
+  }
+  if (!server_.zookeeperAvailable()) {
+    // The session went while this step's earlier actions were written: no launch until it is
+    // back (the worker could not record the start either). The task waits, uncounted.
+    core_.onTaskEnded(launch, jobcore::AttemptEnd::kInputNotReady, nullptr, "ZooKeeper unavailable", nowS());
     wake();
     co_return;
   }
