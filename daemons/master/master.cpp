@@ -35,6 +35,9 @@ namespace {
 
 constexpr milliseconds kPeerCallTimeout{3000};
 constexpr milliseconds kPublishPeriod{500};
+// Chunks of one put held waiting for the ones before them (a CLI's window is 32 MiB of 1 MiB
+// chunks; each waiting chunk holds its bytes).
+constexpr size_t kMaxChunksWaiting = 64;
 
 
 
@@ -394,8 +397,8 @@ awaitable<void> Master::scheduleLoop() {
     lastRound = now;
     for (const auto& [id, u] : uploads_) {
       if (now - u.lastChunk > milliseconds(config_.put_idle_timeout_ms)) {
-        spdlog::warn("put {} of dataset {}: no chunk for {} ms, dropping it", id, u.dataset, config_.put_idle_timeout_ms);
-        server_.spawn(abortUpload(id), "dropping an idle put");
+        server_.spawn(abortUpload(id, fmt::format("no chunk for {} ms", config_.put_idle_timeout_ms)),
+                      "dropping an idle put");
       }
     }
     for (auto& [id, w] : workers_) {
@@ -1359,6 +1362,36 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   if (upload->second.stored.count(req.partition())) {
     co_return makeError(ErrorCode::kInvalidArgument, fmt::format("put {}: partition {} is already stored", req.upload_id(), req.partition()));
   }
+  // This chunk's turn: the partition's chunks before it have reached its workers.
+  const std::pair<uint32_t, uint64_t> turn{req.partition(), req.offset()};
+  while (upload->second.nextOffset[req.partition()] != req.offset()) {
+    if (req.offset() < upload->second.nextOffset[req.partition()]) {
+      co_return makeError(ErrorCode::kInvalidArgument,
+                          fmt::format("put {}: partition {} at offset {} was received already", req.upload_id(),
+                                      req.partition(), req.offset()));
+    }
+    if (upload->second.turns.count(turn)) {
+      co_return makeError(ErrorCode::kAlreadyExists,
+                          fmt::format("put {}: a chunk of partition {} at offset {} is waiting already",
+                                      req.upload_id(), req.partition(), req.offset()));
+    }
+    if (upload->second.turns.size() >= kMaxChunksWaiting) {
+      co_return makeError(ErrorCode::kResourceExhausted,
+                          fmt::format("put {}: {} chunks wait for the ones before them", req.upload_id(),
+                                      upload->second.turns.size()));
+    }
+    auto flag = std::make_shared<coord::EventFlag>(server_.runtime().io().get_executor());
+    upload->second.turns.emplace(turn, flag);
+    const bool woken = co_await flag->waitFor(ctx.remaining());
+    upload = uploads_.find(req.upload_id());
+    if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + req.upload_id() + " was dropped meanwhile");
+    if (!woken) {
+      upload->second.turns.erase(turn);
+      co_return makeError(ErrorCode::kDeadlineExceeded,
+                          fmt::format("put {}: partition {} at offset {}: the chunks before it did not arrive in time",
+                                      req.upload_id(), req.partition(), req.offset()));
+    }
+  }
   upload->second.lastChunk = Clock::now();
   // Each partition is stored on two workers (one if the site has one), so a raw input
   // partition survives the loss of a VM.
@@ -1397,13 +1430,20 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     if (ep) r = co_await server_.client(*ep)->call<rpc::Worker::WriteDataset>(write, ctx.remaining());
     if (!r) {
       auto error = r.error().prepend("storing partition " + std::to_string(req.partition()) + " on worker " + workerId);
-      co_await abortUpload(uploadId);
+      co_await abortUpload(uploadId, error.message);
       co_return error.prepend("put of dataset '" + req.dataset() + "' dropped (nothing registered)");
     }
     written.push_back(*r);
   }
   upload = uploads_.find(uploadId);
   if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + uploadId + " was dropped meanwhile");
+  // The next chunk's turn.
+  const uint64_t next = req.offset() + req.data().size();
+  upload->second.nextOffset[req.partition()] = next;
+  if (auto waiting = upload->second.turns.find({req.partition(), next}); waiting != upload->second.turns.end()) {
+    waiting->second->set();
+    upload->second.turns.erase(waiting);
+  }
   pb::PutResponse resp;
   resp.set_worker_id(targets.front());
   resp.set_file(written.front().file());
@@ -1423,7 +1463,7 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   if (upload->second.stored.size() < upload->second.partitions) co_return resp;
   // Every partition is stored: the dataset (or its new partitions) is published in one write.
   if (auto published = co_await publishUpload(uploadId); !published) {
-    co_await abortUpload(uploadId);
+    co_await abortUpload(uploadId, published.message());
     co_return published.error().prepend("put of dataset '" + req.dataset() + "' dropped (nothing registered)");
   }
   co_return resp;
@@ -1483,12 +1523,13 @@ awaitable<Status> Master::publishUpload(std::string uploadId) {
   co_return Status::ok();
 }
 
-awaitable<void> Master::abortUpload(std::string uploadId) {
+awaitable<void> Master::abortUpload(std::string uploadId, std::string why) {
   auto upload = uploads_.find(uploadId);
   if (upload == uploads_.end()) co_return;
   // Taken out first: chunks still in flight find the put gone and stop.
   Upload dropped = std::move(upload->second);
   uploads_.erase(upload);
+  for (auto& [turn, flag] : dropped.turns) flag->set();
   std::set<std::string> holders;
   for (const auto& [p, workers] : dropped.targets) holders.insert(workers.begin(), workers.end());
   pb::WriteDatasetRequest abort;
@@ -1510,7 +1551,7 @@ awaitable<void> Master::abortUpload(std::string uploadId) {
       spdlog::warn("put {}: cannot delete its pending record: {}", uploadId, removed.message());
     }
   }
-  spdlog::info("put {} of dataset {} dropped", uploadId, dropped.dataset);
+  spdlog::warn("put {} of dataset {} dropped: {}", uploadId, dropped.dataset, why);
 }
 
 awaitable<Status> Master::dropPutFiles(std::string workerId, pb::WriteDatasetRequest abort) {

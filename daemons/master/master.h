@@ -120,7 +120,7 @@ class Master {
   // A put whose partitions are all stored becomes visible in one write of the dataset record.
   boost::asio::awaitable<Status> publishUpload(std::string uploadId);
   // A failed or idle put: its workers drop every file of it, and it is forgotten.
-  boost::asio::awaitable<void> abortUpload(std::string uploadId);
+  boost::asio::awaitable<void> abortUpload(std::string uploadId, std::string why);
   // `tellus logs`: resolves a task's execution from the job's state (its audit node names the
   // worker; the worker's registration names its site) and reads the log through the master of
   // that site (one hop), or a JM's log through the master of the JM's site.
@@ -175,8 +175,13 @@ class Master {
     Clock::time_point lastChunk;
     std::vector<std::string> workers;  // in its pending record: the only workers it may use
     // Set once the pending record is written (or the put dropped): no chunk reaches a worker
-    // before. Waiters wake in arrival order, so a partition's chunks stay in order.
+    // before.
     std::shared_ptr<coord::EventFlag> recorded;
+    // A partition's chunks reach its workers in offset order, one at a time, whatever order
+    // their calls resume in here (a new connection, a reply overtaking another): the offset
+    // each partition's next chunk must have, and the chunks waiting for their turn.
+    std::map<uint32_t, uint64_t> nextOffset;
+    std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<coord::EventFlag>> turns;
   };
   std::map<std::string, Upload> uploads_;
   std::set<std::string> publishing_;  // datasets whose record is being written
