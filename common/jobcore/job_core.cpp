@@ -66,6 +66,7 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
   finishKeys_.assign(stages, {});
   verified_.assign(stages, {});
   untrusted_.assign(stages, {});
+  partsListed_.assign(stages, false);
   for (uint32_t s = 0; s < stages; ++s) {
     if (!isDatasetStage(spec, s)) continue;
     if (s >= inputs.size()) {
@@ -194,6 +195,7 @@ void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLoca
     notePart(stage, t, true);
   }
   listed = std::move(present);
+  partsListed_[stage] = true;
   refreshRunningElsewhere();
 }
 
@@ -227,7 +229,7 @@ bool JobCore::decideVerification(Actions& out) {
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
     const auto& stage = view_.stages[s];
     // Checked once a stage looks complete: one read of its finish records for all its parts.
-    if (!stage.taskmap || stage.parts.size() != taskCount(view_, s) || stageVerified(s)) continue;
+    if (!listed(s) || !stage.taskmap || stage.parts.size() != taskCount(view_, s) || stageVerified(s)) continue;
     trusted = false;
     for (uint32_t t : untrusted_[s]) {
       auto part = stage.parts.find(t);
@@ -244,6 +246,7 @@ bool JobCore::decideVerification(Actions& out) {
 
 void JobCore::onRunningMarkers(const std::map<TaskId, pb::RunningTask>& markers) {
   markers_ = markers;
+  markersListed_ = true;
   refreshRunningElsewhere();
 }
 
@@ -460,6 +463,8 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
   size_t freeHere = 0;
   for (const auto& [key, slot] : slots_) freeHere += slot.tasks.empty() ? 1 : 0;
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    // A task of a stage not listed yet may be done or running elsewhere: not ours to give.
+    if (!listed(s)) continue;
     // Waiting tasks, oldest first; the first `freeHere` are ours to start on our own idle
     // containers (they wait for locality there).
     std::vector<uint32_t> candidates;
@@ -698,9 +703,8 @@ Actions JobCore::step(double now) {
     // it), so no listing will take it away here. Forget it, and run the task again.
     const auto stages = static_cast<uint32_t>(view_.stages.size());
     for (uint32_t u = 0; u < stages; ++u) {
-      bool needed = u + 1 == stages;  // as lineage decides it (decidePrimary)
-      for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
-      if (!needed) continue;
+      // Before the stage's first listing, a part no listing showed is no sign of a removal.
+      if (!listed(u) || !outputsNeeded(u).value_or(false)) continue;
       auto& parts = view_.stages[u].parts;
       const auto& listed = listedParts_[u];
       for (auto it = parts.begin(); it != parts.end();) {
@@ -771,6 +775,15 @@ bool JobCore::lossUndecided(uint32_t u, uint32_t t, const pb::PartitionLocation&
   return true;
 }
 
+std::optional<bool> JobCore::outputsNeeded(uint32_t u) const {
+  bool needed = u + 1 == view_.stages.size();  // the job's result
+  for (uint32_t d : job::downstreamStages(view_.spec, u)) {
+    if (view_.stages[d].taskmap && !listed(d)) return std::nullopt;
+    needed = needed || !stageDone(view_, d);
+  }
+  return needed;
+}
+
 void JobCore::decidePrimary(double now, Actions& out) {
   // Lineage: outputs whose only copy was on a dead worker and that are still needed are
   // dropped from the job state, so their owners run the tasks again. Decided only when the
@@ -784,9 +797,15 @@ void JobCore::decidePrimary(double now, Actions& out) {
   if (workersKnown) {
     std::erase_if(vanishedAt_, [&](const auto& kv) { return live.count(kv.first) > 0; });
     for (uint32_t u = 0; u < stages; ++u) {
-      bool needed = u + 1 == stages;  // the job's result
-      for (uint32_t d : job::downstreamStages(view_.spec, u)) needed = needed || !stageDone(view_, d);
-      if (!needed) continue;
+      // Not on a stage whose outputs (or whose readers' outputs) were not listed yet: removing
+      // a record removed already, or one a done stage no longer needs, would re-run its task.
+      // An output on a dead worker there is a loss not decided yet: it holds releases too.
+      const auto needed = listed(u) ? outputsNeeded(u) : std::nullopt;
+      if (!needed) {
+        for (const auto& [t, loc] : view_.stages[u].parts) unreachable = unreachable || !live.count(loc.worker_id());
+        continue;
+      }
+      if (!*needed) continue;
       for (const auto& [t, loc] : view_.stages[u].parts) {
         if (live.count(loc.worker_id())) continue;
         const double vanished = vanishedAt_.try_emplace(loc.worker_id(), now).first->second;
@@ -811,10 +830,11 @@ void JobCore::decidePrimary(double now, Actions& out) {
 
   // Nothing is released or finished on an output no live worker can serve.
   auto releasable = unreachable ? std::vector<uint32_t>() : releasableStages(view_);
+  // Nor on inputs whose stage was not listed yet (their records may have been removed since).
   std::erase_if(releasable, [&](uint32_t s) {
     for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
       const int u = in.has_stage() ? job::stageIndex(view_.spec, in.stage()) : -1;
-      if (u >= 0 && !stageVerified(static_cast<uint32_t>(u))) return true;
+      if (u >= 0 && (!listed(static_cast<uint32_t>(u)) || !stageVerified(static_cast<uint32_t>(u)))) return true;
     }
     return false;
   });
@@ -843,7 +863,9 @@ void JobCore::decidePrimary(double now, Actions& out) {
       siteCapacities_.reset();  // capacities are read afresh for the next release
     }
   }
-  if (trusted && !unreachable && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
+  bool allListed = true;
+  for (uint32_t s = 0; s < stages; ++s) allListed = allListed && listed(s);
+  if (trusted && !unreachable && allListed && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
     out.succeed = true;
     return;
   }
@@ -892,11 +914,14 @@ void JobCore::decideContainers(double now, Actions& out) {
   // is some, a JM keeps at least a container to steal with even when it owns no task.
   size_t stealable = 0;
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    if (!listed(s)) continue;  // its unfinished tasks are not known yet
     unfinished += unfinishedHere_[s].size();
     if (!view_.spec.no_stealing()) stealable += unfinishedElsewhere_[s].size();
   }
   if (!view_.spec.no_stealing()) {
-    for (const auto& [id, marker] : runningElsewhere_) stealable -= unfinishedElsewhere_[id.first].count(id.second);
+    for (const auto& [id, marker] : runningElsewhere_) {
+      if (listed(id.first)) stealable -= unfinishedElsewhere_[id.first].count(id.second);
+    }
   }
   stealable_ = stealable;
   if (af_.period == 0 || now - lastAf_ >= config_.timings.afPeriodS) {
@@ -999,7 +1024,12 @@ void JobCore::decideLaunches(double now, Actions& out) {
   std::map<std::string, TaskId> byLabel;
   std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
   bool anyWaiting = false;
+  bool unlisted = false;  // a released stage is not listed yet: our own work is not known
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    if (!listed(s)) {
+      unlisted = unlisted || view_.stages[s].taskmap.has_value();
+      continue;  // its done or running tasks would look waiting
+    }
     std::optional<double> meanS;
     size_t inWindow = 0;
     for (uint32_t t : unfinishedHere_[s]) {
@@ -1089,7 +1119,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       wakeAt(since + 2 * config_.parades.tau * w.processingS, now, out);
     }
   }
-  if (idle > 0 && waiting.empty() && stealable_ > 0 && !view_.spec.no_stealing() && !stealing_) {
+  if (idle > 0 && waiting.empty() && !unlisted && stealable_ > 0 && !view_.spec.no_stealing() && !stealing_) {
     std::vector<std::string> victims;
     for (const auto& site : jms_) {
       if (site != config_.site) victims.push_back(site);

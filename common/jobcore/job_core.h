@@ -179,7 +179,8 @@ class JobCore {
   // Every recorded output of the stage. A part an earlier listing showed and this one does not
   // was removed (lineage): it is forgotten. One recorded by our own task since is kept.
   // `finishKeys`: each part's finish key (JobStore::outputNode), checked by the primary
-  // against the stage's finish records when verifyOutputs is on.
+  // against the stage's finish records when verifyOutputs is on. The stage's first listing
+  // opens it to launches, steals and the primary's decisions (see listed()).
   void onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts,
                const std::map<uint32_t, std::string>& finishKeys = {});
   // The stage's finish records, after step() asked for them (readFinishRecords): a part whose
@@ -187,7 +188,8 @@ class JobCore {
   void onFinishRecords(uint32_t stage, const std::set<std::string>& records);
   // Reading them failed: asked again on a later step.
   void onFinishRecordsUnread(uint32_t stage) { readingFinish_.erase(stage); }
-  // Every running marker of the job.
+  // Every running marker of the job. The first call opens every listed stage to launches
+  // (see listed()).
   void onRunningMarkers(const std::map<TaskId, pb::RunningTask>& markers);
   // The live workers of one of the job's sites.
   void onLiveWorkers(const std::string& site, const std::set<std::string>& workers);
@@ -198,7 +200,7 @@ class JobCore {
   // The same, as capacities the driver measured itself (a simulator knows them exactly).
   void onSiteCapacities(std::vector<jobstate::SiteCapacity> sites);
   // One output recorded, as a driver that sees records one at a time reports it (the
-  // incremental form of onParts).
+  // incremental form of onParts, after a first onParts of the stage: it lists nothing).
   void onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location);
 
   // -- election --
@@ -257,6 +259,11 @@ class JobCore {
   uint32_t desire() const { return desire_; }
   size_t granted() const { return slots_.size(); }
   bool running(const TaskId& id) const { return running_.count(id) > 0; }
+  // Stage s's outputs and the job's running markers have each been listed at least once
+  // (onParts, onRunningMarkers). Before that a task another JM finished or still runs looks
+  // waiting here: nothing of the stage is launched or offered to a thief, and the primary
+  // decides nothing on its outputs (lineage, releases downstream, the job's success).
+  bool listed(uint32_t s) const { return markersListed_ && s < partsListed_.size() && partsListed_[s]; }
   uint32_t attempts(const TaskId& id) const;
   // The taskMap gives the task to this site, or it is not known yet (a running marker of such
   // a task may hold one of our containers).
@@ -300,6 +307,9 @@ class JobCore {
   // stages' workers are computed once per step in `shuffleWorkers`.
   void addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std::vector<std::string>>& shuffleWorkers,
                            std::vector<std::string>& out) const;
+  // Stage u's outputs are still needed: the job's result, or read by a stage not done yet.
+  // nullopt while a released stage reading them is not listed (whether it is done is unknown).
+  std::optional<bool> outputsNeeded(uint32_t u) const;
   void decidePrimary(double now, Actions& out);
   // Sites coming back from having no live worker: starts and ends their grace (siteReturnGraceS).
   void noteReturningSites(double now, Actions& out);
@@ -329,6 +339,11 @@ class JobCore {
   std::map<TaskId, pb::RunningTask> markers_;
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks we did not launch
   std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts the last listing showed, by stage
+  // The gate of listed(): by stage, whether onParts ever came; whether onRunningMarkers did.
+  // A JM's watches deliver these after it may first step (a replacement JM re-ran finished
+  // tasks on a step before them), so the core waits for them rather than the driver's ordering.
+  std::vector<bool> partsListed_;
+  bool markersListed_ = false;
   std::map<std::string, std::set<std::string>> liveWorkers_;  // by site
   std::map<std::string, std::set<std::string>> everLive_;     // by site: every worker seen live
   // By site: workers missing since the site had no live worker at all, not back yet.

@@ -523,10 +523,11 @@ awaitable<void> JobManager::mainLoop() {
     }
     co_await readChangedState();
     if (server_.stopping()) break;
-    // Before the first step: that write's round trip also lets the watches deliver the job's
-    // state, and the core launches on what it has been told so far (a step before a stage's
-    // outputs were listed re-ran finished tasks). A JM launched where its job does not run
-    // registers too, briefly: its first step exits.
+    // Before the step: a JM whose session expired and whose site got a replacement meanwhile
+    // finds that out here and exits, instead of stepping (and launching) alongside it. A JM
+    // launched where its job does not run registers too, briefly: its first step exits. The
+    // order is no longer what keeps a first step off a stage whose outputs and running markers
+    // were not read yet: the core launches nothing of such a stage (JobCore::listed).
     if (!registered_) {
       if (auto st = co_await registerSelf(); !st && !server_.stopping()) spdlog::warn("registering JM: {}", st.message());
     }

@@ -1069,6 +1069,10 @@ void Engine::startJobManagers(JobRt& job) {
       return;
     }
     jm->core.onStatus(status, 0);
+    // The job's first listings, which the core waits for before it launches: at arrival no
+    // stage has an output and nothing runs (later outputs come as onPartRecorded).
+    for (size_t s = 0; s < stages; ++s) jm->core.onParts(static_cast<uint32_t>(s), {});
+    jm->core.onRunningMarkers({});
     for (const auto& site : names) jm->core.onLiveWorkers(site, {site});
     jm->core.onJms(names);
     // The submit site's job manager wins the election; the others stand by.

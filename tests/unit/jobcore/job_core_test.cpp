@@ -85,8 +85,9 @@ CoreConfig configAt(const std::string& site) {
   return c;
 }
 
-// A loaded core with `config` that sees the job running with both sites' workers alive.
-JobCore loadedWith(const CoreConfig& config, bool pinned = false) {
+// A loaded core with `config` that sees the job running with both sites' workers alive, but
+// was not told any listing of outputs or running markers yet.
+JobCore unlistedWith(const CoreConfig& config, bool pinned = false) {
   JobCore core(config);
   REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs(pinned)));
   core.onStatus(running(), 0);
@@ -96,7 +97,22 @@ JobCore loadedWith(const CoreConfig& config, bool pinned = false) {
   return core;
 }
 
-// The same at `site` with the default timings.
+// The first listings of a job that has no output and nothing running yet.
+void listNothing(JobCore& core) {
+  core.onParts(0, {});
+  core.onParts(1, {});
+  core.onRunningMarkers({});
+}
+
+// unlistedWith, with those listings.
+JobCore loadedWith(const CoreConfig& config, bool pinned = false) {
+  JobCore core = unlistedWith(config, pinned);
+  listNothing(core);
+  return core;
+}
+
+// The same at `site` with the default timings, without listings / with empty ones.
+JobCore unlistedAt(const std::string& site) { return unlistedWith(configAt(site)); }
 JobCore loadedAt(const std::string& site, bool pinned = false) { return loadedWith(configAt(site), pinned); }
 
 // Releases stage 0 as the primary at a and returns the released taskMap.
@@ -121,6 +137,20 @@ Actions launchOnTwoContainers(JobCore& core, double now) {
   auto actions = core.step(now);
   REQUIRE(actions.launches.size() == 2);
   return actions;
+}
+
+// Stage 0's taskMap as released: tasks 0..2 at a, 3 at b.
+pb::TaskMap mapStage() {
+  pb::TaskMap m;
+  for (const char* site : {"a", "a", "a", "b"}) m.add_owner_site(site);
+  m.set_epoch(1);
+  return m;
+}
+
+std::set<TaskId> launchedTasks(const Actions& actions) {
+  std::set<TaskId> out;
+  for (const auto& l : actions.launches) out.insert(l.task);
+  return out;
 }
 
 }  // namespace
@@ -262,6 +292,7 @@ TEST_CASE("a cut-off site: an output whose raw input has no live copy is kept, n
   other.onLiveWorkers("a", {"a-w1", "a-w2"});
   other.onLiveWorkers("b", {});
   other.onJms({"a", "b"});
+  listNothing(other);
   releaseMaps(other, 0);
   other.onParts(0, parts);
   CHECK(other.step(1).lostOutputs.empty());
@@ -282,6 +313,7 @@ JobCore loadedWithReplicaAt(const std::string& site) {
   core.onLiveWorkers("a", {"a-w1", "a-w2"});
   core.onLiveWorkers("b", {"b-w1", "b-w2"});
   core.onJms({"a", "b"});
+  listNothing(core);
   return core;
 }
 }  // namespace
@@ -772,6 +804,7 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
   core.onLiveWorkers("a", {"a-w1", "a-w2"});
   core.onLiveWorkers("b", {"b-w1"});
   core.onJms({"a", "b"});
+  listNothing(core);
   releaseMaps(core, 0);
 
   // The map stage's four records, as listed, with their finish keys.
@@ -833,6 +866,7 @@ TEST_CASE("forged output records: a failed read of the finish records is asked a
   core.onLiveWorkers("a", {"a-w1"});
   core.onLiveWorkers("b", {"b-w1"});
   core.onJms({"a", "b"});
+  listNothing(core);
   releaseMaps(core, 0);
   std::map<uint32_t, pb::PartitionLocation> parts;
   std::map<uint32_t, std::string> keys;
@@ -864,6 +898,7 @@ TEST_CASE("residency in meaning: a stage reading raw records copied from pinned 
     core.onLiveWorkers("a", {"a-w1", "a-w2"});
     core.onLiveWorkers("b", {"b-w1"});
     core.onJms({"a", "b"});
+    listNothing(core);
     pb::TaskMap maps;
     for (const char* s : {"a", "a", "a", "b"}) maps.add_owner_site(s);
     core.onTaskMap(0, maps, 0);
@@ -890,6 +925,7 @@ TEST_CASE("an output its worker still holds in a batch: done here, its container
   core.onLiveWorkers("a", {"a-w1", "a-w2"});
   core.onLiveWorkers("b", {"b-w1"});
   core.onJms({"a", "b"});
+  listNothing(core);
   auto actions = launchOnTwoContainers(core, 0);
   const LaunchTask first = actions.launches[0];
   const LaunchTask second = actions.launches[1];
@@ -939,4 +975,133 @@ TEST_CASE("an output its worker still holds in a batch: done here, its container
   actions = core.step(3.1);
   CHECK(actions.lostOutputs.empty());
   CHECK(actions.needSiteRecords);
+}
+
+// ---- first listings (JobCore::listed) -----------------------------------------------------
+// A JM (a replacement sJM above all) may step before its watches delivered a stage's outputs
+// or the job's running markers: until it has been told both, a task that is done or running
+// elsewhere looks waiting, and must not be launched.
+
+TEST_CASE("first listings: nothing of a stage is launched before its outputs are listed; then a done task is not",
+          "[unit][jobcore][listed]") {
+  JobCore core = unlistedAt("a");
+  core.onTaskMap(0, mapStage(), 0);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  core.onRunningMarkers({});
+  CHECK_FALSE(core.listed(0));
+  CHECK(core.step(1).launches.empty());
+  CHECK(core.step(2).launches.empty());
+  // Task 0 was done before this JM started (its predecessor ran it).
+  core.onParts(0, {{0, outputAt("a-w1")}});
+  CHECK(core.listed(0));
+  CHECK(launchedTasks(core.step(3)) == std::set<TaskId>{{0, 1}, {0, 2}});
+}
+
+TEST_CASE("first listings: nothing is launched before the running markers are listed; then a running task is not",
+          "[unit][jobcore][listed]") {
+  JobCore core = unlistedAt("a");
+  core.onTaskMap(0, mapStage(), 0);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  core.onParts(0, {});
+  CHECK_FALSE(core.listed(0));
+  CHECK(core.step(1).launches.empty());
+  // Task 1 still runs, launched by this site's previous JM in a container not granted to us.
+  pb::RunningTask marker;
+  marker.mutable_container()->set_worker_id("a-w2");
+  marker.mutable_container()->set_slot(0);
+  marker.set_site("a");
+  core.onRunningMarkers({{{0, 1}, marker}});
+  CHECK(core.listed(0));
+  CHECK(launchedTasks(core.step(2)) == std::set<TaskId>{{0, 0}, {0, 2}});
+}
+
+TEST_CASE("first listings: a task reported by onPartRecorded alone does not open its stage", "[unit][jobcore][listed]") {
+  JobCore core = unlistedAt("a");
+  core.onTaskMap(0, mapStage(), 0);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  core.onRunningMarkers({});
+  core.onPartRecorded(0, 2, outputAt("a-w1"));
+  CHECK(core.step(1).launches.empty());
+  core.onParts(0, {{2, outputAt("a-w1")}});
+  CHECK(launchedTasks(core.step(2)) == std::set<TaskId>{{0, 0}, {0, 1}});
+}
+
+TEST_CASE("first listings: a victim offers no task of a stage it has not listed", "[unit][jobcore][listed]") {
+  JobCore core = unlistedAt("a");
+  core.onTaskMap(0, mapStage(), 0);
+  core.onRunningMarkers({});
+  CHECK(core.offerSteal("b", 2, 0).tasks.empty());  // listed, with p = 0 all would go at once
+  core.onParts(0, {{0, outputAt("a-w1")}});
+  core.step(1);  // the tasks start waiting (no container here)
+  auto offer = core.offerSteal("b", 2, 100);
+  CHECK(offer.stage == 0);
+  CHECK(offer.tasks == std::vector<uint32_t>{1, 2});  // not the done task 0
+}
+
+TEST_CASE("first listings: a thief asks for no work while a released stage of its own is not listed",
+          "[unit][jobcore][listed]") {
+  JobCore core = unlistedAt("b");
+  core.onTaskMap(0, mapStage(), 0);
+  pb::TaskMap reduces;
+  reduces.add_owner_site(std::string("b"));
+  reduces.add_owner_site(std::string("b"));
+  core.onTaskMap(1, reduces, 0);
+  core.onGrants({container("b-w1", 0, "b")});
+  core.onRunningMarkers({});
+  // Stage 0 listed: b's own task is done, a's three are stealable. Stage 1 is b's, unlisted.
+  core.onParts(0, {{3, outputAt("b-w1", "b")}});
+  CHECK_FALSE(core.step(1).steal);
+  core.onParts(1, {});  // nothing of it runnable yet (its shuffle input is not complete)
+  CHECK(core.step(2).steal);
+}
+
+TEST_CASE("first listings: the primary releases nothing on, and does not succeed on, a stage it has not listed",
+          "[unit][jobcore][listed]") {
+  JobCore core = unlistedAt("a");
+  core.onBecamePrimary(1);
+  core.onRunningMarkers({});
+  core.onTaskMap(0, mapStage(), 0);
+  core.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
+  // Stage 0 looks done from records reported one by one, but was never listed: one of them
+  // may have been removed since (lineage).
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 4; ++t) {
+    parts[t] = outputAt(t == 3 ? "b-w1" : "a-w1", t == 3 ? "b" : "a");
+    core.onPartRecorded(0, t, parts[t]);
+  }
+  auto early = core.step(1);
+  CHECK(early.releases.empty());
+  CHECK_FALSE(early.needSiteRecords);
+  core.onParts(0, parts);
+  auto released = core.step(2);
+  REQUIRE(released.releases.size() == 1);
+  CHECK(released.releases[0].stage == 1);
+  core.onStageReleased(released.releases[0], true);
+  // Stage 1 done as far as its own tasks' ends say; the job succeeds only once it is listed.
+  core.onPartRecorded(1, 0, outputAt("a-w1"));
+  core.onPartRecorded(1, 1, outputAt("b-w1", "b"));
+  CHECK_FALSE(core.step(3).succeed);
+  core.onParts(1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}});
+  CHECK(core.step(4).succeed);
+}
+
+TEST_CASE("first listings: no lineage on outputs whose released reader stage is not listed", "[unit][jobcore][listed]") {
+  JobCore core = unlistedAt("a");
+  core.onBecamePrimary(1);
+  core.onRunningMarkers({});
+  core.onTaskMap(0, mapStage(), 0);
+  pb::TaskMap reduces;
+  reduces.add_owner_site(std::string("a"));
+  reduces.add_owner_site(std::string("b"));
+  core.onTaskMap(1, reduces, 0);
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt(t == 0 ? "a-w2" : "a-w1");
+  core.onParts(0, parts);
+  core.onLiveWorkers("a", {"a-w1"});  // a-w2 is gone with task 0's output
+  // Whether stage 1 still needs it is not known: it may be done already.
+  CHECK(core.step(1).lostOutputs.empty());
+  core.onParts(1, {});
+  auto lost = core.step(2);
+  REQUIRE(lost.lostOutputs.size() == 1);
+  CHECK(lost.lostOutputs[0].task == TaskId{0, 0});
 }
