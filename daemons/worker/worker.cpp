@@ -574,8 +574,11 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
                     .windowBytes = kFetchWindowBytes,
                     .maxTotalBytes = std::max(config_.limits.max_output_bytes, config_.limits.max_partition_bytes)};
   options.chunkTimeout = kFetchCallTimeout;
-  auto fetched = co_await transfer::fetchToFile([this](const net::Endpoint& ep) { return server_.client(ep); },
-                                                std::move(sources), path, options);
+  // Named, not a temporary: GCC 12 destroys a lambda converted to a coroutine's std::function
+  // parameter twice when it is built inside the co_await expression (harmless only while it
+  // captures nothing but `this`).
+  transfer::ClientFor clientFor = [this](const net::Endpoint& ep) { return server_.client(ep); };
+  auto fetched = co_await transfer::fetchToFile(clientFor, std::move(sources), path, options);
   if (!fetched) co_return fetched.error();
   bytesReceived_->inc({ref.site().substr(0, 64), config_.site}, static_cast<double>(fetched->bytes));
   // Counted against the site named in the ref, as the metric is: replicas are in its site.

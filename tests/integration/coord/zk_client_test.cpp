@@ -2,7 +2,10 @@
 // ephemeral nodes, persistent watches, session loss and expiry, and an ensemble losing its
 // leader.
 #include <catch2/catch.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <csignal>
+#include <fmt/format.h>
 
 #include "coord/blocking.h"
 #include "coord/paths.h"
@@ -51,6 +54,32 @@ class Observed {
   mutable std::mutex mutex_;
   std::vector<T> values_;
 };
+
+// Requests of every kind, in a loop on the client's executor until told to stop (or the
+// client is closed). Owned through a shared_ptr: a failed test leaves its loops running.
+struct Load {
+  std::atomic<bool> stop{false};
+  std::atomic<int> finished{0};
+  std::atomic<int64_t> requests{0};
+};
+constexpr int64_t kLoadRequests = 7;  // per round of loadLoop
+
+boost::asio::awaitable<void> loadLoop(std::shared_ptr<ZkClient> client, std::shared_ptr<Load> load, int index) {
+  const std::string mine = fmt::format("/load/n{}", index);
+  while (!load->stop.load() && client->state() != SessionState::kClosed) {
+    auto got = co_await client->get("/load");
+    auto stat = co_await client->exists(mine);
+    auto created = co_await client->create(mine, "x", CreateMode::kEphemeral);
+    auto names = co_await client->children("/load");
+    std::vector<ZkOp> ops{ZkOp::check("/load", got ? got->stat.version : 0), ZkOp::set(mine, "y", -1)};
+    auto applied = co_await client->multi(std::move(ops));
+    auto written = co_await client->set("/load", std::to_string(index), -1);
+    auto removed = co_await client->remove(mine);
+    (void)stat, (void)created, (void)names, (void)applied, (void)written, (void)removed;
+    load->requests += kLoadRequests;
+  }
+  ++load->finished;
+}
 
 // nullopt (no node) shows as "<none>".
 std::string show(const std::optional<NodeData>& data) { return data ? data->data : "<none>"; }
@@ -430,4 +459,81 @@ TEST_CASE("runBlocking drives the client without an io thread", "[integration][c
   CHECK(runBlocking(io, zk->get("/missing")).error().code == ErrorCode::kNotFound);
   zk->close();
   CHECK(runBlocking(io, zk->get("/tool")).error().code == ErrorCode::kUnavailable);
+}
+
+// Completions and watch events arrive on the C library's threads; a disconnect fails every
+// request in flight there, and the local expiry closes the handle (which finishes the rest
+// on the io thread) and opens a new one. Requests of every kind keep running through several
+// of those rounds: each must complete and the client must carry on. `outage` makes every
+// server the client can reach stop answering; `heal` undoes it.
+void requestsThroughExpiries(const std::string& connectString, const std::function<void()>& outage,
+                             const std::function<void()>& heal) {
+  IoThread io;
+  TestClient zk(io, options(connectString, "/tellus-test", 2000ms));
+  REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
+  REQUIRE(zk.run(zk->ensurePath("/load")).isOk());
+  Observed<std::string> data;
+  auto watch = zk.call([&] { return zk->watchData("/load", [&](const auto& d) { data.add(show(d)); }); });
+  REQUIRE(watch.isOk());
+  Observed<size_t> kids;
+  auto childWatch =
+      zk.call([&] { return zk->watchChildren("/load", [&](const auto& names) { kids.add(names.size()); }); });
+  REQUIRE(childWatch.isOk());
+
+  constexpr int kLoops = 6;
+  auto load = std::make_shared<Load>();
+  zk.call([&] {
+    for (int i = 0; i < kLoops; ++i) {
+      boost::asio::co_spawn(io.executor(), loadLoop(zk.shared(), load, i), boost::asio::detached);
+    }
+  });
+  REQUIRE(eventually([&] { return load->requests.load() >= kLoadRequests * kLoops; }, 10s));
+
+  constexpr size_t kRounds = 3;
+  for (size_t round = 1; round <= kRounds; ++round) {
+    INFO("round " << round);
+    outage();
+    REQUIRE(eventually([&] { return zk.log().count(SessionEvent::kExpired) == round; }, 30s));
+    heal();
+    REQUIRE(eventually([&] { return zk.log().count(SessionEvent::kNewSession) == round; }, 30s));
+    const int64_t before = load->requests.load();
+    REQUIRE(eventually([&] { return load->requests.load() >= before + kLoadRequests * kLoops; }, 30s));
+  }
+  load->stop = true;
+  REQUIRE(eventually([&] { return load->finished.load() == kLoops; }, 30s));
+
+  // The watches were re-armed on the last session.
+  REQUIRE(zk.run(zk->set("/load", "last", -1)).isOk());
+  REQUIRE(eventually([&] { return data.lastIs("last"); }, 10s));
+  zk.call([&] {
+    watch->cancel();
+    childWatch->cancel();
+  });
+}
+
+TEST_CASE("requests and watches in flight across disconnects and local expiries", "[integration][coord][expiry]") {
+  auto server = startServer();
+  requestsThroughExpiries(
+      server->connectString(), [&] { REQUIRE(server->pause().isOk()); }, [&] { REQUIRE(server->resume().isOk()); });
+}
+
+TEST_CASE("requests and watches in flight while an ensemble loses its quorum past the session timeout",
+          "[integration][coord][expiry]") {
+  auto ensemble = harness::ZkEnsemble::start(3);
+  REQUIRE(ensemble.isOk());
+  auto& servers = **ensemble;
+  // Two voters of three stop: the third is up but serves no one, as in the cluster's quorum test.
+  std::vector<size_t> paused;
+  requestsThroughExpiries(
+      servers.connectString(),
+      [&] {
+        auto leader = servers.leaderIndex();
+        REQUIRE(leader.isOk());
+        paused = {*leader, (*leader + 1) % 3};
+        for (size_t v : paused) REQUIRE(servers.server(v).pause().isOk());
+      },
+      [&] {
+        for (size_t v : paused) REQUIRE(servers.server(v).resume().isOk());
+        REQUIRE(servers.waitForQuorum(std::chrono::steady_clock::now() + 30s).isOk());
+      });
 }
