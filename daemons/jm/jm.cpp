@@ -589,7 +589,19 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
       Status created = co_await store_->createTaskMapFenced(config_.job_id, release.stage, release.taskmap, epochVersion_);
       st = noteFence(created);
     }
-    bool ok = st || st.code() == ErrorCode::kAlreadyExists;
+    if (!st && st.code() == ErrorCode::kAlreadyExists) {
+      // Released before (an earlier primary, or a try of ours whose reply was lost) and its
+      // watch has not delivered yet: the stored map is the stage's, not the one just made.
+      auto stored = co_await store_->taskMap(config_.job_id, release.stage);
+      if (stored) {
+        core_.onTaskMap(release.stage, stored->value, stored->stat.version);
+      } else {
+        spdlog::warn("reading the task map of stage {}: {}", release.stage, stored.message());
+      }
+      wake();
+      continue;
+    }
+    const bool ok = st.isOk();
     core_.onStageReleased(release, ok);
     if (!ok) {
       spdlog::warn("releasing stage {}: {}", release.stage, st.message());
