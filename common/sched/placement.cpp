@@ -888,6 +888,7 @@ Result<std::vector<std::size_t>> maxMinSiteOfTask(const std::vector<SiteResource
                                    i));
     }
     ++load[best];
+    siteOfTask[i] = best;
     bound = std::max(bound, bestCost);
   }
   // Datacenters of the problem: wave k of site y has y's slots, and a task there finishes
@@ -911,6 +912,11 @@ Result<std::vector<std::size_t>> maxMinSiteOfTask(const std::vector<SiteResource
       computeOfColumn.push_back(taskS * (k + 1));
     }
   }
+  // Too large for the search (a level per task, each a few max-flows over a task-datacenter
+  // edge per pair): keep the list schedule, a placement within the slots — and the
+  // lexicographic optimum when the tasks are alike (a reduce stage, or a map reading one
+  // site), since it then takes the cheapest wave positions in order.
+  if (tasks * tasks * siteOfColumn.size() > kMaxMinStageWork) return siteOfTask;
   problem.tasks.resize(tasks);
   for (std::size_t i = 0; i < tasks; ++i) {
     problem.tasks[i].job = i;  // each task its own "job": max-min over the stage's tasks

@@ -127,6 +127,21 @@ TEST_CASE("max-min reduce: tasks leave the data's site only while its waves are 
   CHECK(reduceCompletions(sites, stage, proportional->tasks).front() == Approx(16.0));
 }
 
+TEST_CASE("max-min on a stage too large for the exact search keeps the cheapest wave positions",
+          "[unit][sched][maxmin]") {
+  // 5000 alike reduce tasks of 1 s; all shuffle data at a, a task at b transfers for 1.5 s.
+  // Positions cost 1, 2, 3, ... s at a and 2.5, 3.5, ... s at b, 1000 per wave: the 5000
+  // cheapest are a's first three waves and b's first two (everything <= 3.5 s).
+  const std::vector<SiteResources> sites{{"a", 1000, 0.4, 1.0}, {"b", 1000, 1.0, 1.0}};
+  const ReduceStage stage{{3000, 0}, 5000, 1.0};  // 0.6 GB per task over 0.4 GB/s
+  // 5000² tasks x 6 datacenters (3 waves each below the bound 3.5 s): past kMaxMinStageWork.
+  REQUIRE(5000.0 * 5000.0 * 6 > static_cast<double>(kMaxMinStageWork));
+  auto placed = maxMinReduce(sites, stage);
+  REQUIRE(placed);
+  CHECK(placed->tasks == std::vector<int>{3000, 2000});
+  CHECK(reduceCompletions(sites, stage, placed->tasks).front() == Approx(3.5));
+}
+
 TEST_CASE("max-min edge cases: sites without slots, tasks without input, empty stages, no way out",
           "[unit][sched][maxmin]") {
   SECTION("a site without slots gets no task; its input moves") {
