@@ -5,7 +5,7 @@
 //
 // YAML form (docs/jobs.md):
 //   name: wordcount
-//   placement: proportional        # sched/policies.h: in-place | proportional | centralized | iridium | tetrium
+//   placement: proportional        # sched/policies.h: in-place | proportional | centralized | iridium | tetrium | max-min
 //   max_task_attempts: 4
 //   stages:
 //     - name: map

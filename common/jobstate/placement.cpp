@@ -63,7 +63,7 @@ Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placem
       if (!index.count(site)) return makeError(ErrorCode::kInvalidArgument, "input site " + site + " is not a job site");
       owner[t] = site;
     }
-    if (placement == Placement::kTetrium || placement == Placement::kCentralized) {
+    if (placement == Placement::kTetrium || placement == Placement::kCentralized || placement == Placement::kMaxMin) {
       sched::MapStage stage;
       stage.inputGB.assign(sites.size(), 0);
       for (const auto& p : parts) stage.inputGB[index[p.site()]] += static_cast<double>(p.bytes()) / kGB;

@@ -224,10 +224,10 @@ std::string policyList() {
 }  // namespace
 
 std::vector<std::string> planPolicyNames() {
-  // Stage placements, paper 002's multi-job placement, and the job orders of the registry that
-  // rank jobs across sites (fair and Tetrium's order need a running cluster: tellus-sim).
+  // Stage placements and the job orders of the registry that rank jobs across sites (fair and
+  // Tetrium's order need a running cluster: tellus-sim). "max-min" is a placement name too, but
+  // a plan sees every job, so it runs paper 002 across the jobs (maxMinPolicy), not per stage.
   std::vector<std::string> names = sched::placementNames();
-  names.push_back("max-min");
   for (const auto& order : sched::jobOrderNames()) {
     if (sched::ranksFromQueues(*sched::parseJobOrder(order))) names.push_back(order);
   }

@@ -11,6 +11,7 @@
 
 #include "lp/linear_program.h"
 #include "sched/lp_value.h"
+#include "sched/max_min.h"
 #include "sched/max_flow.h"
 
 namespace tellus::sched {
@@ -196,27 +197,14 @@ double waves(int tasks, int slots, bool fractional) {
   return fractional ? w : std::ceil(w - 1e-9);
 }
 
-// Completes a map placement from fractions: integer tasks, times, WAN.
-MapPlacement finishMap(const std::vector<SiteResources>& sites, const MapStage& stage,
-                       std::vector<std::vector<double>> fraction) {
+// Completes a map placement from its fractions and integer tasks: site totals, times, WAN.
+MapPlacement completeMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                         std::vector<std::vector<double>> fraction, std::vector<std::vector<int>> tasks) {
   const std::size_t n = sites.size();
-  MapPlacement placement;
-  const std::vector<double> share = mapSourceShares(stage);
   const std::vector<int> rowTasks =
       stage.tasksPerSource.empty() ? mapTasksPerSource(stage.inputGB, stage.tasks) : stage.tasksPerSource;
-  // Scale row x to its integer task count, then round controlled.
-  std::vector<std::vector<double>> cells(n, std::vector<double>(n, 0.0));
-  for (std::size_t x = 0; x < n; ++x) {
-    double rowFraction = std::accumulate(fraction[x].begin(), fraction[x].end(), 0.0);
-    for (std::size_t y = 0; y < n; ++y) {
-      if (rowFraction > 0) {
-        cells[x][y] = std::max(0.0, fraction[x][y]) / rowFraction * rowTasks[x];
-      } else if (y == x) {
-        cells[x][y] = rowTasks[x];
-      }
-    }
-  }
-  placement.tasks = roundMatrixKeepingSums(cells);
+  MapPlacement placement;
+  placement.tasks = std::move(tasks);
   placement.tasksAtSite.assign(n, 0);
   for (std::size_t x = 0; x < n; ++x)
     for (std::size_t y = 0; y < n; ++y) placement.tasksAtSite[y] += placement.tasks[x][y];
@@ -232,11 +220,32 @@ MapPlacement finishMap(const std::vector<SiteResources>& sites, const MapStage& 
   return placement;
 }
 
-ReducePlacement finishReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
-                             std::vector<double> fraction) {
+// Completes a map placement from fractions: integer tasks, times, WAN.
+MapPlacement finishMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                       std::vector<std::vector<double>> fraction) {
+  const std::size_t n = sites.size();
+  const std::vector<int> rowTasks =
+      stage.tasksPerSource.empty() ? mapTasksPerSource(stage.inputGB, stage.tasks) : stage.tasksPerSource;
+  // Scale row x to its integer task count, then round controlled.
+  std::vector<std::vector<double>> cells(n, std::vector<double>(n, 0.0));
+  for (std::size_t x = 0; x < n; ++x) {
+    double rowFraction = std::accumulate(fraction[x].begin(), fraction[x].end(), 0.0);
+    for (std::size_t y = 0; y < n; ++y) {
+      if (rowFraction > 0) {
+        cells[x][y] = std::max(0.0, fraction[x][y]) / rowFraction * rowTasks[x];
+      } else if (y == x) {
+        cells[x][y] = rowTasks[x];
+      }
+    }
+  }
+  return completeMap(sites, stage, std::move(fraction), roundMatrixKeepingSums(cells));
+}
+
+// Completes a reduce placement from its fractions and integer tasks: times, WAN.
+ReducePlacement completeReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                               std::vector<double> fraction, std::vector<int> tasks) {
   ReducePlacement placement;
-  for (double& f : fraction) f = std::max(0.0, f);
-  placement.tasks = proportionalToData(fraction, stage.tasks);
+  placement.tasks = std::move(tasks);
   placement.fraction = std::move(fraction);
   placement.lpTimes = evaluateReduceFractions(sites, stage, placement.fraction);
   placement.times = evaluateReduce(sites, stage, placement.tasks);
@@ -246,6 +255,13 @@ ReducePlacement finishReduce(const std::vector<SiteResources>& sites, const Redu
   }
   if (stage.tasks == 0) placement.wanGB = 0;
   return placement;
+}
+
+ReducePlacement finishReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                             std::vector<double> fraction) {
+  for (double& f : fraction) f = std::max(0.0, f);
+  std::vector<int> tasks = proportionalToData(fraction, stage.tasks);
+  return completeReduce(sites, stage, std::move(fraction), std::move(tasks));
 }
 
 std::size_t strongestSite(const std::vector<SiteResources>& sites) {
@@ -519,6 +535,7 @@ Result<MapPlacement> placeMap(Placement policy, const std::vector<SiteResources>
                               const TetriumOptions& options) {
   switch (policy) {
     case Placement::kTetrium: return tetriumMap(sites, stage, options);
+    case Placement::kMaxMin: return maxMinMap(sites, stage);
     case Placement::kCentralized: return centralizedMap(sites, stage);
     case Placement::kInPlace:
     case Placement::kProportional:
@@ -531,6 +548,7 @@ Result<ReducePlacement> placeReduce(Placement policy, const std::vector<SiteReso
                                     const ReduceStage& stage, const TetriumOptions& options) {
   switch (policy) {
     case Placement::kTetrium: return tetriumReduce(sites, stage, options);
+    case Placement::kMaxMin: return maxMinReduce(sites, stage);
     case Placement::kCentralized: return centralizedReduce(sites, stage);
     case Placement::kIridium: return iridiumReduce(sites, stage);
     case Placement::kProportional: return proportionalReduce(sites, stage);
@@ -820,6 +838,154 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
   // In place moves no data, so it is always within the WAN budget.
   keepFaster(placement, finishMap(sites, stage, inPlaceFractions(stage, sites.size())));
   return placement;
+}
+
+namespace {
+
+// Paper 002's link bandwidth b_sd in MB/s: the slower of s's uplink and d's downlink (sites
+// publish one uplink and one downlink each, not a matrix).
+std::vector<std::vector<double>> linkMBps(const std::vector<SiteResources>& sites) {
+  std::vector<std::vector<double>> links(sites.size(), std::vector<double>(sites.size(), 0.0));
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    for (std::size_t d = 0; d < sites.size(); ++d) {
+      if (d != s) links[s][d] = std::min(sites[s].upGBps, sites[d].downGBps) * 1000.0;
+    }
+  }
+  return links;
+}
+
+// The site of each task under max-min over one stage's tasks (see maxMinMap). transferS[c][y]:
+// transfer time to site y of a task of class c (tasks of a class read the same input);
+// taskClass[i]: the class of task i.
+Result<std::vector<std::size_t>> maxMinSiteOfTask(const std::vector<SiteResources>& sites,
+                                                  const std::vector<std::vector<double>>& transferS,
+                                                  const std::vector<std::size_t>& taskClass, double taskS,
+                                                  double budgetS) {
+  const std::size_t n = sites.size();
+  const std::size_t tasks = taskClass.size();
+  std::vector<std::size_t> siteOfTask(tasks, 0);
+  if (tasks == 0) return siteOfTask;
+  // An upper bound on the optimum's slowest task: list scheduling, each task where it would
+  // finish first behind the tasks already placed. No task of the optimum costs more, so waves
+  // starting after it need no datacenter in the problem (keeps it small).
+  std::vector<int> load(n, 0);
+  double bound = 0;
+  for (std::size_t i = 0; i < tasks; ++i) {
+    std::size_t best = n;
+    double bestCost = kInf;
+    for (std::size_t y = 0; y < n; ++y) {
+      if (sites[y].slots <= 0) continue;
+      const double cost = transferS[taskClass[i]][y] + taskS * (load[y] / sites[y].slots + 1);
+      if (cost < bestCost) {
+        best = y;
+        bestCost = cost;
+      }
+    }
+    if (best == n) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("max-min: task {} cannot run anywhere: no site with slots can fetch its input "
+                                   "(0 GB/s links)",
+                                   i));
+    }
+    ++load[best];
+    siteOfTask[i] = best;
+    bound = std::max(bound, bestCost);
+  }
+  // Datacenters of the problem: wave k of site y has y's slots, and a task there finishes
+  // (k+1)·taskS after its transfer. Without compute time, slots never delay a task: one
+  // datacenter per site takes them all.
+  MaxMinProblem problem;
+  problem.jobs = tasks;
+  std::vector<std::size_t> siteOfColumn;
+  std::vector<double> computeOfColumn;
+  for (std::size_t y = 0; y < n; ++y) {
+    const int slots = sites[y].slots;
+    if (slots <= 0) continue;
+    const int taskCount = static_cast<int>(tasks);
+    const int wavesAtY = taskS > 0 ? std::min((taskCount + slots - 1) / slots,
+                                              static_cast<int>(std::floor(bound / taskS * (1 + 1e-9))))
+                                   : 1;
+    for (int k = 0; k < wavesAtY; ++k) {
+      problem.slots.push_back(taskS > 0 ? slots : taskCount);
+      problem.datacenterNames.push_back(fmt::format("{} (wave {})", siteLabel(sites, y), k + 1));
+      siteOfColumn.push_back(y);
+      computeOfColumn.push_back(taskS * (k + 1));
+    }
+  }
+  // Too large for the search (a level per task, each a few max-flows over a task-datacenter
+  // edge per pair): keep the list schedule, a placement within the slots — and the
+  // lexicographic optimum when the tasks are alike (a reduce stage, or a map reading one
+  // site), since it then takes the cheapest wave positions in order.
+  if (tasks * tasks * siteOfColumn.size() > kMaxMinStageWork) return siteOfTask;
+  problem.tasks.resize(tasks);
+  for (std::size_t i = 0; i < tasks; ++i) {
+    problem.tasks[i].job = i;  // each task its own "job": max-min over the stage's tasks
+    problem.tasks[i].costS.reserve(siteOfColumn.size());
+    for (std::size_t c = 0; c < siteOfColumn.size(); ++c) {
+      problem.tasks[i].costS.push_back(transferS[taskClass[i]][siteOfColumn[c]] + computeOfColumn[c]);
+    }
+  }
+  auto solved = maxMinFairAssign(problem, MaxMinOptions{budgetS});
+  if (!solved) return solved.error().prepend("max-min");
+  for (std::size_t i = 0; i < tasks; ++i) {
+    siteOfTask[i] = siteOfColumn[static_cast<std::size_t>(solved->datacenterOfTask[i])];
+  }
+  return siteOfTask;
+}
+
+}  // namespace
+
+Result<MapPlacement> maxMinMap(const std::vector<SiteResources>& sites, const MapStage& stage, double timeBudgetS) {
+  TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
+  const std::size_t n = sites.size();
+  const std::vector<int> rowTasks =
+      stage.tasksPerSource.empty() ? mapTasksPerSource(stage.inputGB, stage.tasks) : stage.tasksPerSource;
+  // A task reading x moves x's input divided among the tasks reading x (the map model above).
+  const std::vector<std::vector<double>> links = linkMBps(sites);
+  std::vector<std::vector<double>> transferS(n, std::vector<double>(n, 0.0));
+  std::vector<std::size_t> taskClass;
+  for (std::size_t x = 0; x < n; ++x) {
+    if (rowTasks[x] <= 0) continue;
+    std::vector<double> inputMB(n, 0.0);
+    inputMB[x] = stage.inputGB[x] / rowTasks[x] * 1000.0;
+    for (std::size_t y = 0; y < n; ++y) transferS[x][y] = maxMinTransferS(inputMB, links, y);
+    taskClass.insert(taskClass.end(), static_cast<std::size_t>(rowTasks[x]), x);
+  }
+  auto siteOfTask = maxMinSiteOfTask(sites, transferS, taskClass, stage.taskS, timeBudgetS);
+  if (!siteOfTask) return siteOfTask.error().prepend("map stage");
+  std::vector<std::vector<int>> tasks(n, std::vector<int>(n, 0));
+  for (std::size_t i = 0; i < taskClass.size(); ++i) ++tasks[taskClass[i]][(*siteOfTask)[i]];
+  // Fractions of the data, as the other policies report them: row x splits x's share like its tasks.
+  const std::vector<double> share = mapSourceShares(stage);
+  std::vector<std::vector<double>> fraction(n, std::vector<double>(n, 0.0));
+  for (std::size_t x = 0; x < n; ++x) {
+    if (rowTasks[x] <= 0) {
+      fraction[x][x] = share[x];
+      continue;
+    }
+    for (std::size_t y = 0; y < n; ++y) fraction[x][y] = share[x] * tasks[x][y] / rowTasks[x];
+  }
+  return completeMap(sites, stage, std::move(fraction), std::move(tasks));
+}
+
+Result<ReducePlacement> maxMinReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                     double timeBudgetS) {
+  TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
+  const std::size_t n = sites.size();
+  // Every reduce task reads its 1/n share of each site's shuffle data: one class of tasks.
+  std::vector<double> inputMB(n, 0.0);
+  for (std::size_t x = 0; x < n && stage.tasks > 0; ++x) inputMB[x] = stage.shuffleGB[x] / stage.tasks * 1000.0;
+  const std::vector<std::vector<double>> links = linkMBps(sites);
+  std::vector<std::vector<double>> transferS(1, std::vector<double>(n, 0.0));
+  for (std::size_t y = 0; y < n; ++y) transferS[0][y] = maxMinTransferS(inputMB, links, y);
+  const std::vector<std::size_t> taskClass(static_cast<std::size_t>(stage.tasks), 0);
+  auto siteOfTask = maxMinSiteOfTask(sites, transferS, taskClass, stage.taskS, timeBudgetS);
+  if (!siteOfTask) return siteOfTask.error().prepend("reduce stage");
+  std::vector<int> tasks(n, 0);
+  for (std::size_t y : *siteOfTask) ++tasks[y];
+  std::vector<double> fraction(n, 0.0);
+  for (std::size_t y = 0; y < n && stage.tasks > 0; ++y) fraction[y] = static_cast<double>(tasks[y]) / stage.tasks;
+  return completeReduce(sites, stage, std::move(fraction), std::move(tasks));
 }
 
 std::vector<std::vector<int>> orderMapTasks(const std::vector<SiteResources>& sites,

@@ -145,6 +145,30 @@ Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const M
 Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
                                       const TetriumOptions& options = {});
 
+// Max-min fair placement of one stage (paper 002, Algorithm 1 via maxMinFairAssign): the
+// stage's tasks compete for the slots, each task is a "job" of the max-min problem, and the
+// sorted vector of task completions is minimized lexicographically — the slowest task (the
+// stage's completion) first, then the next. A task's completion at site y is its transfer
+// (paper 002 eq. 1, maxMinTransferS, over min(uplink of the source, downlink of y); a map task
+// reads its source site's share, a reduce task 1/n of every site's shuffle data) plus
+// (k+1)·taskS when it runs in wave k of y's slots: slots are reused in waves, each wave of y is
+// a datacenter of the problem with y's slots. Sites without slots get no tasks. The search gets
+// `timeBudgetS` of wall-clock time so a release never stalls a job manager; past it the
+// solver's greedy tie-breaking still returns a valid (slot-respecting) placement. `times` is
+// evaluated like every policy's (evaluateMap/Reduce: shared links, ceil waves), so it can
+// differ from the per-task model the search minimizes. Past the budget the search still does a
+// level per task, each a few max-flows over tasks x datacenters (measured: 100 contended map
+// tasks over 50 sites 0.1-0.2 s, 1,000 tasks 5 s), so a stage with tasks² x datacenters above
+// kMaxMinStageWork keeps the list schedule that bounds the search (each task, in order, where
+// it would finish first behind the tasks before it): within the slots, and the exact optimum
+// when all tasks read the same data (reduce stages, maps reading one site).
+inline constexpr double kMaxMinStageBudgetS = 0.05;
+inline constexpr std::size_t kMaxMinStageWork = 250000;
+Result<MapPlacement> maxMinMap(const std::vector<SiteResources>& sites, const MapStage& stage,
+                               double timeBudgetS = kMaxMinStageBudgetS);
+Result<ReducePlacement> maxMinReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
+                                     double timeBudgetS = kMaxMinStageBudgetS);
+
 // The LP optimum alone (T_aggr + T_map, resp. T_shuf + T_red, fractional waves), without
 // rounding or refinement, for ranking jobs by remaining time (§4.1). Without a WAN budget
 // (ρ = 1) it is computed combinatorially (same optimum as the Clp LP up to ~1e-9 relative,

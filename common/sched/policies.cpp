@@ -10,7 +10,7 @@ namespace {
 constexpr std::pair<Placement, std::string_view> kPlacementNames[] = {
     {Placement::kInPlace, "in-place"},   {Placement::kProportional, "proportional"},
     {Placement::kCentralized, "centralized"}, {Placement::kIridium, "iridium"},
-    {Placement::kTetrium, "tetrium"},
+    {Placement::kTetrium, "tetrium"},    {Placement::kMaxMin, "max-min"},
 };
 constexpr std::pair<JobOrder, std::string_view> kJobOrderNames[] = {
     {JobOrder::kFair, "fair"},

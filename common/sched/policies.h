@@ -17,6 +17,7 @@ enum class Placement {
   kCentralized,   // everything at the strongest site (most slots)
   kIridium,       // reduce tasks placed to minimize shuffle time (maps stay in place)
   kTetrium,       // Tetrium's map and reduce LPs (with the WAN budget rho)
+  kMaxMin,        // paper 002's max-min fair assignment over one stage's tasks (sched/max_min.h)
 };
 
 // Which job a free slot (or container) serves first.

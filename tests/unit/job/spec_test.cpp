@@ -260,7 +260,7 @@ TEST_CASE("structural errors name the stage, with the line when parsed from YAML
   }
   SECTION("unknown placement") {
     CHECK(specError(kWordcount + "placement: random\n") ==
-          "job.yaml:10: placement: expected one of in-place|proportional|centralized|iridium|tetrium, got 'random'");
+          "job.yaml:10: placement: expected one of in-place|proportional|centralized|iridium|tetrium|max-min, got 'random'");
   }
   SECTION("empty stages") {
     CHECK(specError("name: wc\nstages: []\n") == "job.yaml:2: stages: a job needs at least one stage");
@@ -305,7 +305,7 @@ TEST_CASE("validateJobSpec checks specs that arrive over RPC", "[unit][job]") {
     pb::JobSpec spec = rpcSpec();
     spec.clear_placement();
     CHECK(validateJobSpec(spec).message() ==
-          "placement: expected one of in-place|proportional|centralized|iridium|tetrium, got ''");
+          "placement: expected one of in-place|proportional|centralized|iridium|tetrium|max-min, got ''");
   }
   SECTION("no stages") {
     pb::JobSpec spec = rpcSpec();

@@ -178,6 +178,24 @@ TEST_CASE("initial task map: centralized moves movable raw tasks, never residenc
   CHECK(pinned->owner_site(3) == "b");
 }
 
+TEST_CASE("initial task map: max-min moves raw tasks off a crowded site, never residency-pinned ones",
+          "[unit][jobstate][placement]") {
+  // a holds three partitions for one container: its second and third waves (2 s, 3 s) are
+  // slower than moving 100 bytes to b (1 s and a few nanoseconds), so two of them go, in index
+  // order of the movable ones.
+  auto job = wordcountJob();
+  const std::vector<SiteCapacity> sites{{"a", 1, 1.0, 1.0, 1.0}, {"b", 8, 1.0, 1.0, 1.0}};
+  auto map = initialTaskMap(job, 0, sched::Placement::kMaxMin, sites);
+  REQUIRE(map.isOk());
+  std::vector<std::string> owners(map->owner_site().begin(), map->owner_site().end());
+  CHECK(owners == std::vector<std::string>{"b", "b", "a", "b"});
+  job.stages[0].inputs.mutable_partitions(0)->set_residency_local(true);
+  auto pinned = initialTaskMap(job, 0, sched::Placement::kMaxMin, sites);
+  REQUIRE(pinned.isOk());
+  std::vector<std::string> pinnedOwners(pinned->owner_site().begin(), pinned->owner_site().end());
+  CHECK(pinnedOwners == std::vector<std::string>{"a", "b", "b", "b"});
+}
+
 TEST_CASE("initial task map: the Tetrium LP places every task exactly once", "[unit][jobstate][placement]") {
   auto job = wordcountJob();
   std::vector<SiteCapacity> sites{{"a", 1, 1.0, 1.0, 1.0}, {"b", 8, 1.0, 1.0, 1.0}};

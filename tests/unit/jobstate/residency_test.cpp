@@ -137,7 +137,7 @@ TEST_CASE("residency: placement puts every task reading pinned records at their 
   // us is much stronger: without residency every policy would send work there.
   const std::vector<SiteCapacity> sites{{"eu", 1, 1.0, 1.0, 1.0}, {"us", 100, 100.0, 100.0, 1.0}};
   for (auto policy : {sched::Placement::kProportional, sched::Placement::kInPlace, sched::Placement::kCentralized,
-                      sched::Placement::kTetrium, sched::Placement::kIridium}) {
+                      sched::Placement::kTetrium, sched::Placement::kIridium, sched::Placement::kMaxMin}) {
     auto map = initialTaskMap(job, 1, policy, sites);
     INFO(map.status().message());
     REQUIRE(map.isOk());

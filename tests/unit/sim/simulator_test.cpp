@@ -160,6 +160,19 @@ TEST_CASE("Tetrium moves work off a compute-starved site, in-place does not", "[
   CHECK(tetrium.records[1].wanBytes > 0);
 }
 
+TEST_CASE("max-min keeps one wave at a compute-starved site and moves the rest", "[unit][sim]") {
+  // The same ten 10 s tasks of 1000 B at site 0 (1 slot). Moving one costs microseconds over
+  // 1 GB/s, a second wave at site 0 10 s: max-min (sched::maxMinMap, as the JMs run it) keeps
+  // one task home and runs nine at site 1, all in the first wave.
+  std::vector<int32_t> blocks(10, 0);
+  std::vector<float> seconds(10, 10.0f);
+  const std::vector<SiteSpec> sites = {site(1, 1e9), site(10, 1e9)};
+  Collect maxMin;
+  run(sites, "max-min", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, maxMin);
+  CHECK(maxMin.records[1].responseSeconds == Approx(10.0).margin(0.001));
+  CHECK(maxMin.records[1].wanBytes == Approx(9000.0));
+}
+
 TEST_CASE("static job managers hold their containers; Af + Parades steals", "[unit][sim]") {
   // Eight 10 s tasks at site 0 and one at site 1 (4 slots each). Static: site 0's manager
   // holds 4 containers, two waves: 20 s. With Af+Parades the manager at site 1 finishes its
