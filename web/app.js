@@ -91,6 +91,18 @@ function jobCard(job) {
   return card;
 }
 
+// A job the master could not describe (its status in ZooKeeper is corrupt or unreadable):
+// shown, marked, with the reason, rather than left out. No link: it has no task map to page
+// through, and `tellus kill ID` still stops it.
+function brokenCard(job) {
+  const head = el('div', { class: 'job-head' },
+                  el('span', { class: 'job-id' }, job.id),
+                  el('span', { class: 'state broken' }, job.state),
+                  el('span', { class: 'muted' }, 'tellus kill ' + job.id + ' still stops its JMs and tasks'));
+  return el('div', { class: 'job broken', 'data-job': job.id, 'data-broken': job.state }, head,
+            el('p', { class: 'error broken-reason' }, job.error));
+}
+
 function renderSites(status) {
   const body = document.querySelector('#sites tbody');
   clear(body);
@@ -133,7 +145,7 @@ function renderOverview(status) {
   document.getElementById('jobs-off').hidden = status.http_jobs !== false;
   document.getElementById('jobs-count').textContent =
       status.http_jobs ? '(' + (status.jobs || []).length + ' newest of ' + status.jobs_total + ')' : '';
-  for (const job of status.jobs || []) jobs.append(jobCard(job));
+  for (const job of status.jobs || []) jobs.append(job.broken ? brokenCard(job) : jobCard(job));
   renderFailures(status);
 }
 

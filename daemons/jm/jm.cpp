@@ -86,7 +86,7 @@ void JobManager::registerMetrics() {
   metrics_.failovers = &m.counter("tellus_jm_failovers_total",
                                   "Times this JM took over as primary from a lost primary (epoch > 1).");
   metrics_.takeoverSeconds = &m.histogram(
-      "tellus_jm_takeover_seconds", "From winning the election to acting as primary (epoch bumped), in seconds.", {});
+      "tellus_jm_takeover_seconds", "From winning the election to acting as primary (epoch bumped, retries included), in seconds.", {});
   const auto labels = [this] {
     return std::vector<std::pair<std::string, std::string>>{{"job", config_.job_id}, {"site", config_.site}};
   };
@@ -445,11 +445,13 @@ void JobManager::joinElection() {
 
 awaitable<void> JobManager::takeOver() {
   takingOver_ = true;
+  // Timed from here, not per attempt: the retries below are part of the takeover.
+  const auto elected = Clock::now();
   // Leading the election is not enough: the epoch bump is what fences the previous primary.
   // (The awaited result is named: GCC 12 miscompiles co_await inside a condition.)
   bool done = false;
   while (!done && !server_.stopping() && election_ && election_->isLeader() && !core_.primary()) {
-    done = co_await takeOverEpoch();
+    done = co_await takeOverEpoch(elected);
     if (!done) co_await server_.sleepFor(kTakeOverRetry);
   }
   if (done) {
@@ -459,8 +461,7 @@ awaitable<void> JobManager::takeOver() {
   takingOver_ = false;
 }
 
-awaitable<bool> JobManager::takeOverEpoch() {
-  const auto takeoverStarted = Clock::now();
+awaitable<bool> JobManager::takeOverEpoch(Clock::time_point elected) {
   // Only while the job's status is the one this JM last read: a primary that finished the job
   // and exited since leaves the election to us, but there is nothing left to take over.
   auto bumped = co_await store_->bumpEpoch(config_.job_id, core_.statusVersion());
@@ -472,7 +473,7 @@ awaitable<bool> JobManager::takeOverEpoch() {
   // Epoch 1 is the first primary; any later one replaced a primary that was lost.
   if (bumped->value > 1) {
     metrics_.failovers->inc();
-    metrics_.takeoverSeconds->observe(std::chrono::duration<double>(Clock::now() - takeoverStarted).count());
+    metrics_.takeoverSeconds->observe(std::chrono::duration<double>(Clock::now() - elected).count());
   }
   co_return true;
 }

@@ -61,7 +61,8 @@ class JobManager {
 
   void joinElection();
   boost::asio::awaitable<void> takeOver();
-  boost::asio::awaitable<bool> takeOverEpoch();
+  // One attempt at the epoch bump; `elected` is when the election was won (for the metric).
+  boost::asio::awaitable<bool> takeOverEpoch(Clock::time_point elected);
   void stepDown(const std::string& why);
   // The outcome of a fenced write: a lost fence (kConflict) means a newer primary.
   Status noteFence(Status written);

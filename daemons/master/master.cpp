@@ -842,7 +842,12 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   auto checked = co_await store_->checkedStatus(req.job_id());
   if (!checked) co_return checked.error();
   if (!checked->status) co_return corruptJobError(req.job_id(), checked->corrupt);
-  const pb::JobStatus* st = &*checked->status;
+  auto described = co_await describeJob(std::move(req), std::move(*checked->status));
+  co_return described;
+}
+
+awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req, pb::JobStatus jobStatus) {
+  const pb::JobStatus* st = &jobStatus;
   pb::JobStatusResponse resp;
   *resp.mutable_status() = *st;
   auto spec = co_await store_->spec(req.job_id());
@@ -1782,11 +1787,27 @@ awaitable<std::pair<nlohmann::json, std::size_t>> Master::pageJobs(uint32_t coun
   // Job ids are sequential and fixed-width: the newest sort last.
   std::sort(ids->begin(), ids->end(), std::greater<>());
   for (std::size_t i = 0; i < ids->size() && i < count; ++i) {
+    const std::string& id = (*ids)[i];
+    // A job whose state cannot be read is listed with the reason, as `tellus list` does:
+    // leaving it out would hide exactly the job an operator needs to see (and kill).
+    auto checked = co_await store_->checkedStatus(id);
+    if (!checked) {
+      if (checked.error().code == ErrorCode::kNotFound) continue;  // deleted since it was listed
+      jobs.push_back(brokenJobJson(id, "unreadable", checked.message()));
+      continue;
+    }
+    if (!checked->status) {
+      jobs.push_back(brokenJobJson(id, "corrupt", checked->corrupt));
+      continue;
+    }
     pb::JobRequest req;
-    req.set_job_id((*ids)[i]);
-    net::CallContext local;
-    auto job = co_await status(req, local);
-    if (job) jobs.push_back(jobJson(*job));
+    req.set_job_id(id);
+    auto job = co_await describeJob(std::move(req), std::move(*checked->status));
+    if (job) {
+      jobs.push_back(jobJson(*job));
+    } else if (job.error().code != ErrorCode::kNotFound) {
+      jobs.push_back(brokenJobJson(id, "unreadable", job.message()));
+    }
   }
   jobsPage_ = JobsPage{now, count, jobs, ids->size()};
   co_return std::pair{std::move(jobs), ids->size()};

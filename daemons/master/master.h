@@ -110,6 +110,9 @@ class Master {
   boost::asio::awaitable<Result<pb::SubmitResponse>> submit(pb::SubmitRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::StartJmResponse>> startJm(pb::StartJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::JobStatusResponse>> status(pb::JobRequest req, net::CallContext ctx);
+  // The Status RPC's answer for a job whose status node decoded as `jobStatus` (status() reads
+  // and checks it; the web page's job list has it already).
+  boost::asio::awaitable<Result<pb::JobStatusResponse>> describeJob(pb::JobRequest req, pb::JobStatus jobStatus);
   boost::asio::awaitable<Result<pb::ListJobsResponse>> list(pb::ListJobsRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::ListSitesResponse>> sites(pb::ListSitesRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::KillResponse>> kill(pb::JobRequest req, net::CallContext ctx);

@@ -137,6 +137,10 @@ nlohmann::json jobJson(const pb::JobStatusResponse& job) {
   return j;
 }
 
+nlohmann::json brokenJobJson(const std::string& jobId, const std::string& state, const std::string& reason) {
+  return {{"id", jobId}, {"state", state}, {"broken", true}, {"error", clipText(reason, kMaxErrorChars)}};
+}
+
 nlohmann::json jobPageJson(const pb::JobStatusResponse& job, uint32_t taskOffset,
                            const std::vector<jobstate::TaskId>& running) {
   nlohmann::json j = jobJson(job);

@@ -61,6 +61,11 @@ nlohmann::json siteJson(const pb::SiteInfo& site);
 // (tasks, done, released, percent), JMs (site, role, epoch, desire, granted, worker).
 nlohmann::json jobJson(const pb::JobStatusResponse& job);
 
+// A job the page cannot describe, listed instead of left out: {id, state, broken: true,
+// error} where state is "corrupt" (its status node does not decode) or "unreadable" (another
+// read failed), error the reason cut to kMaxErrorChars.
+nlohmann::json brokenJobJson(const std::string& jobId, const std::string& state, const std::string& reason);
+
 // The summary plus one page of its task map, as the Status RPC with `tasks` returned it:
 // tasks [{stage, stage_name, task, owner_site, worker, executions, state}] where state is
 // "done" (an output is recorded), "running" (in `running`) or "waiting"; and total_tasks,

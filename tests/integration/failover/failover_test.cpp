@@ -25,6 +25,7 @@
 #include "checks.h"
 #include "harness/eventually.h"
 #include "harness/files.h"
+#include "harness/http_get.h"
 #include "jobstate/paths.h"
 
 namespace tellus::failover {
@@ -307,7 +308,12 @@ TEST_CASE("an sJM that hangs past its session expiry is replaced through the pJM
 
 TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next stages and gets the site a new sJM",
           "[integration][failover][pjm]") {
-  auto sc = startScenario();
+  ScenarioOptions options;
+  // Every JM serves /metrics, so the new primary's takeover can be read off it.
+  for (const char* site : {"us-east", "eu-west", "ap-south"}) {
+    options.cluster.workerExtraYaml[site] = "jm_http_listen: 127.0.0.1:0\n";
+  }
+  auto sc = startScenario(options);
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
   const PrimaryVmKilled kill = killPrimaryVmMidFirstStage(*sc, pjmSite);
@@ -326,6 +332,15 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
   const pb::JmInfo primary = *elected->currentPrimary();
   CHECK(primary.site() != pjmSite);
   CHECK(primary.epoch() == old.epoch() + 1);
+  {  // issue 15: the takeover is counted and timed on the new primary's /metrics
+    REQUIRE_FALSE(primary.http_address().empty());
+    const std::string metrics = harness::httpGet(primary.http_address(), "/metrics").body;
+    INFO("new primary's /metrics:\n" << metrics);
+    CHECK(harness::metricSum(metrics, "tellus_jm_failovers_total") == 1);
+    CHECK(harness::metricSum(metrics, "tellus_jm_takeover_seconds_count") == 1);
+    CHECK(harness::metricSum(metrics, "tellus_jm_takeover_seconds_bucket", {"le=\"+Inf\""}) == 1);
+    CHECK(harness::metricSum(metrics, "tellus_jm_primary") == 1);
+  }
 
   auto settled = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto jm = s.jms.find(pjmSite);

@@ -5,7 +5,10 @@ set -euo pipefail
 tellus=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-source <("$tellus" completion bash)
+script=$("$tellus" completion bash) || fail "tellus completion bash exited $?"
+# Parsed as a whole first: a syntax error would otherwise only stop at the first broken line.
+bash -n <<<"$script" || fail "the completion script is not valid bash"
+source <(printf '%s\n' "$script")
 registered=$(complete -p tellus) || fail "no completion registered for tellus"
 [[ $registered == *"-F _tellus"* ]] || fail "unexpected registration: $registered"
 

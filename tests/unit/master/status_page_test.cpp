@@ -137,6 +137,17 @@ TEST_CASE("a job page: task states from outputs and running markers", "[unit][ma
   CHECK(j["next_task_offset"] == 4);
 }
 
+TEST_CASE("a job that cannot be described is listed with its reason, cut", "[unit][master]") {
+  auto j = brokenJobJson("job-0000000007", "corrupt", "malformed tellus.pb.JobStatus in /jobs/job-0000000007/status");
+  CHECK(j["id"] == "job-0000000007");
+  CHECK(j["state"] == "corrupt");
+  CHECK(j["broken"] == true);
+  CHECK(j["error"] == "malformed tellus.pb.JobStatus in /jobs/job-0000000007/status");
+  auto long_ = brokenJobJson("job-0000000008", "unreadable", std::string(kMaxErrorChars + 100, 'x'));
+  CHECK(long_["state"] == "unreadable");
+  CHECK(long_["error"].get<std::string>().size() == kMaxErrorChars + std::string("\u2026").size());
+}
+
 TEST_CASE("sites show counts only", "[unit][master]") {
   pb::SiteInfo s;
   s.set_site("eu-west");
