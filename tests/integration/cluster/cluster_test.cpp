@@ -32,6 +32,30 @@ std::vector<std::string> splitLines(const std::string& text) {
 
 bool startsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+// Submits the word count `spec` (named `name`) at `site` with --wait and checks that it
+// succeeded and that its result equals `expected`; returns the job's id.
+std::string runWordCount(harness::MiniCluster& cluster, const std::filesystem::path& spec, const std::string& name,
+                         const std::string& site, const std::map<std::string, uint64_t>& expected) {
+  auto submitted = cluster.tellus({"submit", spec.string(), "--wait"}, site, kJobDeadline);
+  INFO("submit --wait: exit " << submitted.exitCode << "\nstdout: " << submitted.out << "\nstderr: " << submitted.err
+                              << cluster.crashedDaemons());
+  REQUIRE(submitted.exitCode == 0);
+  REQUIRE(startsWith(submitted.out, "submitted job-"));
+  std::string jobId = trimmed(splitLines(submitted.out).front().substr(std::string("submitted ").size()));
+  CHECK(submitted.out.find(jobId + "  " + name + "  succeeded") != std::string::npos);
+
+  auto result = cluster.tellus({"result", jobId}, site);
+  INFO("result: exit " << result.exitCode << " " << result.err);
+  REQUIRE(result.exitCode == 0);
+  auto counted = parseWordCounts(result.out);
+  INFO(whyNot(counted));
+  REQUIRE(counted.isOk());
+  INFO("differences: " << describeDifferences(expected, *counted));
+  CHECK(counted->size() == expected.size());
+  CHECK(*counted == expected);
+  return jobId;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("a word count over three sites equals an independent count", "[integration][cluster]") {
@@ -66,23 +90,7 @@ stages:
     tasks: 4
     input: {stage: map}
 )");
-  auto submitted = cluster.tellus({"submit", spec.string(), "--wait"}, sites[0], kJobDeadline);
-  INFO("submit --wait: exit " << submitted.exitCode << "\nstdout: " << submitted.out << "\nstderr: " << submitted.err
-                              << cluster.crashedDaemons());
-  REQUIRE(submitted.exitCode == 0);
-  REQUIRE(startsWith(submitted.out, "submitted job-"));
-  std::string jobId = trimmed(splitLines(submitted.out).front().substr(std::string("submitted ").size()));
-  CHECK(submitted.out.find(jobId + "  wordcount-itest  succeeded") != std::string::npos);
-
-  auto result = cluster.tellus({"result", jobId}, sites[0]);
-  INFO("result: exit " << result.exitCode << " " << result.err);
-  REQUIRE(result.exitCode == 0);
-  auto counted = parseWordCounts(result.out);
-  INFO(whyNot(counted));
-  REQUIRE(counted.isOk());
-  INFO("differences: " << describeDifferences(expected, *counted));
-  CHECK(counted->size() == expected.size());
-  CHECK(*counted == expected);
+  const std::string jobId = runWordCount(cluster, spec, "wordcount-itest", sites[0], expected);
 
   // The status agrees: every site took part, one map task per partition, 4 reduce tasks.
   auto status = jobStatus(cluster, jobId, sites[0]);
@@ -201,22 +209,7 @@ stages:
     tasks: 5
     input: {stage: map}
 )");
-  auto submitted = cluster.tellus({"submit", spec.string(), "--wait"}, sites[0], kJobDeadline);
-  INFO("submit --wait: exit " << submitted.exitCode << "\nstdout: " << submitted.out << "\nstderr: " << submitted.err
-                              << cluster.crashedDaemons());
-  REQUIRE(submitted.exitCode == 0);
-  REQUIRE(startsWith(submitted.out, "submitted job-"));
-  std::string jobId = trimmed(splitLines(submitted.out).front().substr(std::string("submitted ").size()));
-  CHECK(submitted.out.find(jobId + "  wordcount-maxmin-itest  succeeded") != std::string::npos);
-
-  auto result = cluster.tellus({"result", jobId}, sites[0]);
-  INFO("result: exit " << result.exitCode << " " << result.err);
-  REQUIRE(result.exitCode == 0);
-  auto counted = parseWordCounts(result.out);
-  INFO(whyNot(counted));
-  REQUIRE(counted.isOk());
-  INFO("differences: " << describeDifferences(expected, *counted));
-  CHECK(*counted == expected);
+  const std::string jobId = runWordCount(cluster, spec, "wordcount-maxmin-itest", sites[0], expected);
 
   auto status = jobStatus(cluster, jobId, sites[0]);
   INFO(whyNot(status));

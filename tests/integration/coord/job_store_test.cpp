@@ -255,14 +255,22 @@ TEST_CASE("JobStore: taskMap compare-and-set retries on the fresh map", "[integr
   CHECK(f.run(f.store->taskMap(jobId, 0))->stat.version == cas->stat.version);
 }
 
+namespace {
+// The running marker of a task's first attempt at `site`.
+pb::RunningTask firstAttemptAt(const std::string& site) {
+  pb::RunningTask marker;
+  marker.set_site(site);
+  marker.set_attempt(1);
+  return marker;
+}
+}  // namespace
+
 TEST_CASE("JobStore: an attempt that landed under a session gone by the retry counts once and holds its marker",
           "[integration][jobstate][faults]") {
   StoreFixture f;
   const std::string jobId = f.createJob();
   const TaskId task{0, 1};
-  pb::RunningTask marker;
-  marker.set_site("s1");
-  marker.set_attempt(1);
+  const pb::RunningTask marker = firstAttemptAt("s1");
 
   // The first try lands under the old session (its marker is that session's), the reply is
   // lost; the retry runs under the store's session.
@@ -286,9 +294,7 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
   StoreFixture f;
   const std::string jobId = f.createJob();
   const TaskId task{0, 1};
-  pb::RunningTask marker;
-  marker.set_site("s1");
-  marker.set_attempt(1);
+  const pb::RunningTask marker = firstAttemptAt("s1");
 
   // The marker and the audit node are made, the reply lost: the retry finds our own marker.
   f.faulty->injectNext(Fault::kAfter, "multi");
