@@ -38,6 +38,8 @@ constexpr milliseconds kPublishPeriod{500};
 // Chunks of one put held waiting for the ones before them (a CLI's window is 32 MiB of 1 MiB
 // chunks; each waiting chunk holds its bytes).
 constexpr size_t kMaxChunksWaiting = 64;
+// Dropped puts whose cause later chunks are told (the most recent ones).
+constexpr size_t kDroppedPutsKept = 64;
 
 
 
@@ -1285,9 +1287,10 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
   }
   auto upload = uploads_.find(req.upload_id());
   if (upload == uploads_.end()) {
-    if (req.offset() != 0) {
-      co_return makeError(ErrorCode::kNotFound, "put " + req.upload_id() + " is not in progress here (it failed or was dropped)");
-    }
+    // A put starts with its first chunk, and a dropped one does not start again under its id.
+    const bool dropped = std::any_of(droppedPuts_.begin(), droppedPuts_.end(),
+                                     [&](const auto& d) { return d.first == req.upload_id(); });
+    if (req.offset() != 0 || dropped) co_return droppedPut(req.upload_id());
     if (std::any_of(config_.datasets.begin(), config_.datasets.end(), [&](const auto& d) { return d.name == req.dataset(); })) {
       co_return makeError(ErrorCode::kInvalidArgument,
                           "dataset '" + req.dataset() + "' is configured at site " + config_.site + ": put under another name");
@@ -1349,7 +1352,7 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     }
     recorded->set();
     upload = uploads_.find(req.upload_id());
-    if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + req.upload_id() + " was dropped meanwhile");
+    if (upload == uploads_.end()) co_return droppedPut(req.upload_id());
   } else if (upload->second.dataset != req.dataset() || upload->second.partitions != req.partitions() ||
              upload->second.residencyLocal != req.residency_local()) {
     co_return makeError(ErrorCode::kInvalidArgument, "put " + req.upload_id() + ": a chunk disagrees with the put's dataset, "
@@ -1389,7 +1392,7 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     upload->second.turns.emplace(turn, flag);
     const bool woken = co_await flag->waitFor(ctx.remaining());
     upload = uploads_.find(req.upload_id());
-    if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + req.upload_id() + " was dropped meanwhile");
+    if (upload == uploads_.end()) co_return droppedPut(req.upload_id());
     if (!woken) {
       upload->second.turns.erase(turn);
       co_return makeError(ErrorCode::kDeadlineExceeded,
@@ -1441,7 +1444,7 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
     written.push_back(*r);
   }
   upload = uploads_.find(uploadId);
-  if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + uploadId + " was dropped meanwhile");
+  if (upload == uploads_.end()) co_return droppedPut(uploadId);
   // The next chunk's turn.
   const uint64_t next = req.offset() + req.data().size();
   upload->second.nextOffset[req.partition()] = next;
@@ -1476,13 +1479,13 @@ awaitable<Result<pb::PutResponse>> Master::put(pb::PutRequest req, net::CallCont
 
 awaitable<Status> Master::publishUpload(std::string uploadId) {
   auto upload = uploads_.find(uploadId);
-  if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + uploadId + " was dropped meanwhile");
+  if (upload == uploads_.end()) co_return droppedPut(uploadId);
   const std::string dataset = upload->second.dataset;
   // One publisher per dataset at a time: two puts finishing together would each write the
   // record from the same old value. The other waits (bounded by its caller's deadline).
   while (publishing_.count(dataset) && !server_.stopping()) co_await server_.sleepFor(milliseconds(5));
   upload = uploads_.find(uploadId);
-  if (upload == uploads_.end()) co_return makeError(ErrorCode::kNotFound, "put " + uploadId + " was dropped meanwhile");
+  if (upload == uploads_.end()) co_return droppedPut(uploadId);
   pb::SiteDataset ds;
   if (auto old = datasets_.find(dataset); old != datasets_.end()) ds = old->second;
   ds.set_name(dataset);
@@ -1528,9 +1531,19 @@ awaitable<Status> Master::publishUpload(std::string uploadId) {
   co_return Status::ok();
 }
 
+Error Master::droppedPut(const std::string& uploadId) const {
+  for (const auto& [id, why] : droppedPuts_) {
+    if (id == uploadId) return Error{ErrorCode::kNotFound, fmt::format("put {} was dropped: {}", uploadId, why)};
+  }
+  return Error{ErrorCode::kNotFound, "put " + uploadId + " is not in progress here (it failed or was dropped)"};
+}
+
 awaitable<void> Master::abortUpload(std::string uploadId, std::string why) {
   auto upload = uploads_.find(uploadId);
   if (upload == uploads_.end()) co_return;
+  // Its other chunks, in flight or still coming, answer with the cause.
+  droppedPuts_.emplace_back(uploadId, why.substr(0, 512));
+  if (droppedPuts_.size() > kDroppedPutsKept) droppedPuts_.pop_front();
   // Taken out first: chunks still in flight find the put gone and stop.
   Upload dropped = std::move(upload->second);
   uploads_.erase(upload);

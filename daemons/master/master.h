@@ -124,6 +124,9 @@ class Master {
   boost::asio::awaitable<Status> publishUpload(std::string uploadId);
   // A failed or idle put: its workers drop every file of it, and it is forgotten.
   boost::asio::awaitable<void> abortUpload(std::string uploadId, std::string why);
+  // The error for a chunk of a put that is not in progress: with its cause when it was dropped
+  // recently.
+  Error droppedPut(const std::string& uploadId) const;
   // `tellus logs`: resolves a task's execution from the job's state (its audit node names the
   // worker; the worker's registration names its site) and reads the log through the master of
   // that site (one hop), or a JM's log through the master of the JM's site.
@@ -187,6 +190,7 @@ class Master {
     std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<coord::EventFlag>> turns;
   };
   std::map<std::string, Upload> uploads_;
+  std::deque<std::pair<std::string, std::string>> droppedPuts_;  // upload id, why: the last few
   std::set<std::string> publishing_;  // datasets whose record is being written
   std::string publishedSite_;         // the site record as last written (skip identical rewrites)
   int64_t publishedSession_ = 0;

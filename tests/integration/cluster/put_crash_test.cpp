@@ -135,5 +135,60 @@ TEST_CASE("a put whose master is killed after partitions are stored leaves no fi
   CHECK(cluster.crashedDaemons().empty());
 }
 
+TEST_CASE("a put that loses a worker midway fails with the cause, not a bare 'dropped'", "[integration][put]") {
+  harness::MiniClusterOptions options;
+  options.sites = 1;
+  options.workersPerSite = 2;
+  options.containersPerWorker = 1;
+  auto started = harness::MiniCluster::start(options);
+  REQUIRE(started.isOk());
+  auto& cluster = **started;
+  const std::string site = cluster.sites().front();
+  const std::string dataset = "halfway";
+
+  // As above: still sending later partitions when the first is stored (every partition goes
+  // to both workers).
+  const fs::path big = cluster.dir() / "big.txt";
+  {
+    std::ofstream out(big, std::ios::binary);
+    const std::string line = std::string(99, 'x') + "\n";
+    for (int i = 0; i < 96 * 1024 * 1024 / 100; ++i) out << line;
+    REQUIRE(out.good());
+  }
+  proc::SpawnOptions put;
+  put.argv = {(cluster.binDir() / "tellus").string(), "--master", cluster.masterAddress(site), "--timeout-ms", "30000",
+              "put", big.string(), "--dataset", dataset, "--site", site, "--partitions", "8"};
+  put.extraEnv = cluster.cliEnv();
+  put.stdoutFile = cluster.dir() / "put.out";
+  put.stderrFile = cluster.dir() / "put.err";
+  put.newProcessGroup = true;
+  put.dieWithParent = true;
+  auto cli = proc::Subprocess::spawn(put);
+  REQUIRE(cli.isOk());
+  bool stored = harness::eventually(
+      [&] {
+        for (const auto& f : datasetFiles(cluster, site)) {
+          if (f.find("/datasets/" + dataset + "/") != std::string::npos && f.find("-part-") != std::string::npos) return true;
+        }
+        return false;
+      },
+      60s, 2ms);
+  REQUIRE(stored);
+  REQUIRE(cluster.killWorker(cluster.workers(site).back()).isOk());
+  auto ended = cli->waitFor(40s);
+  if (!ended) (void)cli->killGroup(SIGKILL);
+  INFO("the put: " << (ended ? ended->toString() : ended.message()));
+  REQUIRE(ended.isOk());
+  CHECK_FALSE(ended->success());
+  std::ifstream errFile(cluster.dir() / "put.err");
+  const std::string err((std::istreambuf_iterator<char>(errFile)), std::istreambuf_iterator<char>());
+  INFO("put's stderr: " << err);
+  CHECK(err.find("storing partition") != std::string::npos);
+  CHECK(err.find(cluster.workers(site).back()) != std::string::npos);
+  auto registered = cluster.zkReader().exists(jobstate::siteDatasetPath(site, dataset));
+  REQUIRE(registered.isOk());
+  CHECK_FALSE(*registered);
+}
+
 }  // namespace
 }  // namespace tellus::itest
