@@ -58,6 +58,10 @@ std::vector<double> mapCompletions(const std::vector<SiteResources>& sites, cons
   return perTaskCompletions(sites, classGB, tasks, stage.taskS);
 }
 
+double slowest(const std::vector<double>& completions) {
+  return completions.empty() ? 0.0 : *std::max_element(completions.begin(), completions.end());
+}
+
 // A reduce placement's: one class, each task reads 1/n of every site's shuffle data.
 std::vector<double> reduceCompletions(const std::vector<SiteResources>& sites, const ReduceStage& stage,
                                       const std::vector<int>& tasks) {
@@ -203,9 +207,13 @@ TEST_CASE("max-min edge cases: sites without slots, tasks without input, empty s
   }
 }
 
-TEST_CASE("property: max-min keeps every task, respects slots and is never lexicographically worse than the "
-          "other policies under paper 002's per-task model",
+TEST_CASE("property: max-min keeps every task, respects slots and its slowest task is never slower than the "
+          "other policies' under paper 002's per-task model",
           "[unit][sched][maxmin]") {
+  // Only the first level (the stage's slowest task) is exact whatever the clock: the levels
+  // below it break ties greedily once the search's time budget is spent, which happens on a
+  // loaded machine or in a sanitizer build (the exact search of these instances can take
+  // minutes). The hand-computed cases above check whole vectors.
   std::mt19937 rng(2002);
   for (int instance = 0; instance < 60; ++instance) {
     const std::size_t n = 2 + rng() % 3;
@@ -220,7 +228,7 @@ TEST_CASE("property: max-min keeps every task, respects slots and is never lexic
     map.tasks = static_cast<int>(n + rng() % 8);
     map.taskS = 1.0 + rng() % 5;
     for (std::size_t x = 0; x < n; ++x) map.inputGB.push_back(static_cast<double>(rng() % 6));
-    auto placed = maxMinMap(sites, map, 5.0);
+    auto placed = maxMinMap(sites, map);
     REQUIRE(placed);
     const std::vector<int> rows = mapTasksPerSource(map.inputGB, map.tasks);
     int placedTasks = 0;
@@ -237,14 +245,14 @@ TEST_CASE("property: max-min keeps every task, respects slots and is never lexic
       auto theirs = placeMap(other, sites, map);
       if (!theirs) continue;  // e.g. in place with input at a site without slots
       INFO(name(other));
-      CHECK_FALSE(lexSmaller(mapCompletions(sites, map, theirs->tasks), ours, 1e-9));
+      CHECK(slowest(ours) <= slowest(mapCompletions(sites, map, theirs->tasks)) + 1e-9);
     }
 
     ReduceStage reduce;
     reduce.tasks = 1 + static_cast<int>(rng() % 10);
     reduce.taskS = 1.0 + rng() % 5;
     for (std::size_t x = 0; x < n; ++x) reduce.shuffleGB.push_back(static_cast<double>(rng() % 6));
-    auto reduced = maxMinReduce(sites, reduce, 5.0);
+    auto reduced = maxMinReduce(sites, reduce);
     REQUIRE(reduced);
     CHECK(total(reduced->tasks) == reduce.tasks);
     for (std::size_t y = 0; y < n; ++y) {
@@ -256,7 +264,7 @@ TEST_CASE("property: max-min keeps every task, respects slots and is never lexic
       auto theirs = placeReduce(other, sites, reduce);
       if (!theirs) continue;
       INFO(name(other));
-      CHECK_FALSE(lexSmaller(reduceCompletions(sites, reduce, theirs->tasks), oursReduce, 1e-9));
+      CHECK(slowest(oursReduce) <= slowest(reduceCompletions(sites, reduce, theirs->tasks)) + 1e-9);
     }
   }
 }
