@@ -35,22 +35,23 @@ std::vector<std::string> datasetFiles(harness::MiniCluster& cluster, const std::
   return files;
 }
 
-TEST_CASE("a put whose master is killed after partitions are stored leaves no files and nothing registered",
-          "[integration][put]") {
+// A one-site cluster of two workers (each partition of a put is stored on both).
+std::unique_ptr<harness::MiniCluster> twoWorkerSite(const std::string& masterExtraYaml) {
   harness::MiniClusterOptions options;
   options.sites = 1;
   options.workersPerSite = 2;
   options.containersPerWorker = 1;
-  // The restarted master looks for puts that never committed every put_idle_timeout_ms / 4.
-  options.masterExtraYaml = "put_idle_timeout_ms: 2000\n";
+  options.masterExtraYaml = masterExtraYaml;
   auto started = harness::MiniCluster::start(options);
   REQUIRE(started.isOk());
-  auto& cluster = **started;
-  const std::string site = cluster.sites().front();
-  const std::string dataset = "crashed";
+  return std::move(started).value();
+}
 
-  // Large enough that the put is still sending its later partitions when the first is
-  // stored (partitions go one after another): 96 MiB in 8 partitions.
+// Starts `tellus put` of 96 MiB in 8 partitions into `dataset` (stdout and stderr in put.out and
+// put.err of the cluster's directory) and returns once a complete partition of it is stored on
+// a worker: large enough that the put is then still sending its later partitions (they go one
+// after another).
+proc::Subprocess startBigPut(harness::MiniCluster& cluster, const std::string& site, const std::string& dataset) {
   const fs::path big = cluster.dir() / "big.txt";
   {
     std::ofstream out(big, std::ios::binary);
@@ -68,8 +69,6 @@ TEST_CASE("a put whose master is killed after partitions are stored leaves no fi
   put.dieWithParent = true;
   auto cli = proc::Subprocess::spawn(put);
   REQUIRE(cli.isOk());
-
-  // The moment: a complete partition of the put is stored on a worker.
   auto completePartition = [&] {
     for (const auto& f : datasetFiles(cluster, site)) {
       if (f.find("/datasets/" + dataset + "/") != std::string::npos && f.find("-part-") != std::string::npos) return true;
@@ -78,9 +77,22 @@ TEST_CASE("a put whose master is killed after partitions are stored leaves no fi
   };
   bool stored = harness::eventually(completePartition, 60s, 2ms);
   REQUIRE(stored);
+  return std::move(cli).value();
+}
+
+TEST_CASE("a put whose master is killed after partitions are stored leaves no files and nothing registered",
+          "[integration][put]") {
+  // The restarted master looks for puts that never committed every put_idle_timeout_ms / 4.
+  auto owned = twoWorkerSite("put_idle_timeout_ms: 2000\n");
+  auto& cluster = *owned;
+  const std::string site = cluster.sites().front();
+  const std::string dataset = "crashed";
+
+  // The moment: a complete partition of the put is stored on a worker.
+  auto cli = startBigPut(cluster, site, dataset);
   REQUIRE(cluster.killMaster(site).isOk());
-  auto ended = cli->waitFor(40s);
-  if (!ended) (void)cli->killGroup(SIGKILL);
+  auto ended = cli.waitFor(40s);
+  if (!ended) (void)cli.killGroup(SIGKILL);
   INFO("the put: " << (ended ? ended->toString() : ended.message()));
   CHECK((ended.isOk() && !ended->success()));
 
@@ -136,47 +148,13 @@ TEST_CASE("a put whose master is killed after partitions are stored leaves no fi
 }
 
 TEST_CASE("a put that loses a worker midway fails with the cause, not a bare 'dropped'", "[integration][put]") {
-  harness::MiniClusterOptions options;
-  options.sites = 1;
-  options.workersPerSite = 2;
-  options.containersPerWorker = 1;
-  auto started = harness::MiniCluster::start(options);
-  REQUIRE(started.isOk());
-  auto& cluster = **started;
+  auto owned = twoWorkerSite("");
+  auto& cluster = *owned;
   const std::string site = cluster.sites().front();
-  const std::string dataset = "halfway";
-
-  // As above: still sending later partitions when the first is stored (every partition goes
-  // to both workers).
-  const fs::path big = cluster.dir() / "big.txt";
-  {
-    std::ofstream out(big, std::ios::binary);
-    const std::string line = std::string(99, 'x') + "\n";
-    for (int i = 0; i < 96 * 1024 * 1024 / 100; ++i) out << line;
-    REQUIRE(out.good());
-  }
-  proc::SpawnOptions put;
-  put.argv = {(cluster.binDir() / "tellus").string(), "--master", cluster.masterAddress(site), "--timeout-ms", "30000",
-              "put", big.string(), "--dataset", dataset, "--site", site, "--partitions", "8"};
-  put.extraEnv = cluster.cliEnv();
-  put.stdoutFile = cluster.dir() / "put.out";
-  put.stderrFile = cluster.dir() / "put.err";
-  put.newProcessGroup = true;
-  put.dieWithParent = true;
-  auto cli = proc::Subprocess::spawn(put);
-  REQUIRE(cli.isOk());
-  bool stored = harness::eventually(
-      [&] {
-        for (const auto& f : datasetFiles(cluster, site)) {
-          if (f.find("/datasets/" + dataset + "/") != std::string::npos && f.find("-part-") != std::string::npos) return true;
-        }
-        return false;
-      },
-      60s, 2ms);
-  REQUIRE(stored);
+  auto cli = startBigPut(cluster, site, "halfway");
   REQUIRE(cluster.killWorker(cluster.workers(site).back()).isOk());
-  auto ended = cli->waitFor(40s);
-  if (!ended) (void)cli->killGroup(SIGKILL);
+  auto ended = cli.waitFor(40s);
+  if (!ended) (void)cli.killGroup(SIGKILL);
   INFO("the put: " << (ended ? ended->toString() : ended.message()));
   REQUIRE(ended.isOk());
   CHECK_FALSE(ended->success());
@@ -185,7 +163,7 @@ TEST_CASE("a put that loses a worker midway fails with the cause, not a bare 'dr
   INFO("put's stderr: " << err);
   CHECK(err.find("storing partition") != std::string::npos);
   CHECK(err.find(cluster.workers(site).back()) != std::string::npos);
-  auto registered = cluster.zkReader().exists(jobstate::siteDatasetPath(site, dataset));
+  auto registered = cluster.zkReader().exists(jobstate::siteDatasetPath(site, "halfway"));
   REQUIRE(registered.isOk());
   CHECK_FALSE(*registered);
 }
