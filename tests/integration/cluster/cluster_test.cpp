@@ -32,6 +32,28 @@ std::vector<std::string> splitLines(const std::string& text) {
 
 bool startsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+// Word counts expected of a dataset put as a different text at each site.
+struct SiteCorpora {
+  std::map<std::string, uint64_t> expected;
+  uint32_t partitions = 0;
+};
+
+// Puts `texts[i]` at site i as `dataset` in `parts[i]` partitions. The expected counts are
+// summed per site (texts are never concatenated, so no word can straddle two sites).
+SiteCorpora putAtEachSite(harness::MiniCluster& cluster, const std::string& dataset,
+                          const std::vector<std::string>& texts, const std::vector<uint32_t>& parts) {
+  SiteCorpora out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    for (const auto& [word, n] : countWords(texts[i])) out.expected[word] += n;
+    Status put = cluster.putDataset(cluster.sites()[i], dataset, texts[i], parts[i]);
+    INFO(cluster.sites()[i] << ": " << put.message());
+    REQUIRE(put.isOk());
+    out.partitions += parts[i];
+  }
+  REQUIRE(out.expected.size() > 100);
+  return out;
+}
+
 // Submits the word count `spec` (named `name`) at `site` with --wait and checks that it
 // succeeded and that its result equals `expected`; returns the job's id.
 std::string runWordCount(harness::MiniCluster& cluster, const std::filesystem::path& spec, const std::string& name,
@@ -65,19 +87,11 @@ TEST_CASE("a word count over three sites equals an independent count", "[integra
   CliRunner files;
 
   // A different text at each site, in several partitions; the last one ends without a
-  // newline. The expected counts are summed per site (texts are never concatenated, so no
-  // word can straddle two sites).
-  std::map<std::string, uint64_t> expected;
-  uint32_t partitions = 0;
-  for (size_t i = 0; i < 3; ++i) {
-    std::string text = generateCorpus(1000 + static_cast<uint32_t>(i), 900 + 300 * i, i != 2);
-    for (const auto& [word, n] : countWords(text)) expected[word] += n;
-    Status put = cluster.putDataset(sites[i], "wc-corpus", text, static_cast<uint32_t>(3 + i));
-    INFO(sites[i] << ": " << put.message());
-    REQUIRE(put.isOk());
-    partitions += static_cast<uint32_t>(3 + i);
-  }
-  REQUIRE(expected.size() > 100);
+  // newline.
+  const auto [expected, partitions] =
+      putAtEachSite(cluster, "wc-corpus", {generateCorpus(1000, 900, true), generateCorpus(1001, 1200, true),
+                                           generateCorpus(1002, 1500, false)},
+                    {3, 4, 5});
 
   auto spec = files.writeFile("wordcount.yaml", R"(name: wordcount-itest
 placement: proportional
@@ -184,18 +198,9 @@ TEST_CASE("a word count placed max-min equals an independent count", "[integrati
   CliRunner files;
 
   // Uneven partitions (1, 4 and 7) so that some site has more map tasks than containers.
-  std::map<std::string, uint64_t> expected;
-  uint32_t partitions = 0;
-  for (size_t i = 0; i < 3; ++i) {
-    std::string text = generateCorpus(3000 + static_cast<uint32_t>(i), 500 + 200 * i, true);
-    for (const auto& [word, n] : countWords(text)) expected[word] += n;
-    const auto parts = static_cast<uint32_t>(1 + 3 * i);
-    Status put = cluster.putDataset(sites[i], "mm-corpus", text, parts);
-    INFO(sites[i] << ": " << put.message());
-    REQUIRE(put.isOk());
-    partitions += parts;
-  }
-  REQUIRE(expected.size() > 100);
+  const auto [expected, partitions] = putAtEachSite(
+      cluster, "mm-corpus",
+      {generateCorpus(3000, 500, true), generateCorpus(3001, 700, true), generateCorpus(3002, 900, true)}, {1, 4, 7});
 
   auto spec = files.writeFile("wordcount-maxmin.yaml", R"(name: wordcount-maxmin-itest
 placement: max-min
