@@ -146,7 +146,7 @@ TEST_CASE("concurrent fetches from one site share its uplink", "[unit][sim]") {
   CHECK(both.records[2].responseSeconds == Approx(3.0));
 }
 
-TEST_CASE("Tetrium moves work off a compute-starved site, in-place does not", "[unit][sim]") {
+TEST_CASE("Tetrium and max-min move work off a compute-starved site, in-place does not", "[unit][sim]") {
   // Ten 10 s tasks with tiny inputs at site 0 (1 slot); site 1 has 10 slots.
   std::vector<int32_t> blocks(10, 0);
   std::vector<float> seconds(10, 10.0f);
@@ -158,15 +158,9 @@ TEST_CASE("Tetrium moves work off a compute-starved site, in-place does not", "[
   run(sites, "tetrium", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, tetrium);
   CHECK(tetrium.records[1].responseSeconds < 25.0);
   CHECK(tetrium.records[1].wanBytes > 0);
-}
-
-TEST_CASE("max-min keeps one wave at a compute-starved site and moves the rest", "[unit][sim]") {
-  // The same ten 10 s tasks of 1000 B at site 0 (1 slot). Moving one costs microseconds over
-  // 1 GB/s, a second wave at site 0 10 s: max-min (sched::maxMinMap, as the JMs run it) keeps
-  // one task home and runs nine at site 1, all in the first wave.
-  std::vector<int32_t> blocks(10, 0);
-  std::vector<float> seconds(10, 10.0f);
-  const std::vector<SiteSpec> sites = {site(1, 1e9), site(10, 1e9)};
+  // Each task's 1000 B move in microseconds over 1 GB/s, a second wave at site 0 costs 10 s:
+  // max-min (sched::maxMinMap, as the JMs run it) keeps one task home and runs nine at site 1,
+  // all in the first wave.
   Collect maxMin;
   run(sites, "max-min", {job(1, 0, {root(blocks, seconds, 10000, 0)})}, maxMin);
   CHECK(maxMin.records[1].responseSeconds == Approx(10.0).margin(0.001));
