@@ -192,7 +192,8 @@ struct JmConfig {
   uint32_t steal_interval_ms = 300;    // at most one steal attempt per interval
   uint32_t jm_grace_ms = 2000;         // a site's missing JM is requested after this long
   uint32_t jm_request_interval_ms = 5000;  // and again at most this often
-  uint32_t safety_reread_ms = 10000;   // running markers are re-read in full this often
+  uint32_t safety_reread_ms = 30000;   // running markers and the election re-read this often (under watches)
+  uint32_t publish_interval_ms = 1000; // a changed desire/grant count is published at most this often
   // Where the JM writes, in one line, why it exits non-zero (its worker reports it to the
   // master, which shows it in `tellus status` when the job fails of it). Empty: nowhere.
   std::string exit_reason_file;

@@ -647,6 +647,11 @@ bool JobCore::ownedHereOrUnknown(const TaskId& id) const {
   return map->owner_site(static_cast<int>(id.second)) == config_.site;
 }
 
+bool JobCore::markerContentsNeeded(const TaskId& id) const {
+  if (running_.count(id) || !ownedHereOrUnknown(id)) return false;
+  return id.first >= view_.stages.size() || !view_.stages[id.first].parts.count(id.second);
+}
+
 void JobCore::indexOwners(uint32_t s) {
   if (s >= view_.stages.size()) return;
   auto& here = unfinishedHere_[s];
@@ -720,8 +725,16 @@ Actions JobCore::step(double now) {
   }
   decideContainers(now, out);
   decideLaunches(now, out);
-  if (desire_ != publishedDesire_ || slots_.size() != publishedGranted_ || primary_ != publishedPrimary_) {
-    out.publish = true;
+  const bool roleChanged = primary_ != publishedPrimary_;
+  const bool countsChanged = desire_ != publishedDesire_ || slots_.size() != publishedGranted_;
+  if (roleChanged || countsChanged) {
+    const double due = publishAskedAt_ ? *publishAskedAt_ + config_.timings.publishIntervalS : now;
+    if (roleChanged || now >= due) {
+      out.publish = true;
+      publishAskedAt_ = now;
+    } else {
+      wakeAt(due, now, out);
+    }
   }
   return out;
 }

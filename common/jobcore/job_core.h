@@ -41,6 +41,11 @@ struct CoreTimings {
   double jmGraceS = 2.0;           // a JM that never appeared gets this long before one is requested
   double jmRequestIntervalS = 5.0; // between two requests for the same site's JM
   double masterRefreshS = 1.0;     // a container request is repeated at least this often while unmet
+  // A changed desire or grant count is published (the JM's JmInfo rewritten: three ZooKeeper
+  // requests) at most this often; a changed role at once. Only status displays read them.
+  // The daemon sets it from publish_interval_ms; the simulator, where a publish costs
+  // nothing, publishes at once (its wake-ups, and so its steal timing, stay as they were).
+  double publishIntervalS = 0.0;
   // A site whose every worker vanished (a partition, or a whole-site loss) comes back worker by
   // worker: a worker still missing this long after the first one is back is taken as lost
   // (its outputs are recomputed); until then its outputs are kept.
@@ -268,6 +273,10 @@ class JobCore {
   // The taskMap gives the task to this site, or it is not known yet (a running marker of such
   // a task may hold one of our containers).
   bool ownedHereOrUnknown(const TaskId& id) const;
+  // Whether a running marker's contents can matter to a decision (refreshRunningElsewhere): not
+  // for a task we launched and have not seen end, nor one with a known output, nor one another
+  // site owns (of those the name is all it needs). The JM reads only these markers.
+  bool markerContentsNeeded(const TaskId& id) const;
 
   // Applies a steal to a taskMap: every task of `tasks` still owned by `from` goes to `to`.
   // Returns the tasks moved. Pure; the victim's driver uses it inside its compare-and-set.
@@ -387,6 +396,7 @@ class JobCore {
   double lastRequest_ = 0;
   uint32_t publishedDesire_ = 0, publishedGranted_ = 0;
   bool publishedPrimary_ = false;
+  std::optional<double> publishAskedAt_;  // when step() last asked for a publish
 
   // JM replacement (primary)
   std::map<std::string, double> jmMissingSince_;

@@ -40,6 +40,7 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   core.timings.stealIntervalS = c.steal_interval_ms / 1000.0;
   core.timings.jmGraceS = c.jm_grace_ms / 1000.0;
   core.timings.jmRequestIntervalS = c.jm_request_interval_ms / 1000.0;
+  core.timings.publishIntervalS = c.publish_interval_ms / 1000.0;
   // The daemons of a deployment share one ZooKeeper configuration: the workers' sessions
   // expire within about this of each other.
   core.timings.lossSettleS = c.zookeeper.session_timeout_ms / 1000.0;
@@ -340,15 +341,18 @@ awaitable<void> JobManager::readMarkers() {
   // removed and written again (a retry) in between, so their contents are read again.
   const bool rewritten = fromWatch && std::set<TaskId>(names.begin(), names.end()) == markerListing_;
   std::map<TaskId, pb::RunningTask> markers;
+  std::set<TaskId> unread;
   for (const auto& id : names) {
-    if (auto known = markers_.find(id); !rewritten && known != markers_.end()) {
+    if (auto known = markers_.find(id); !rewritten && known != markers_.end() && !markersUnread_.count(id)) {
       markers.insert(*known);
       continue;
     }
-    // Only a marker of a task this site owns can hold one of our containers; of the others the
-    // name is all the core needs (the task runs elsewhere).
-    if (!core_.ownedHereOrUnknown(id)) {
+    // Of a task another site owns, the name is all the core needs (the task runs elsewhere);
+    // of one we launched and have not seen end, or whose output we know, not even that (a read
+    // per task for nothing): such a marker is read on a later listing if it outlives that.
+    if (!core_.markerContentsNeeded(id)) {
       markers[id] = pb::RunningTask();
+      unread.insert(id);
       continue;
     }
     auto marker = co_await store_->runningMarker(config_.job_id, id);
@@ -359,6 +363,7 @@ awaitable<void> JobManager::readMarkers() {
     }
   }
   markerListing_ = {names.begin(), names.end()};
+  markersUnread_ = std::move(unread);
   markers_ = std::move(markers);
   core_.onRunningMarkers(markers_);
 }
@@ -435,7 +440,10 @@ void JobManager::joinElection() {
     if (!takingOver_) server_.spawn(takeOver(), "taking over as primary");
   };
   callbacks.onLost = [this] { stepDown("lost the election"); };
-  auto election = coord::LeaderElection::start(server_.sharedCoordinator(), JobStore::electionPath(config_.job_id), config_.site, std::move(callbacks));
+  coord::ElectionOptions options;
+  options.recheckInterval = milliseconds(config_.safety_reread_ms);  // the watches do the work
+  auto election = coord::LeaderElection::start(server_.sharedCoordinator(), JobStore::electionPath(config_.job_id),
+                                               config_.site, std::move(callbacks), options);
   if (!election) {
     spdlog::warn("joining the election: {}", election.message());
     return;

@@ -94,6 +94,7 @@ class JobManager {
   std::optional<std::vector<jobcore::TaskId>> markerNames_;
   std::map<jobcore::TaskId, pb::RunningTask> markers_;
   std::set<jobcore::TaskId> markerListing_;
+  std::set<jobcore::TaskId> markersUnread_;  // listed, contents not read: tasks we ran then
   Clock::time_point markersReadAt_{};
   // Our site's measured inbound link rates, sent with steal requests.
   std::vector<pb::LinkRate> inbound_;

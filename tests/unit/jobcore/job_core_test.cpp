@@ -183,6 +183,22 @@ TEST_CASE("granted containers run this site's node-local tasks, with the epoch a
   CHECK(core.step(0.3).launches.empty());
 }
 
+TEST_CASE("a running marker's contents are needed only for a task owned here that we neither run nor have an output of",
+          "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  auto actions = launchOnTwoContainers(core, 0.2);
+  const auto& ran = actions.launches[0];
+  const TaskId waiting{0, 2};  // a's third task: not launched (two containers)
+  CHECK_FALSE(core.markerContentsNeeded(ran.task));  // ours, running: its marker is our executor's
+  CHECK(core.markerContentsNeeded(waiting));         // someone else runs a task of ours: which container?
+  CHECK_FALSE(core.markerContentsNeeded({0, 3}));    // b's task: the name is enough
+  const auto output = outputAt("a-w1");
+  core.onTaskEnded(ran, AttemptEnd::kSucceeded, &output, "", 0.5);
+  CHECK_FALSE(core.markerContentsNeeded(ran.task));  // ended with an output: a leftover marker means nothing
+  core.onTaskEnded(actions.launches[1], AttemptEnd::kTaskFailed, nullptr, "exit 1", 0.5);
+  CHECK(core.markerContentsNeeded(actions.launches[1].task));  // failed: a marker there is another executor's
+}
+
 TEST_CASE("outputs complete stages; the primary releases the next stage and then ends the job", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);
@@ -410,6 +426,28 @@ TEST_CASE("a stale epoch: a primary that lost the election stops acting as one",
   CHECK_FALSE(actions.needSiteRecords);
   CHECK(actions.releases.empty());
   CHECK(actions.publish);  // and so is its loss
+}
+
+TEST_CASE("changed grant counts are published at most every publishIntervalS, a changed role at once", "[unit][jobcore]") {
+  CoreConfig config = configAt("a");
+  config.timings.publishIntervalS = 2.0;
+  JobCore core = loadedWith(config);
+  CHECK_FALSE(core.step(10).publish);  // nothing changed
+  core.onGrants({container("a-w1", 0)});
+  REQUIRE(core.step(10.5).publish);  // the first change goes out at once
+  core.onPublished(core.desire(), static_cast<uint32_t>(core.granted()));
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  auto early = core.step(11);
+  CHECK_FALSE(early.publish);
+  REQUIRE(early.wakeAt);
+  CHECK(*early.wakeAt <= 12.5);  // the driver wakes when it may publish
+  core.onBecamePrimary(1);
+  auto promoted = core.step(11.5);
+  CHECK(promoted.publish);  // a role is not held back
+  core.onPublished(core.desire(), static_cast<uint32_t>(core.granted()));
+  core.onGrants({container("a-w1", 0)});
+  CHECK_FALSE(core.step(13).publish);
+  CHECK(core.step(13.5).publish);
 }
 
 TEST_CASE("sJM loss: the primary asks for a JM after the grace period, and not again before the interval", "[unit][jobcore]") {
