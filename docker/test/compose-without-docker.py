@@ -273,6 +273,12 @@ try:
     wait_healthy('master-us-east')
     wait_healthy('us-east-w1')
     check_job('job 3 (after a master restart)')
+    # Every connection here presented a certificate of the cluster's CA, the healthchecks' too:
+    # a refused handshake in a daemon's log would mean a misissued or misplaced file.
+    for n in names:
+        refused = [l for l in open(os.path.join(ROOT, n + '.log'), errors='replace') if 'refused connection' in l]
+        assert not refused, f'{n} refused connections: {refused[:3]}'
+    print('no refused connection in any log')
     print('ALL OK')
 finally:
     down()
