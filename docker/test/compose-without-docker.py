@@ -6,13 +6,17 @@ Docker engine (like the development machines), and checks the deployment end to 
 
 Each service gets its own 127.0.1.x address and a private mount namespace (so: root) in which
 /etc/hosts maps every service name to its address, as Compose DNS does, and the service's bind
-mounts are in place. Environment, commands, healthchecks and depends_on are read from the
-compose file itself; what Docker would provide is replaced: named volumes by directories
-under the work dir, the images by the entrypoint scripts in docker/ and the binaries in --bin.
-ZooKeeper servers bind their own address instead of every interface, since they share one
-network stack here.
+mounts are in place. Environment (with `${VAR:-default}` taken from this environment, as
+Compose does), commands, volumes, healthchecks and depends_on are read from the compose file
+itself; what Docker would provide is replaced: named volumes by directories under the work dir
+(bind-mounted where the service mounts them), the images by the entrypoint scripts in docker/,
+scripts/make-certs and the binaries in --bin. ZooKeeper servers bind their own address instead of
+every interface, since they share one network stack here; everything runs as root, so the
+`certs` service gives the keys to root instead of the image's `tellus` user.
 
-It starts the services in depends_on order, waiting for each healthcheck; runs the word count
+It starts the services in depends_on order, waiting for each healthcheck (or, for the one-shot
+`certs` service, for it to exit 0), so the daemons and the CLI run with mutual TLS unless
+TELLUS_INSECURE=1 is set; runs the word count
 of examples/jobs through the `tellus` CLI service's settings and compares the result with a
 count computed here; kills a worker (a lost VM) and checks its master notices and a job still
 succeeds; kills and restarts a master (its supervisor's job) and runs a job again. Exit 0 and
@@ -46,30 +50,53 @@ with open(hosts, 'w') as f:
     f.write('127.0.0.1 localhost\n')
     for n in names:
         f.write(f'{ip[n]} {n}\n')
-PATH = f'{DOCKER_DIR}:{os.path.abspath(opts.bin)}:/usr/sbin:/usr/bin:/sbin:/bin'
+PATH = f'{DOCKER_DIR}:{os.path.join(REPO, "scripts")}:{os.path.abspath(opts.bin)}:/usr/sbin:/usr/bin:/sbin:/bin'
 pids = {}
+
+
+def interpolate(value):
+    # Compose's ${VAR:-default} and ${VAR} (the only forms the file uses).
+    def one(m):
+        name, default = m.group(1), m.group(3) or ''
+        return os.environ.get(name) or default if m.group(2) else os.environ.get(name, '')
+    return re.sub(r'\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}', one, str(value))
 
 
 def env_of(n):
     svc = services[n]
     env = {'PATH': PATH}
-    env.update({k: str(v) for k, v in (svc.get('environment') or {}).items()})
+    env.update({k: interpolate(v) for k, v in (svc.get('environment') or {}).items()})
     d = os.path.join(ROOT, n)
     if 'ZK_MY_ID' in env:
         env.update(ZK_DATA_DIR=d + '/data', ZK_CONF_DIR=d + '/conf', ZK_QUORUM_LISTEN_ON_ALL_IPS='false',
                    ZK_CLIENT_ADDRESS=ip[n], ZK_HEAP_MB='128')
+    elif (svc.get('command') or [None])[0] == 'certs':
+        env.update(TELLUS_CERTS_OWNER='root')  # no `tellus` user here: the daemons run as root
     else:
-        env.update(TELLUS_RUN_DIR=d + '/run', TELLUS_DATA_DIR=d + '/data')
+        env.update(TELLUS_RUN_DIR=d + '/run')
     return env
 
 
-def mounts_of(n):
+def mounts_of(svc):
+    # (source, destination, read-only): bind mounts are relative to the compose file; named
+    # volumes are directories under the work dir, shared by every service that mounts them.
     out = []
-    for v in services[n].get('volumes') or []:
-        src, dst = v.split(':')[:2]
-        if src.startswith('.'):  # a bind mount, relative to the compose file; else a named volume
-            out.append((os.path.normpath(os.path.join(DOCKER_DIR, src)), dst))
+    for v in svc.get('volumes') or []:
+        parts = v.split(':')
+        src, dst, ro = parts[0], parts[1], parts[2:] == ['ro']
+        if src.startswith('.'):
+            out.append((os.path.normpath(os.path.join(DOCKER_DIR, src)), dst, ro))
+        else:
+            out.append((os.path.join(ROOT, 'volumes', src), dst, ro))
     return out
+
+
+def mount_script(svc):
+    script = f'mount --bind {hosts} /etc/hosts'
+    for src, dst, ro in mounts_of(svc):
+        os.makedirs(src, exist_ok=True)
+        script += f' && mount --bind {src} {dst}' + (f' && mount -o remount,bind,ro {dst}' if ro else '')
+    return script
 
 
 def start(n):
@@ -80,10 +107,7 @@ def start(n):
         argv = ['zookeeper-entrypoint']
     else:
         argv = ['tellus-entrypoint'] + cmd
-    script = f'mount --bind {hosts} /etc/hosts'
-    for src, dst in mounts_of(n):
-        script += f' && mount --bind -o ro {src} {dst}'
-    script += ' && exec ' + ' '.join(argv)
+    script = mount_script(svc) + ' && exec ' + ' '.join(argv)
     log = open(os.path.join(ROOT, n + '.log'), 'w')
     p = subprocess.Popen(['unshare', '-m', '--propagation', 'private', 'bash', '-c', script],
                          env=env_of(n), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -119,35 +143,48 @@ def wait_healthy(n, deadline_s=90):
     sys.exit(f'{n} not healthy in {deadline_s}s: {msg}')
 
 
+def wait_completed(n, deadline_s=120):
+    # A one-shot service (depends_on condition service_completed_successfully).
+    try:
+        rc = pids[n].wait(deadline_s)
+    except subprocess.TimeoutExpired:
+        sys.exit(f'{n} still running after {deadline_s}s; see {ROOT}/{n}.log')
+    if rc != 0:
+        sys.exit(f'{n} exited with {rc}; see {ROOT}/{n}.log')
+    print(f'completed {n}', flush=True)
+
+
 def up():
-    started, is_healthy = set(), set()
-    while len(is_healthy) < len(names):
+    started, ready = set(), set()
+    while len(ready) < len(names):
         progressed = False
         for n in names:
             if n in started:
                 continue
             deps = services[n].get('depends_on') or {}
-            if all(d in is_healthy for d in deps):
+            if all(d in ready for d in deps):
                 start(n)
                 started.add(n)
                 progressed = True
         for n in names:
-            if n in started and n not in is_healthy:
-                wait_healthy(n)
-                is_healthy.add(n)
+            if n in started and n not in ready:
+                if 'healthcheck' in services[n]:
+                    wait_healthy(n)
+                else:
+                    wait_completed(n)
+                ready.add(n)
                 progressed = True
                 break
         assert progressed
 
 
 def cli(args, timeout=120):
-    # The CLI service: TELLUS_MASTER from the compose file, names resolved like in Compose.
-    tellus_env = {k: str(v) for k, v in cfg['services']['tellus']['environment'].items()}
+    # The CLI service: its environment (TELLUS_MASTER, its client certificate) and volumes from
+    # the compose file, names resolved like in Compose.
     svc = cfg['services']['tellus']
-    (jobs_src, jobs_dst), = [(os.path.normpath(os.path.join(DOCKER_DIR, v.split(':')[0])), v.split(':')[1])
-                             for v in svc['volumes']]
-    assert jobs_dst == svc['working_dir']
-    script = f'mount --bind {hosts} /etc/hosts && cd {jobs_src} && exec tellus "$@"'
+    tellus_env = {k: interpolate(v) for k, v in svc['environment'].items()}
+    assert any(dst == svc['working_dir'] for _, dst, _ in mounts_of(svc))
+    script = mount_script(svc) + f' && cd {svc["working_dir"]} && exec tellus "$@"'
     return subprocess.run(['unshare', '-m', '--propagation', 'private', 'bash', '-c', script, 'tellus'] + args,
                           env=dict(PATH=PATH, **tellus_env), capture_output=True, text=True, timeout=timeout)
 
@@ -187,8 +224,8 @@ def check_job(label):
 
 # Bind mounts need their mount points; the ones made here are removed at the end.
 made_dirs = []
-for n in names:
-    for _, dst in mounts_of(n):
+for svc in list(services.values()) + [cfg['services']['tellus']]:
+    for _, dst, _ in mounts_of(svc):
         missing = []
         d = dst
         while not os.path.exists(d):
@@ -236,6 +273,12 @@ try:
     wait_healthy('master-us-east')
     wait_healthy('us-east-w1')
     check_job('job 3 (after a master restart)')
+    # Every connection here presented a certificate of the cluster's CA, the healthchecks' too:
+    # a refused handshake in a daemon's log would mean a misissued or misplaced file.
+    for n in names:
+        refused = [l for l in open(os.path.join(ROOT, n + '.log'), errors='replace') if 'refused connection' in l]
+        assert not refused, f'{n} refused connections: {refused[:3]}'
+    print('no refused connection in any log')
     print('ALL OK')
 finally:
     down()
