@@ -436,6 +436,7 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.jm_request_interval_ms = m.optional<uint32_t>("jm_request_interval_ms", c.jm_request_interval_ms, kPositive);
     c.safety_reread_ms = m.optional<uint32_t>("safety_reread_ms", c.safety_reread_ms, kPositive);
     c.publish_interval_ms = m.optional<uint32_t>("publish_interval_ms", c.publish_interval_ms, kPositive);
+    c.markers_coalesce_ms = m.optional<uint32_t>("markers_coalesce_ms", c.markers_coalesce_ms);
     c.exit_reason_file = m.optional<std::string>("exit_reason_file", c.exit_reason_file);
     c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
@@ -480,6 +481,7 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "jm_request_interval_ms" << YAML::Value << c.jm_request_interval_ms;
   out << YAML::Key << "safety_reread_ms" << YAML::Value << c.safety_reread_ms;
   out << YAML::Key << "publish_interval_ms" << YAML::Value << c.publish_interval_ms;
+  out << YAML::Key << "markers_coalesce_ms" << YAML::Value << c.markers_coalesce_ms;
   if (!c.exit_reason_file.empty()) {
     out << YAML::Key << "exit_reason_file" << YAML::Value << YAML::DoubleQuoted << c.exit_reason_file;
   }

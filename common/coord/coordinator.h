@@ -170,8 +170,14 @@ class Coordinator {
   // sessions, until the Subscription is cancelled. Bad paths are reported when the
   // subscription is made.
   virtual Result<Subscription> watchData(std::string path, DataCallback callback) = 0;
-  // A missing node is reported as no children; its creation is watched too.
-  virtual Result<Subscription> watchChildren(std::string path, ChildrenCallback callback) = 0;
+  // A missing node is reported as no children; its creation is watched too. With `coalesce`
+  // > 0 the children are re-listed at most that often: the changes in between arrive as one
+  // listing (one request instead of one per change, for a directory that changes often).
+  virtual Result<Subscription> watchChildren(std::string path, ChildrenCallback callback,
+                                             std::chrono::milliseconds coalesce) = 0;
+  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback) {
+    return watchChildren(std::move(path), std::move(callback), std::chrono::milliseconds(0));
+  }
 };
 
 }  // namespace tellus::coord

@@ -126,8 +126,9 @@ Result<Subscription> FaultInjectingCoordinator::watchData(std::string path, Data
   return inner_->watchData(std::move(path), std::move(callback));
 }
 
-Result<Subscription> FaultInjectingCoordinator::watchChildren(std::string path, ChildrenCallback callback) {
-  return inner_->watchChildren(std::move(path), std::move(callback));
+Result<Subscription> FaultInjectingCoordinator::watchChildren(std::string path, ChildrenCallback callback,
+                                                             std::chrono::milliseconds coalesce) {
+  return inner_->watchChildren(std::move(path), std::move(callback), coalesce);
 }
 
 }  // namespace tellus::coord

@@ -53,7 +53,9 @@ class FaultInjectingCoordinator final : public Coordinator {
   boost::asio::awaitable<Result<std::vector<ZkOpResult>>> multi(std::vector<ZkOp> ops) override;
 
   Result<Subscription> watchData(std::string path, DataCallback callback) override;
-  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback) override;
+  using Coordinator::watchChildren;
+  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback,
+                                     std::chrono::milliseconds coalesce) override;
 
  private:
   std::optional<Error> maybeFail(Fault stage, const char* operation, const std::string& path);

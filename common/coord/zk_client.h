@@ -94,7 +94,9 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   boost::asio::awaitable<Result<std::vector<ZkOpResult>>> multi(std::vector<ZkOp> ops) override;
 
   Result<Subscription> watchData(std::string path, DataCallback callback) override;
-  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback) override;
+  using Coordinator::watchChildren;
+  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback,
+                                     std::chrono::milliseconds coalesce) override;
 
   // The session timeout the server granted (the requested one until connected).
   std::chrono::milliseconds negotiatedTimeout() const { return negotiatedTimeout_; }
@@ -140,7 +142,8 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   boost::asio::awaitable<Status> ensureFullPath(std::string fullPath);
   boost::asio::awaitable<Status> removeTree(std::string fullPath, std::string userPath);
 
-  Result<Subscription> addWatch(bool dataWatch, std::string path, DataCallback onData, ChildrenCallback onChildren);
+  Result<Subscription> addWatch(bool dataWatch, std::string path, DataCallback onData, ChildrenCallback onChildren,
+                                std::chrono::milliseconds coalesce = std::chrono::milliseconds(0));
   void rearm(const std::shared_ptr<detail::WatchEntry>& watch);
   void rearmAll();
   // Static with an owning `self`: spawned coroutines may start after the caller returned.

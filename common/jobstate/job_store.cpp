@@ -1026,12 +1026,15 @@ Result<coord::Subscription> JobStore::watchOutputNodes(const std::string& jobId,
 }
 
 Result<coord::Subscription> JobStore::watchRunningTasks(const std::string& jobId,
-                                                        std::function<void(const std::vector<TaskId>&)> callback) {
+                                                        std::function<void(const std::vector<TaskId>&)> callback,
+                                                        std::chrono::milliseconds coalesce) {
   if (auto st = checkJobId(jobId); !st) return st.error();
-  return zk_.watchChildren(runningPath(jobId), [where = runningPath(jobId), callback = std::move(callback)](
-                                                   const std::vector<std::string>& names) {
-    callback(taskIds(names, where));
-  });
+  return zk_.watchChildren(
+      runningPath(jobId),
+      [where = runningPath(jobId), callback = std::move(callback)](const std::vector<std::string>& names) {
+        callback(taskIds(names, where));
+      },
+      coalesce);
 }
 
 Result<coord::Subscription> JobStore::watchJmSites(const std::string& jobId,

@@ -263,9 +263,11 @@ class JobStore {
   // stages' inputs (a result's residency check reads them) removed.
   // kInvalidArgument while the job runs. Idempotent: a compaction cut short is finished.
   Awaitable<Status> compactJob(std::string jobId);
-  // Tasks with a running marker, on every change of the markers.
+  // Tasks with a running marker, on every change of the markers (listed at most once per
+  // `coalesce`: coord::Coordinator::watchChildren).
   Result<coord::Subscription> watchRunningTasks(const std::string& jobId,
-                                                std::function<void(const std::vector<TaskId>&)> callback);
+                                                std::function<void(const std::vector<TaskId>&)> callback,
+                                                std::chrono::milliseconds coalesce = std::chrono::milliseconds(0));
   Result<coord::Subscription> watchJmSites(const std::string& jobId,
                                            std::function<void(const std::vector<std::string>&)> callback);
   // One site's registration: its stat (ephemeralOwner says whose), nullopt when absent.

@@ -224,12 +224,15 @@ Status JobManager::watchJob() {
     if (!st) return st;
   }
   // Running markers are written once per attempt and removed at its end, so every change
-  // moves the directory's pzxid and fires this watch.
-  st = add(store_->watchRunningTasks(job,
-                                     [this](const std::vector<TaskId>& tasks) {
-                                       markerNames_ = tasks;
-                                       wake();
-                                     }),
+  // moves the directory's pzxid and fires this watch. Listed at most every markers_coalesce_ms:
+  // an attempt's start and end reach us by RPC; the markers tell of other executors' tasks.
+  st = add(store_->watchRunningTasks(
+               job,
+               [this](const std::vector<TaskId>& tasks) {
+                 markerNames_ = tasks;
+                 wake();
+               },
+               milliseconds(config_.markers_coalesce_ms)),
            "running markers");
   if (!st) return st;
   st = add(store_->watchJmSites(job,

@@ -229,7 +229,7 @@ const std::vector<std::string> kWorkers = {
 const std::vector<std::string> kJms = {
     "job_id: job-1\nsite: a\nrole: primary\nlisten: 127.0.0.1:0\nmaster: 127.0.0.1:7100\nworker_id: w1\n" + kZk +
         "period_ms: 250\ntick_ms: 50\nsteal_interval_ms: 100\njm_grace_ms: 500\njm_request_interval_ms: 900\n"
-        "safety_reread_ms: 1000\npublish_interval_ms: 500\n" + kRpc + "log_level: trace\n",
+        "safety_reread_ms: 1000\npublish_interval_ms: 500\nmarkers_coalesce_ms: 100\n" + kRpc + "log_level: trace\n",
 };
 
 TEST_CASE("fuzz: every config parser returns errors and never crashes", "[unit][fuzz]") {

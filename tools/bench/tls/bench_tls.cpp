@@ -45,6 +45,14 @@ namespace {
 constexpr std::size_t kChunkBytes = 1 << 20;  // worker.Fetch's chunk
 constexpr int kTransferInFlight = 4;
 
+// The daemons' per-connection call rate limit would measure itself, not the transport.
+ServerOptions unlimited(std::shared_ptr<TlsContext> tls) {
+  ServerOptions options;
+  options.maxCallsPerSecondPerConnection = 0;
+  options.tls = std::move(tls);
+  return options;
+}
+
 struct Options {
   double seconds = 5;
   std::uint64_t bytes = 1ull << 30;
@@ -54,7 +62,7 @@ struct Options {
 // A server on its own io thread: "bench.Small" echoes, "bench.Chunk" answers kChunkBytes.
 class Server {
  public:
-  explicit Server(std::shared_ptr<TlsContext> tls) : server_(io_.get_executor(), ServerOptions{.tls = std::move(tls)}) {
+  explicit Server(std::shared_ptr<TlsContext> tls) : server_(io_.get_executor(), unlimited(std::move(tls))) {
     server_.handleRaw("bench.Small", [](std::string body, CallContext) -> asio::awaitable<Result<std::string>> {
       co_return body;
     });
