@@ -659,13 +659,15 @@ awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
 awaitable<Status> Master::checkOwner(const net::CallContext& ctx, const std::string& jobId, std::string_view action) {
   // Insecure mode, a master or an admin: allowed whoever owns the job, so nothing to read.
   if (net::checkJobAccess(ctx.identity, "", config_.admins, jobId, action)) co_return Status::ok();
-  std::string owner;
   auto checked = co_await store_->checkedStatus(jobId);
-  if (checked) {
-    if (checked->status) owner = checked->status->owner();
-  } else if (checked.error().code != ErrorCode::kNotFound) {
+  if (!checked) {
+    // No job (or its state is gone): nothing of it is this caller's to act on. An admin still
+    // stops whatever of it runs, by id (kill).
+    if (checked.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
     co_return checked.error().prepend("reading the owner of job " + jobId);
   }
+  // A status that does not decode records no owner: an admin's.
+  const std::string owner = checked->status ? checked->status->owner() : std::string();
   co_return net::checkJobAccess(ctx.identity, owner, config_.admins, jobId, action);
 }
 

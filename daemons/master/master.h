@@ -155,8 +155,8 @@ class Master {
                                                                            const std::vector<pb::SiteInfo>& live);
   boost::asio::awaitable<Result<pb::JobStatus>> readStatus(const std::string& jobId);
   // Job owners (docs/security.md): whether the caller may `action` the job, from the owner its
-  // status records (read only when the answer depends on it; a status that is gone or does not
-  // decode records no owner). kPermissionDenied when not.
+  // status records (read only when the answer depends on it; a status that does not decode
+  // records no owner). kPermissionDenied when not; kNotFound when there is no such job.
   boost::asio::awaitable<Status> checkOwner(const net::CallContext& ctx, const std::string& jobId,
                                             std::string_view action);
 

@@ -166,7 +166,7 @@ void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
   out << "\n";
   for (int i = 0; i < st.stages_size(); ++i) {
     const auto& stage = st.stages(i);
-    out << "  stage " << (stage.name().empty() ? "#" + std::to_string(i) : stage.name()) << ": " << stage.done() << "/"
+    out << "  stage " << (stage.name().empty() ? fmt::format("#{}", i) : stage.name()) << ": " << stage.done() << "/"
         << stage.tasks() << " done";
     if (!stage.released()) out << " (waiting for upstream)";
     for (const auto& site : stage.sites()) {
