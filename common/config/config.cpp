@@ -273,6 +273,22 @@ std::vector<std::string> readOperatorNames(YamlMap& root, const std::string& key
   return names;
 }
 
+// The <name> of client/<name> certificates (net/identity.h: [a-z0-9-]+, at most 64).
+std::vector<std::string> readClientNames(YamlMap& root, const std::string& key) {
+  std::vector<std::string> names;
+  YamlSeq seq = root.optionalSequence(key);
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    std::string name = seq.scalar<std::string>(i);
+    if (root.ok() && !isIdentityPart(name)) {
+      seq.fail(i, fmt::format("expected a client name ([a-z0-9-]+, at most {} characters: `ops` for the certificate "
+                              "client/ops), got {}",
+                              kMaxIdentityPartBytes, quoted(name)));
+    }
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
 // Prices are in currency units, non-negative and finite (the reader refuses inf and nan).
 constexpr Bounds<double> kPrice = between(0.0, cost::kMaxPrice);
 
@@ -355,6 +371,7 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.rpc = readRpcLimits(m);
     c.exec = readExec(m);
     c.derived_operators = readOperatorNames(m, "derived_operators");
+    c.admins = readClientNames(m, "admins");
     c.prices = readPrices(m, c.site);
     c.log_level = readLogLevel(m);
     c.log_format = readLogFormat(m);

@@ -135,6 +135,9 @@ struct MasterConfig {
   // Operators besides the built-in aggregations whose output may leave the site of the pinned
   // data they read (docs/jobs.md, "Residency").
   std::vector<std::string> derived_operators;
+  // Client names (`ops` for the certificate client/ops) that may kill, read the result, task
+  // list and logs of any job, not only their own (docs/security.md, "Job owners").
+  std::vector<std::string> admins;
   // What this site charges (YAML `prices: {container_hour, market, egress_gb: {<site>: p,
   // default: p}}`, all optional, zero by default): published in the site record, applied by
   // any master pricing a job's usage (`tellus cost`, docs/operations.md).

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/result.h"
 
@@ -54,5 +55,15 @@ struct PeerIdentity {
 [[nodiscard]] Status checkCaller(const std::optional<PeerIdentity>& caller, const PeerIdentity& expected);
 //   checkCallerSite: the caller is a master or worker (JM) of `site`.
 [[nodiscard]] Status checkCallerSite(const std::optional<PeerIdentity>& caller, std::string_view site);
+
+// Job owners (docs/security.md, "Job owners"): may `caller` `action` ("kill", "read the result
+// of", ...) a job whose stored owner is `owner` ("client/alice"; "" when none is recorded)?
+// Yes for its owner, an admin (`admins`: client names from the master's config) and a master
+// (one forwarding or fanning out a call that the master the client called has checked). A job
+// without an owner is an admin's only. nullopt (insecure mode) passes: plaintext has no
+// identities. Errors are kPermissionDenied, one line naming the job and the caller.
+[[nodiscard]] Status checkJobAccess(const std::optional<PeerIdentity>& caller, std::string_view owner,
+                                    const std::vector<std::string>& admins, std::string_view jobId,
+                                    std::string_view action);
 
 }  // namespace tellus::net

@@ -20,7 +20,8 @@ struct Master {
   TELLUS_RPC_METHOD(Master, Status, net::Role::kClient);
   TELLUS_RPC_METHOD(Master, List, net::Role::kClient);
   TELLUS_RPC_METHOD(Master, Sites, net::Role::kClient);
-  TELLUS_RPC_METHOD(Master, Kill, net::Role::kClient);
+  // A client asks; its master fans the kill out to the other masters (this_site_only).
+  TELLUS_RPC_METHOD(Master, Kill, net::Role::kClient, net::Role::kMaster);
   TELLUS_RPC_METHOD(Master, Result, net::Role::kClient);
   TELLUS_RPC_METHOD(Master, Put, net::Role::kClient);
   TELLUS_RPC_METHOD(Master, RegisterWorker, net::Role::kWorker);

@@ -6,24 +6,17 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
+
+#include "util/names.h"
 
 namespace tellus::net {
 
 namespace ssl = boost::asio::ssl;
 
 namespace {
-
-constexpr std::size_t kMaxPartChars = 64;
-
-bool isPart(std::string_view s) {
-  if (s.empty() || s.size() > kMaxPartChars) return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return true;
-}
 
 std::vector<std::string_view> splitSlash(std::string_view text) {
   std::vector<std::string_view> parts;
@@ -81,7 +74,7 @@ Result<PeerIdentity> parsePeerIdentity(std::string_view text) {
   };
   const auto parts = splitSlash(text);
   for (std::size_t i = 1; i < parts.size(); ++i) {
-    if (!isPart(parts[i])) return bad("a part is empty, too long or has other characters");
+    if (!isIdentityPart(parts[i])) return bad("a part is empty, too long or has other characters");
   }
   PeerIdentity id;
   if (parts[0] == "master" && parts.size() == 2) {
@@ -112,6 +105,28 @@ Status checkCallerSite(const std::optional<PeerIdentity>& caller, std::string_vi
   return makeError(ErrorCode::kPermissionDenied,
                    fmt::format("permission denied: the request speaks for site '{}', but the caller's certificate is {}",
                                site.substr(0, 64), caller->toString()));
+}
+
+Status checkJobAccess(const std::optional<PeerIdentity>& caller, std::string_view owner,
+                      const std::vector<std::string>& admins, std::string_view jobId, std::string_view action) {
+  if (!caller || caller->role == Role::kMaster) return Status::ok();
+  const std::string who = caller->toString();
+  if (caller->role == Role::kClient) {
+    if (!owner.empty() && owner == who) return Status::ok();
+    if (std::find(admins.begin(), admins.end(), caller->name) != admins.end()) return Status::ok();
+  }
+  jobId = jobId.substr(0, 64);
+  if (owner.empty()) {
+    return makeError(ErrorCode::kPermissionDenied,
+                     fmt::format("permission denied: {} may not {} job {}: the job records no owner (submitted before "
+                                 "owners were recorded, or its status is unreadable), so only an admin may",
+                                 who, action, jobId));
+  }
+  // The stored owner comes from ZooKeeper: quoted only when it is an identity (one line, bounded).
+  const bool readable = parsePeerIdentity(owner).isOk();
+  return makeError(ErrorCode::kPermissionDenied,
+                   fmt::format("permission denied: {} may not {} job {}: it is not the job's owner ({}) nor an admin",
+                               who, action, jobId, readable ? owner : std::string_view("an unreadable identity")));
 }
 
 Result<PeerIdentity> identityOfCertificate(const void* x509) {

@@ -35,6 +35,12 @@ bool isName(std::string_view name) {
   return std::all_of(name.begin(), name.end(), isNameChar);
 }
 
+bool isIdentityPart(std::string_view part) {
+  if (part.empty() || part.size() > kMaxIdentityPartBytes) return false;
+  return std::all_of(part.begin(), part.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+}
+
 Status checkName(std::string_view what, std::string_view name) {
   if (isName(name)) return Status::ok();
   std::string why;

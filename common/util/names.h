@@ -17,6 +17,11 @@ inline constexpr const char* kNameForm = "1-128 of [A-Za-z0-9_.-], not starting 
 
 bool isName(std::string_view name);
 
+// A part of a certificate identity (net/identity.h: the site, worker id or client name of
+// "worker/<site>/<id>", "client/<name>"): 1 to kMaxIdentityPartBytes of [a-z0-9-].
+inline constexpr std::size_t kMaxIdentityPartBytes = 64;
+bool isIdentityPart(std::string_view part);
+
 // isName as a one-line kInvalidArgument error: "<what> '<name>' <why>" (the name is cut to
 // kMaxNameBytes in the message, non-printable bytes escaped).
 Status checkName(std::string_view what, std::string_view name);

@@ -656,7 +656,22 @@ awaitable<Result<pb::JobStatus>> Master::readStatus(const std::string& jobId) {
   co_return std::move(status->value);
 }
 
-awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net::CallContext) {
+awaitable<Status> Master::checkOwner(const net::CallContext& ctx, const std::string& jobId, std::string_view action) {
+  // Insecure mode, a master or an admin: allowed whoever owns the job, so nothing to read.
+  if (net::checkJobAccess(ctx.identity, "", config_.admins, jobId, action)) co_return Status::ok();
+  auto checked = co_await store_->checkedStatus(jobId);
+  if (!checked) {
+    // No job (or its state is gone): nothing of it is this caller's to act on. An admin still
+    // stops whatever of it runs, by id (kill).
+    if (checked.error().code == ErrorCode::kNotFound) co_return makeError(ErrorCode::kNotFound, "no job " + jobId);
+    co_return checked.error().prepend("reading the owner of job " + jobId);
+  }
+  // A status that does not decode records no owner: an admin's.
+  const std::string owner = checked->status ? checked->status->owner() : std::string();
+  co_return net::checkJobAccess(ctx.identity, owner, config_.admins, jobId, action);
+}
+
+awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net::CallContext ctx) {
   if (req.spec().derived_operators_size() > 0) {
     co_return makeError(ErrorCode::kInvalidArgument, "derived_operators is set by the master from its config, not by a job");
   }
@@ -760,6 +775,8 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
   status.set_submit_site(config_.site);
   for (const auto& s : involved) status.add_sites(s);
   status.set_submit_unix_ms(daemon::nowUnixMs());
+  // From the certificate, never from the request; none in insecure mode.
+  if (ctx.identity) status.set_owner(ctx.identity->toString());
   auto created = co_await store_->createJob(spec, status, std::move(stageInputs));
   if (!created) co_return created.error();
   const std::string jobId = *created;
@@ -790,7 +807,8 @@ awaitable<Result<pb::SubmitResponse>> Master::submit(pb::SubmitRequest req, net:
     auto r = co_await server_.client(*ep)->call<rpc::Master::StartJm>(secondary, kPeerCallTimeout);
     if (!r) spdlog::warn("job {}: site {} could not start an sJM yet: {}", jobId, site.site(), r.message());
   }
-  spdlog::info("job {} ({}) submitted over sites {}", jobId, spec.name(), fmt::join(status.sites(), ","));
+  spdlog::info("job {} ({}) submitted by {} over sites {}", jobId, spec.name(),
+               status.owner().empty() ? "an unauthenticated client" : status.owner(), fmt::join(status.sites(), ","));
   pb::SubmitResponse resp;
   resp.set_job_id(jobId);
   co_return resp;
@@ -838,13 +856,29 @@ Error corruptJobError(const std::string& jobId, const std::string& reason) {
                    fmt::format("job {} is corrupt: {} (`tellus kill {}` still stops its JMs and tasks)", jobId, reason, jobId));
 }
 
+// What of a job its owner alone sees (docs/security.md, "Job owners"): what comes from its spec
+// (its name and stage names) and its error, which may quote its tasks' output.
+void hideFromOthers(pb::JobStatus& status) {
+  status.clear_name();
+  status.clear_error();
+}
+void hideFromOthers(pb::JobStatusResponse& response) {
+  hideFromOthers(*response.mutable_status());
+  for (auto& stage : *response.mutable_stages()) stage.clear_name();
+}
+
 }  // namespace
 
-awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net::CallContext) {
+awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net::CallContext ctx) {
   auto checked = co_await store_->checkedStatus(req.job_id());
   if (!checked) co_return checked.error();
   if (!checked->status) co_return corruptJobError(req.job_id(), checked->corrupt);
+  // Anyone may see how someone else's job is doing; its tasks only its owner (or an admin).
+  Status owned = net::checkJobAccess(ctx.identity, checked->status->owner(), config_.admins, req.job_id(),
+                                     "see the tasks of");
+  if (!owned && req.tasks()) co_return owned.error();
   auto described = co_await describeJob(std::move(req), std::move(*checked->status));
+  if (described && !owned) hideFromOthers(*described);
   co_return described;
 }
 
@@ -943,7 +977,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req,
   co_return resp;
 }
 
-awaitable<Result<pb::ListJobsResponse>> Master::list(pb::ListJobsRequest, net::CallContext) {
+awaitable<Result<pb::ListJobsResponse>> Master::list(pb::ListJobsRequest, net::CallContext ctx) {
   auto ids = co_await store_->listJobs();
   if (!ids) co_return ids.error();
   pb::ListJobsResponse resp;
@@ -955,7 +989,8 @@ awaitable<Result<pb::ListJobsResponse>> Master::list(pb::ListJobsRequest, net::C
       co_return checked.error().prepend("reading the status of " + id);
     }
     if (checked->status) {
-      *resp.add_jobs() = std::move(*checked->status);
+      pb::JobStatus& job = *resp.add_jobs() = std::move(*checked->status);
+      if (!net::checkJobAccess(ctx.identity, job.owner(), config_.admins, id, "see")) hideFromOthers(job);
       continue;
     }
     auto* corrupt = resp.add_corrupt();
@@ -975,6 +1010,9 @@ awaitable<Result<pb::ListSitesResponse>> Master::sites(pb::ListSitesRequest, net
 
 awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallContext ctx) {
   if (!isJobId(req.job_id())) co_return makeError(ErrorCode::kInvalidArgument, "bad job id '" + req.job_id().substr(0, 64) + "'");
+  // Checked here, at the master the client called: the fan-out below calls the other masters
+  // as this master (allowed by them without a check of their own).
+  if (Status allowed = co_await checkOwner(ctx, req.job_id(), "kill"); !allowed) co_return allowed.error();
   // The status first (JMs that still read it leave on their own), but the stop does not
   // depend on it: a job whose state is corrupt or deleted is stopped by job id all the same.
   Status ended = Status::ok();
@@ -1021,14 +1059,23 @@ awaitable<Result<pb::KillResponse>> Master::kill(pb::JobRequest req, net::CallCo
   co_return resp;
 }
 
-awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& jobId) {
+awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& jobId,
+                                                          const std::optional<net::PeerIdentity>& caller) {
   constexpr size_t kMaxResultMeta = 64;
+  constexpr std::string_view kAction = "read the result of";
   if (auto it = resultMeta_.find(jobId); it != resultMeta_.end()) {
+    if (Status allowed = net::checkJobAccess(caller, it->second.owner, config_.admins, jobId, kAction); !allowed) {
+      co_return allowed.error();
+    }
     it->second.lastUse = ++resultUses_;
     co_return &it->second;
   }
   auto st = co_await readStatus(jobId);
   if (!st) co_return st.error();
+  // Before anything else of the job is told (its state, its error).
+  if (Status allowed = net::checkJobAccess(caller, st->owner(), config_.admins, jobId, kAction); !allowed) {
+    co_return allowed.error();
+  }
   if (st->state() != pb::JOB_SUCCEEDED) {
     co_return makeError(ErrorCode::kInvalidArgument, "job " + jobId + " has no result: it is " +
                                                          jobStateName(st->state()) +
@@ -1049,6 +1096,7 @@ awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& job
     if (auto st = checkResultSite(view, *pinning, config_.site); !st) co_return st.error().prepend("job " + jobId);
   }
   ResultMeta meta;
+  meta.owner = st->owner();
   meta.stage = static_cast<uint32_t>(loaded->spec.stages_size() - 1);
   // Every output's location at once: one read per record node (or of the summary).
   auto done = co_await store_->outputs(jobId, meta.stage);
@@ -1066,7 +1114,7 @@ awaitable<Result<Master::ResultMeta*>> Master::resultMeta(const std::string& job
 
 awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net::CallContext ctx) {
   // The job's metadata is read once (then cached); each chunk costs only the fetch.
-  auto meta = co_await resultMeta(req.job_id());
+  auto meta = co_await resultMeta(req.job_id(), ctx.identity);
   if (!meta) co_return meta.error();
   const std::string jobId = req.job_id();
   const uint32_t last = (*meta)->stage;
@@ -1132,6 +1180,9 @@ awaitable<Result<pb::LogsResponse>> Master::logs(pb::LogsRequest req, net::CallC
   if (!req.jm_site().empty()) {
     if (auto st = checkName("site", req.jm_site()); !st) co_return st.error();
   }
+  // A task's stderr is its owner's, like its result. A forwarded request was checked by the
+  // master the client called (a master is allowed).
+  if (Status allowed = co_await checkOwner(ctx, req.job_id(), "read the logs of"); !allowed) co_return allowed.error();
   const auto timeout = std::min(ctx.remaining(), kPeerCallTimeout);
   if (!req.worker_id().empty() || !req.attempt_id().empty()) {
     // A master that resolved the execution forwards it here, its worker's site; a client may

@@ -118,7 +118,9 @@ class Master {
   boost::asio::awaitable<Result<pb::KillResponse>> kill(pb::JobRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::ResultResponse>> result(pb::ResultRequest req, net::CallContext ctx);
   struct ResultMeta;
-  boost::asio::awaitable<Result<ResultMeta*>> resultMeta(const std::string& jobId);
+  // Checks that `caller` may read the job's result (its owner's, kept with the cached entry).
+  boost::asio::awaitable<Result<ResultMeta*>> resultMeta(const std::string& jobId,
+                                                         const std::optional<net::PeerIdentity>& caller);
   boost::asio::awaitable<Result<pb::PutResponse>> put(pb::PutRequest req, net::CallContext ctx);
   // A put whose partitions are all stored becomes visible in one write of the dataset record.
   boost::asio::awaitable<Status> publishUpload(std::string uploadId);
@@ -152,6 +154,11 @@ class Master {
   boost::asio::awaitable<Result<std::vector<std::string>>> downSitesHolding(const std::string& dataset,
                                                                            const std::vector<pb::SiteInfo>& live);
   boost::asio::awaitable<Result<pb::JobStatus>> readStatus(const std::string& jobId);
+  // Job owners (docs/security.md): whether the caller may `action` the job, from the owner its
+  // status records (read only when the answer depends on it; a status that does not decode
+  // records no owner). kPermissionDenied when not; kNotFound when there is no such job.
+  boost::asio::awaitable<Status> checkOwner(const net::CallContext& ctx, const std::string& jobId,
+                                            std::string_view action);
 
   // HTTP: the web page's files (web/, compiled in) and GET /status (status_page.h), which
   // shows jobs only with `http_jobs` (the port is plaintext and names no caller).
@@ -214,6 +221,7 @@ class Master {
     uint32_t stage = 0;                                // the last stage
     uint32_t tasks = 0;                                // its outputs
     std::map<uint32_t, pb::PartitionLocation> parts;   // read on first use, by task
+    std::string owner;                                 // the job's, as its status records it
     uint64_t lastUse = 0;
   };
   std::map<std::string, ResultMeta> resultMeta_;

@@ -158,12 +158,16 @@ std::string costLine(const pb::JobCost& cost) {
 
 void printStatus(const pb::JobStatusResponse& st, std::ostream& out) {
   const auto& s = st.status();
-  out << s.job_id() << "  " << s.name() << "  " << jobstate::jobStateName(s.state()) << "  submitted at "
-      << s.submit_site();
+  // Someone else's job comes without its name, stage names and error (docs/security.md).
+  out << s.job_id() << "  " << (s.name().empty() ? "-" : s.name()) << "  " << jobstate::jobStateName(s.state())
+      << "  submitted at " << s.submit_site();
+  if (!s.owner().empty()) out << " by " << s.owner();
   if (!s.error().empty()) out << "  error: " << s.error();
   out << "\n";
-  for (const auto& stage : st.stages()) {
-    out << "  stage " << stage.name() << ": " << stage.done() << "/" << stage.tasks() << " done";
+  for (int i = 0; i < st.stages_size(); ++i) {
+    const auto& stage = st.stages(i);
+    out << "  stage " << (stage.name().empty() ? fmt::format("#{}", i) : stage.name()) << ": " << stage.done() << "/"
+        << stage.tasks() << " done";
     if (!stage.released()) out << " (waiting for upstream)";
     for (const auto& site : stage.sites()) {
       out << "  [" << site.site() << " " << site.done() << "/" << site.owned() << "]";
@@ -305,8 +309,10 @@ int cmdList(const Globals& g, std::ostream& out) {
     return 0;
   }
   for (const auto& j : resp.jobs()) {
-    out << j.job_id() << "  " << jobstate::jobStateName(j.state()) << "  " << j.name() << "  sites:";
+    out << j.job_id() << "  " << jobstate::jobStateName(j.state()) << "  " << (j.name().empty() ? "-" : j.name())
+        << "  sites:";
     for (const auto& s : j.sites()) out << " " << s;
+    if (!j.owner().empty()) out << "  by " << j.owner();
     out << "\n";
   }
   for (const auto& j : resp.corrupt()) out << j.job_id() << "  corrupt  " << j.reason() << "\n";

@@ -90,7 +90,8 @@ std::vector<std::string> JobProgress::render(const pb::JobStatusResponse& status
   const bool over = jobstate::isTerminal(st.state());
   uint64_t remaining = 0;
   for (const auto& stage : status.stages()) remaining += stage.tasks() > stage.done() ? stage.tasks() - stage.done() : 0;
-  std::string header = fmt::format("{}  {}  {}  {}", st.job_id(), st.name(), jobstate::jobStateName(st.state()),
+  std::string header = fmt::format("{}  {}  {}  {}", st.job_id(), st.name().empty() ? "-" : st.name(),
+                                   jobstate::jobStateName(st.state()),
                                    formatDuration(nowSeconds));
   if (!over) {
     auto eta = total_.etaSeconds(remaining);
@@ -99,13 +100,19 @@ std::vector<std::string> JobProgress::render(const pb::JobStatusResponse& status
   if (!st.error().empty()) header += fmt::format("  error: {}", st.error());
   lines.push_back(fit(std::move(header)));
 
+  // Someone else's job comes without its stage names (docs/security.md): their indexes then.
+  std::vector<std::string> names;
+  for (int s = 0; s < status.stages_size(); ++s) {
+    const auto& name = status.stages(s).name();
+    names.push_back(name.empty() ? fmt::format("#{}", s) : name);
+  }
   size_t nameWidth = 0;
-  for (const auto& stage : status.stages()) nameWidth = std::max(nameWidth, stage.name().size());
+  for (const auto& name : names) nameWidth = std::max(nameWidth, name.size());
   nameWidth = std::min<size_t>(nameWidth, 16);
   const int barWidth = std::clamp(width / 4, 10, 30);
   for (int s = 0; s < status.stages_size(); ++s) {
     const auto& stage = status.stages(s);
-    std::string name = stage.name().substr(0, nameWidth);
+    std::string name = names[static_cast<size_t>(s)].substr(0, nameWidth);
     const uint32_t pct = stage.tasks() == 0 ? 0 : static_cast<uint32_t>(uint64_t{stage.done()} * 100 / stage.tasks());
     std::string line = fmt::format("  {:<{}} {} {:>5}/{:<5} {:>3}%  ", name, nameWidth,
                                    progressBar(stage.done(), stage.tasks(), barWidth), stage.done(), stage.tasks(), pct);

@@ -202,7 +202,10 @@ harness::MiniCluster& sharedCluster() {
     options.execYaml = harness::kExecEnabledYaml;  // its jobs use exec
     // Prices, so that `tellus cost` has something to multiply (every site alike: egress_gb
     // may not name a master's own site). 0.01 per container-second, 0.002 per byte.
-    options.masterExtraYaml = "prices:\n  container_hour: 36\n  market: spot\n  egress_gb: {default: 2000000}\n";
+    options.masterExtraYaml = "prices:\n  container_hour: 36\n  market: spot\n  egress_gb: {default: 2000000}\n"
+                              // client/ops may act on any job (security_test.cpp); client/harness,
+                              // which runs the CLI, only on its own.
+                              "admins: [ops]\n";
     return harness::MiniCluster::start(options);
   }();
   INFO("starting the mini cluster: " << whyNot(cluster));

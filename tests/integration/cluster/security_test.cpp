@@ -135,5 +135,169 @@ TEST_CASE("a raw partition of a residency: local dataset is refused to any other
   CHECK(allowed->data() == "secret words stay here\n");
 }
 
+// A one-task exec job: `cmd` is what it runs.
+pb::SubmitRequest execJob(const std::string& name, const std::string& cmd) {
+  pb::SubmitRequest req;
+  req.mutable_spec()->set_name(name);
+  req.mutable_spec()->set_placement("proportional");
+  auto* stage = req.mutable_spec()->add_stages();
+  stage->set_name("only");
+  stage->set_op("exec");
+  stage->set_tasks(1);
+  (*stage->mutable_params())["cmd"] = cmd;
+  return req;
+}
+
+pb::JobRequest jobRequest(const std::string& jobId, bool tasks = false) {
+  pb::JobRequest req;
+  req.set_job_id(jobId);
+  req.set_tasks(tasks);
+  return req;
+}
+
+void checkNotOwner(const Status& refused, const std::string& caller, const std::string& action, const std::string& jobId) {
+  REQUIRE_FALSE(refused.isOk());
+  CHECK(refused.code() == ErrorCode::kPermissionDenied);
+  CHECK_THAT(refused.message(), Catch::Contains(caller + " may not " + action + " job " + jobId +
+                                                ": it is not the job's owner (client/alice) nor an admin"));
+  CHECK(refused.message().find('\n') == std::string::npos);
+}
+
+TEST_CASE("a job is its owner's: others may list it and see its progress, but not kill it, read its result, "
+          "tasks or logs; an admin may",
+          "[integration][cluster][tls][owners]") {
+  auto& cluster = sharedCluster();
+  const auto& sites = cluster.sites();
+  const auto home = endpointOf(cluster.masterAddress(sites[0]));
+  const auto away = endpointOf(cluster.masterAddress(sites[1]));  // the checks use the stored owner
+  const auto alice = as(cluster, "client/alice");
+  const auto bob = as(cluster, "client/bob");
+  const auto ops = as(cluster, "client/ops");  // an admin (sharedCluster's masters: admins: [ops])
+
+  // Runs until killed (its command ends when its executor does).
+  const auto longJob = execJob("alice-long", "while kill -0 $PPID 2>/dev/null; do sleep 0.1; done");
+  const auto quickJob = execJob("alice-quick", "echo alice-secret");
+  auto longId = net::callBlocking<rpc::Master::Submit>(home, longJob, 10s, alice);
+  auto quickId = net::callBlocking<rpc::Master::Submit>(home, quickJob, 10s, alice);
+  INFO(whyNot(longId) << whyNot(quickId));
+  REQUIRE(longId.isOk());
+  REQUIRE(quickId.isOk());
+  const std::string running = longId->job_id();
+  const std::string quick = quickId->job_id();
+
+  pb::JobStatusResponse last;
+  const bool succeeded = harness::eventually(
+      [&] {
+        auto st = net::callBlocking<rpc::Master::Status>(home, jobRequest(quick), 5s, alice);
+        if (st) last = *st;
+        return st && st->status().state() == pb::JOB_SUCCEEDED;
+      },
+      60s, 100ms);
+  INFO("quick job: " << last.ShortDebugString());
+  REQUIRE(succeeded);
+  CHECK(last.status().owner() == "client/alice");
+  CHECK(last.status().name() == "alice-quick");
+
+  SECTION("someone else is refused, through any master, with a one-line reason") {
+    for (const auto& master : {home, away}) {
+      pb::ResultRequest result;
+      result.set_job_id(quick);
+      checkNotOwner(net::callBlocking<rpc::Master::Result>(master, result, 5s, bob).status(), "client/bob",
+                    "read the result of", quick);
+      checkNotOwner(net::callBlocking<rpc::Master::Status>(master, jobRequest(quick, true), 5s, bob).status(),
+                    "client/bob", "see the tasks of", quick);
+      pb::LogsRequest logs;
+      logs.set_job_id(quick);
+      logs.set_stage("only");
+      checkNotOwner(net::callBlocking<rpc::Master::Logs>(master, logs, 5s, bob).status(), "client/bob",
+                    "read the logs of", quick);
+      checkNotOwner(net::callBlocking<rpc::Master::Kill>(master, jobRequest(running), 5s, bob).status(), "client/bob",
+                    "kill", running);
+      // Nor by asking for the one-site part of a kill that masters fan out.
+      auto oneSite = jobRequest(running);
+      oneSite.set_this_site_only(true);
+      checkNotOwner(net::callBlocking<rpc::Master::Kill>(master, oneSite, 5s, bob).status(), "client/bob", "kill",
+                    running);
+    }
+    auto still = net::callBlocking<rpc::Master::Status>(away, jobRequest(running), 5s, alice);
+    REQUIRE(still.isOk());
+    CHECK(still->status().state() == pb::JOB_RUNNING);
+
+    // Its progress, without what comes from its spec or its tasks' output.
+    auto summary = net::callBlocking<rpc::Master::Status>(away, jobRequest(quick), 5s, bob);
+    INFO(whyNot(summary));
+    REQUIRE(summary.isOk());
+    CHECK(summary->status().state() == pb::JOB_SUCCEEDED);
+    CHECK(summary->status().owner() == "client/alice");
+    CHECK(summary->status().name().empty());
+    REQUIRE(summary->stages_size() == 1);
+    CHECK(summary->stages(0).name().empty());
+    CHECK(summary->stages(0).done() == 1);
+    CHECK(summary->stages(0).task_placements_size() == 0);
+
+    // Listed, the same way; the owner's own list has the names.
+    for (const auto& [who, named] : {std::pair{bob, false}, std::pair{alice, true}}) {
+      auto listed = net::callBlocking<rpc::Master::List>(away, pb::ListJobsRequest(), 5s, who);
+      REQUIRE(listed.isOk());
+      int seen = 0;
+      for (const auto& job : listed->jobs()) {
+        if (job.job_id() != running && job.job_id() != quick) continue;
+        ++seen;
+        CHECK(job.owner() == "client/alice");
+        CHECK(job.name().empty() != named);
+      }
+      CHECK(seen == 2);
+    }
+    // The CLI (client/harness, no admin) shows the owner and no name.
+    auto cli = cluster.tellus({"list"}, sites[2]);
+    INFO(cli.out << cli.err);
+    REQUIRE(cli.exitCode == 0);
+    CHECK_THAT(cli.out, Catch::Contains(quick + "  succeeded  -  sites: " + sites[0] + "  by client/alice\n"));
+
+    // An admin may do all of it: kill the job through another master than its own.
+    pb::ResultRequest result;
+    result.set_job_id(quick);
+    auto read = net::callBlocking<rpc::Master::Result>(away, result, 5s, ops);
+    INFO(whyNot(read));
+    REQUIRE(read.isOk());
+    CHECK(read->data() == "alice-secret\n");
+    auto tasks = net::callBlocking<rpc::Master::Status>(away, jobRequest(quick, true), 5s, ops);
+    REQUIRE(tasks.isOk());
+    CHECK(tasks->stages(0).task_placements_size() == 1);
+    auto killed = net::callBlocking<rpc::Master::Kill>(away, jobRequest(running), 10s, ops);
+    INFO(whyNot(killed));
+    REQUIRE(killed.isOk());
+    CHECK(killed->unreachable_size() == 0);  // the fan-out to the other masters goes through
+    auto after = net::callBlocking<rpc::Master::Status>(home, jobRequest(running), 5s, alice);
+    REQUIRE(after.isOk());
+    CHECK(after->status().state() == pb::JOB_KILLED);
+  }
+
+  SECTION("its owner may do all of it") {
+    pb::ResultRequest result;
+    result.set_job_id(quick);
+    auto read = net::callBlocking<rpc::Master::Result>(away, result, 5s, alice);
+    INFO(whyNot(read));
+    REQUIRE(read.isOk());
+    CHECK(read->data() == "alice-secret\n");
+    auto tasks = net::callBlocking<rpc::Master::Status>(away, jobRequest(quick, true), 5s, alice);
+    REQUIRE(tasks.isOk());
+    CHECK(tasks->stages(0).task_placements_size() == 1);
+    pb::LogsRequest logs;
+    logs.set_job_id(quick);
+    logs.set_stage("only");
+    auto log = net::callBlocking<rpc::Master::Logs>(away, logs, 5s, alice);
+    INFO(whyNot(log));
+    CHECK(log.isOk());
+    auto killed = net::callBlocking<rpc::Master::Kill>(away, jobRequest(running), 10s, alice);
+    INFO(whyNot(killed));
+    REQUIRE(killed.isOk());
+    CHECK(killed->unreachable_size() == 0);
+    auto after = net::callBlocking<rpc::Master::Status>(home, jobRequest(running), 5s, alice);
+    REQUIRE(after.isOk());
+    CHECK(after->status().state() == pb::JOB_KILLED);
+  }
+}
+
 }  // namespace
 }  // namespace tellus::itest

@@ -627,6 +627,22 @@ TEST_CASE("HTTP listeners, http_jobs and log_format", "[unit][config]") {
   CHECK(back->log_format == "json");
 }
 
+TEST_CASE("admins: client names, none by default, checked", "[unit][config]") {
+  auto plain = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(plain.isOk());
+  CHECK(plain->admins.empty());
+  auto master = parseMasterConfig(std::string(kMinimalMaster) + "admins: [ops, on-call-2]\n", "master.yaml");
+  REQUIRE(master.isOk());
+  CHECK(master->admins == std::vector<std::string>{"ops", "on-call-2"});
+  // The name, not the certificate identity; nothing a certificate could not carry.
+  for (const char* bad : {"client/ops", "Ops", "\"\"", "a b", "../x",
+                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) {
+    INFO(bad);
+    const std::string error = masterError(std::string(kMinimalMaster) + "admins: [" + bad + "]\n");
+    CHECK_THAT(error, Catch::Contains("expected a client name ([a-z0-9-]+, at most 64 characters"));
+  }
+}
+
 TEST_CASE("prices: zero by default, typed, checked", "[unit][config]") {
   auto none = parseMasterConfig(kMinimalMaster, "master.yaml");
   REQUIRE(none.isOk());

@@ -74,3 +74,51 @@ TEST_CASE("identity binding: a request speaks only for its caller's certificate"
   CHECK(checkCallerSite(PeerIdentity{Role::kClient, "", "alice"}, "").code() == ErrorCode::kPermissionDenied);
   CHECK(checkCallerSite(std::nullopt, "mars").isOk());
 }
+
+TEST_CASE("a job's owner, an admin or a master may act on it; others are refused naming the job",
+          "[unit][net][tls][owners]") {
+  const PeerIdentity alice{Role::kClient, "", "alice"};
+  const PeerIdentity bob{Role::kClient, "", "bob"};
+  const PeerIdentity ops{Role::kClient, "", "ops"};
+  const PeerIdentity master{Role::kMaster, "eu-west", ""};
+  const PeerIdentity worker{Role::kWorker, "us-east", "alice"};  // a worker named like a client
+  const std::vector<std::string> admins{"ops"};
+  const std::string job = "job-0000000007";
+
+  CHECK(checkJobAccess(alice, "client/alice", admins, job, "kill").isOk());
+  CHECK(checkJobAccess(ops, "client/alice", admins, job, "kill").isOk());
+  CHECK(checkJobAccess(master, "client/alice", admins, job, "kill").isOk());  // a fan-out or forward
+  CHECK(checkJobAccess(std::nullopt, "client/alice", admins, job, "kill").isOk());  // insecure mode
+
+  auto refused = checkJobAccess(bob, "client/alice", admins, job, "read the result of");
+  REQUIRE_FALSE(refused.isOk());
+  CHECK(refused.code() == ErrorCode::kPermissionDenied);
+  CHECK(refused.message() == "permission denied: client/bob may not read the result of job job-0000000007: it is not "
+                             "the job's owner (client/alice) nor an admin");
+  // The role counts, not only the name: a worker is no client, and no admin.
+  CHECK(checkJobAccess(worker, "client/alice", admins, job, "kill").code() == ErrorCode::kPermissionDenied);
+  CHECK(checkJobAccess(PeerIdentity{Role::kWorker, "us-east", "ops"}, "client/alice", admins, job, "kill").code() ==
+        ErrorCode::kPermissionDenied);
+  // No admins configured: only the owner.
+  CHECK(checkJobAccess(ops, "client/alice", {}, job, "kill").code() == ErrorCode::kPermissionDenied);
+
+  // A job without a recorded owner (from before owners, or an unreadable status) is an admin's.
+  CHECK(checkJobAccess(ops, "", admins, job, "kill").isOk());
+  CHECK(checkJobAccess(std::nullopt, "", admins, job, "kill").isOk());
+  auto ownerless = checkJobAccess(alice, "", admins, job, "kill");
+  REQUIRE_FALSE(ownerless.isOk());
+  CHECK(ownerless.code() == ErrorCode::kPermissionDenied);
+  CHECK_THAT(ownerless.message(), Catch::Contains("job job-0000000007: the job records no owner"));
+  CHECK_THAT(ownerless.message(), Catch::Contains("only an admin may"));
+
+  // A stored owner is data from ZooKeeper: matched exactly, quoted only when it is an identity.
+  CHECK(checkJobAccess(alice, "client/alice ", admins, job, "kill").code() == ErrorCode::kPermissionDenied);
+  CHECK(checkJobAccess(alice, "CLIENT/alice", admins, job, "kill").code() == ErrorCode::kPermissionDenied);
+  auto garbage = checkJobAccess(bob, "client/x\nforged line", admins, job, "kill");
+  REQUIRE_FALSE(garbage.isOk());
+  CHECK(garbage.message().find('\n') == std::string::npos);
+  CHECK_THAT(garbage.message(), Catch::Contains("an unreadable identity"));
+  // And so is the job id a caller sent: cut.
+  auto longId = checkJobAccess(bob, "client/alice", admins, std::string(500, 'j'), "kill");
+  CHECK(longId.message().size() < 300);
+}
