@@ -226,7 +226,9 @@ void stringCompletion(int rc, const char* value, const void* data) {
 void aclCompletion(int rc, struct ACL_vector* acl, struct Stat* /*stat*/, const void* data) {
   RawReply reply{rc};
   if (rc == ZOK && acl) {
-    for (int32_t i = 0; i < acl->count; ++i) reply.aclSchemes.emplace_back(acl->data[i].id.scheme ? acl->data[i].id.scheme : "");
+    for (int32_t i = 0; i < acl->count; ++i) {
+      reply.aclSchemes.emplace_back(acl->data[i].id.scheme ? acl->data[i].id.scheme : "");
+    }
   }
   finish(data, std::move(reply));
 }
@@ -560,7 +562,9 @@ awaitable<void> ZkClient::warnIfChrootOpen() {
   // A chroot made before credentials were configured keeps its open ACL (ZooKeeper never
   // changes an ACL by itself), and so may nodes below it: say so once, with the way out.
   std::string chroot = chroot_;
-  StartFn start = [chroot](ZkHandle& h, PendingOp& op) { return zoo_aget_acl(h.zh, chroot.c_str(), aclCompletion, &op); };
+  StartFn start = [chroot](ZkHandle& h, PendingOp& op) {
+    return zoo_aget_acl(h.zh, chroot.c_str(), aclCompletion, &op);
+  };
   RawReply reply = co_await call(start, Retry::kIdempotent);
   if (reply.rc == ZNOAUTH) {
     // Reading an ACL needs read permission: the chroot is someone else's.
