@@ -106,6 +106,14 @@ ZooKeeperConfig readZooKeeper(YamlMap& root) {
     m.fail("chroot", "expected an absolute ZooKeeper path ('/' or '/a/b', no trailing '/'), got " + quoted(zk.chroot));
   }
   zk.session_timeout_ms = m.optional<uint32_t>("session_timeout_ms", zk.session_timeout_ms, kPositive);
+  zk.insecure = m.optional<bool>("insecure", false);
+  if (m.has("credentials_file")) {
+    zk.credentials_file = readNonEmpty(m, "credentials_file", "a file holding user:password");
+    if (m.ok() && zk.insecure) m.fail("credentials_file", "expected either credentials_file or insecure: true, not both");
+  } else if (!zk.insecure && m.ok()) {
+    m.failHere("expected credentials_file (a user:password file for ZooKeeper digest authentication and ACLs), or "
+               "insecure: true for nodes open to anyone");
+  }
   return zk;
 }
 
@@ -481,6 +489,12 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "connect" << YAML::Value << YAML::DoubleQuoted << c.zookeeper.connect;
   out << YAML::Key << "chroot" << YAML::Value << YAML::DoubleQuoted << c.zookeeper.chroot;
   out << YAML::Key << "session_timeout_ms" << YAML::Value << c.zookeeper.session_timeout_ms;
+  // The path only: the JM reads the secret itself, as its worker did.
+  if (c.zookeeper.insecure) {
+    out << YAML::Key << "insecure" << YAML::Value << true;
+  } else {
+    out << YAML::Key << "credentials_file" << YAML::Value << YAML::DoubleQuoted << c.zookeeper.credentials_file;
+  }
   out << YAML::EndMap;
   if (c.tls.insecure) {
     out << YAML::Key << "insecure" << YAML::Value << true;

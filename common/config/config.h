@@ -14,10 +14,16 @@
 
 namespace tellus::config {
 
+// ZooKeeper access (YAML section `zookeeper`). Authentication is an explicit choice, as TLS
+// is: `credentials_file` (a digest `user:password` file: every node Tellus creates is then
+// for that identity only, docs/security.md) or `insecure: true` (open ACLs, logged as a
+// warning at start). One of the two is required.
 struct ZooKeeperConfig {
   std::string connect;                // "host:port[,host:port...]" (required)
   std::string chroot = "/tellus";     // must start with '/'
   uint32_t session_timeout_ms = 6000;
+  std::string credentials_file;       // path of the user:password file; never the secret itself
+  bool insecure = false;              // no authentication, nodes open to anyone
 };
 
 // Transport limits of a daemon's RPC server (YAML section `rpc`, every field optional; 0

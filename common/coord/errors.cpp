@@ -46,7 +46,8 @@ CodeInfo describe(int rc) {
     case ZINVALIDACL:
       return {"ZINVALIDACL", "invalid ACL", ErrorCode::kInvalidArgument};
     case ZNOAUTH:
-      return {"ZNOAUTH", "not authorized", ErrorCode::kInternal};
+      // The node's ACL does not admit this session's identity (docs/security.md).
+      return {"ZNOAUTH", "not authorized", ErrorCode::kPermissionDenied};
     case ZAUTHFAILED:
       return {"ZAUTHFAILED", "authentication failed", ErrorCode::kInternal};
     case ZMARSHALLINGERROR:

@@ -37,6 +37,7 @@ struct RawReply {
   std::string createdPath;  // full server path
   std::vector<int> multiErrors;
   std::vector<ZkOpResult> multiResults;  // createdPath is the full server path here too
+  std::vector<std::string> aclSchemes;   // zoo_aget_acl: the scheme of each entry
 };
 
 // zoo_amulti writes its results into caller-owned buffers when the reply arrives, so they
@@ -69,6 +70,10 @@ struct ZkHandle {
   std::mutex mutex;
   std::unordered_map<const void*, std::unique_ptr<PendingOp>> pending;
 
+  // On the owner's executor only: the server answered this handle's zoo_add_auth (or the
+  // connection dropped first; see onAuthReply).
+  bool authSettled = false;
+
   PendingOp& add(std::unique_ptr<PendingOp> op) {
     PendingOp& ref = *op;
     std::lock_guard lock(mutex);
@@ -93,6 +98,14 @@ struct ZkHandle {
                [owner = self->owner, generation = self->generation, type, state, p = std::string(path ? path : "")] {
                  if (auto client = owner.lock()) client->onWatcherEvent(generation, type, state, p);
                });
+  }
+
+  // The completion of zoo_add_auth, on a C library thread: handed over like a watcher event.
+  static void authCompletion(int rc, const void* data) {
+    const auto* self = static_cast<const ZkHandle*>(data);
+    asio::post(self->executor, [owner = self->owner, generation = self->generation, rc] {
+      if (auto client = owner.lock()) client->onAuthReply(generation, rc);
+    });
   }
 };
 
@@ -209,6 +222,16 @@ void stringsStatCompletion(int rc, const struct String_vector* strings, const st
 void stringCompletion(int rc, const char* value, const void* data) {
   RawReply reply{rc};
   if (rc == ZOK && value) reply.createdPath = value;
+  finish(data, std::move(reply));
+}
+
+void aclCompletion(int rc, struct ACL_vector* acl, struct Stat* /*stat*/, const void* data) {
+  RawReply reply{rc};
+  if (rc == ZOK && acl) {
+    for (int32_t i = 0; i < acl->count; ++i) {
+      reply.aclSchemes.emplace_back(acl->data[i].id.scheme ? acl->data[i].id.scheme : "");
+    }
+  }
   finish(data, std::move(reply));
 }
 
@@ -331,6 +354,18 @@ Status ZkClient::openHandle() {
     return makeError(err == EINVAL ? ErrorCode::kInvalidArgument : ErrorCode::kUnavailable,
                      "connecting to ZooKeeper at '" + options_.connectString + "': " + std::strerror(err));
   }
+  if (options_.credentials) {
+    // Queued before the handle connects: the library sends it first on every connection of
+    // the handle (before any request), and calls the completion for the first answer.
+    const std::string auth = options_.credentials->authString();
+    int rc = zoo_add_auth(zh, "digest", auth.data(), static_cast<int>(auth.size()), &ZkHandle::authCompletion,
+                          handle.get());
+    if (rc != ZOK) {
+      zookeeper_close(zh);
+      return makeError(ErrorCode::kUnavailable, "authenticating to ZooKeeper at '" + options_.connectString +
+                                                    "': " + zkCodeName(rc));
+    }
+  }
   handle->zh = zh;
   generation_ = handle->generation;
   handle_ = std::move(handle);
@@ -392,6 +427,10 @@ void ZkClient::onWatcherEvent(uint64_t generation, int type, int zkState, const 
 
 void ZkClient::onSessionState(int zkState) {
   if (zkState == ZOO_CONNECTED_STATE) {
+    // Not usable before the server has answered our credentials: a refusal must surface as
+    // an error here, not as requests failing later with "not authorized" (onAuthReply calls
+    // back once it has).
+    if (options_.credentials && !handle_->authSettled) return;
     expiryTimer_.cancel();
     const clientid_t* id = zoo_client_id(handle_->zh);
     sessionId_ = id ? id->client_id : 0;
@@ -427,9 +466,24 @@ void ZkClient::onSessionState(int zkState) {
   } else if (zkState == ZOO_EXPIRED_SESSION_STATE) {
     expireSession("expired by the server");
   } else if (zkState == ZOO_AUTH_FAILED_STATE) {
-    expireSession("authentication failed");
+    expireSession("the server refused our credentials", /*backoff=*/true);
   }
   // ZOO_ASSOCIATING_STATE (handshake in progress) and read-only mode change nothing here.
+}
+
+void ZkClient::onAuthReply(uint64_t generation, int rc) {
+  if (closed_ || !handle_ || generation != handle_->generation || handle_->authSettled) return;
+  if (rc == ZAUTHFAILED) {
+    spdlog::error("ZooKeeper refused the credentials of digest user '{}' ({})", options_.credentials->user,
+                  options_.connectString);
+    expireSession("the server refused our credentials", /*backoff=*/true);
+    return;
+  }
+  // ZOK; or the connection dropped before the answer: the library sends the credentials again
+  // first on the next connection, and a refusal then arrives as ZOO_AUTH_FAILED_STATE.
+  handle_->authSettled = true;
+  if (rc == ZOK) spdlog::info("ZooKeeper: authenticated as digest user '{}'", options_.credentials->user);
+  if (zoo_state(handle_->zh) == ZOO_CONNECTED_STATE) onSessionState(ZOO_CONNECTED_STATE);
 }
 
 void ZkClient::onExpiryTimer(uint64_t generation) {
@@ -437,7 +491,7 @@ void ZkClient::onExpiryTimer(uint64_t generation) {
   expireSession("no connection for " + std::to_string(negotiatedTimeout_.count()) + " ms (the session timeout)");
 }
 
-void ZkClient::expireSession(const std::string& reason) {
+void ZkClient::expireSession(const std::string& reason, bool backoff) {
   if (closed_) return;
   spdlog::warn("ZooKeeper session {} expired: {}; opening a new session", hexId(sessionId_), reason);
   expiryTimer_.cancel();
@@ -449,6 +503,10 @@ void ZkClient::expireSession(const std::string& reason) {
   // The owner gives up leadership and ephemeral-based state before anything new happens.
   emit(SessionEvent::kExpired);
   if (closed_) return;  // a listener closed the client
+  if (backoff) {
+    scheduleReopen();
+    return;
+  }
   Status st = openHandle();
   if (!st.isOk()) {
     spdlog::warn("{}; retrying", st.message());
@@ -496,9 +554,37 @@ awaitable<Status> ZkClient::waitConnected(milliseconds timeout) {
   if (!chrootReady_ && !chroot_.empty()) {
     Status st = co_await ensureFullPath(chroot_);
     if (!st.isOk()) co_return st.prepend("creating the chroot node " + chroot_);
+    if (options_.credentials) co_await warnIfChrootOpen();
   }
   chrootReady_ = true;
   co_return Status::ok();
+}
+
+awaitable<void> ZkClient::warnIfChrootOpen() {
+  // A chroot made before credentials were configured keeps its open ACL (ZooKeeper never
+  // changes an ACL by itself), and so may nodes below it: say so once, with the way out.
+  std::string chroot = chroot_;
+  StartFn start = [chroot](ZkHandle& h, PendingOp& op) {
+    return zoo_aget_acl(h.zh, chroot.c_str(), aclCompletion, &op);
+  };
+  RawReply reply = co_await call(start, Retry::kIdempotent);
+  if (reply.rc == ZNOAUTH) {
+    // Reading an ACL needs read permission: the chroot is someone else's.
+    spdlog::error("ZooKeeper: digest user '{}' may not read the chroot {} (ZNOAUTH): it was created with other "
+                  "credentials (another password in the credentials file?), and every request under it will be refused",
+                  options_.credentials->user, chroot_);
+    co_return;
+  }
+  if (reply.rc != ZOK) {
+    spdlog::warn("ZooKeeper: cannot read the ACL of the chroot {}: {}", chroot_, zkCodeName(reply.rc));
+    co_return;
+  }
+  if (std::find(reply.aclSchemes.begin(), reply.aclSchemes.end(), "world") != reply.aclSchemes.end()) {
+    spdlog::warn("ZooKeeper: the chroot {} is open to anyone (world ACL): it was created without credentials, and "
+                 "nodes below it created then are open too; restrict them (docs/security.md, \"Moving an open "
+                 "deployment to ACLs\")",
+                 chroot_);
+  }
 }
 
 SessionCredentials ZkClient::sessionCredentials() const {
@@ -564,6 +650,7 @@ std::string_view zkResultName(int rc) {
     case ZSESSIONEXPIRED: return "session_expired";
     case ZCLOSING: return "closing";
     case ZINVALIDSTATE: return "invalid_state";
+    case ZNOAUTH: return "no_auth";
     default: return "other";
   }
 }
@@ -596,9 +683,10 @@ awaitable<Result<std::string>> ZkClient::create(std::string path, std::string da
   int flags = createFlags(mode);
   // Named, not a temporary: GCC 12 destroys a lambda converted to a coroutine's
   // std::function parameter twice when it is built inside the co_await expression.
-  StartFn start = [full, data, flags](ZkHandle& h, PendingOp& op) {
-    return zoo_acreate(h.zh, full.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE, flags,
-                       stringCompletion, &op);
+  const struct ACL_vector* acl = createAcl();
+  StartFn start = [full, data, flags, acl](ZkHandle& h, PendingOp& op) {
+    return zoo_acreate(h.zh, full.c_str(), data.data(), static_cast<int>(data.size()), acl, flags, stringCompletion,
+                       &op);
   };
   RawReply reply = co_await call(start, Retry::kNever);
   if (reply.rc != ZOK) co_return zkError(reply.rc, "create", path, /*outcomeUnknown=*/true);
@@ -608,6 +696,11 @@ awaitable<Result<std::string>> ZkClient::create(std::string path, std::string da
                                                   ", outside the chroot " + chroot_);
   }
   co_return *relative;
+}
+
+const struct ACL_vector* ZkClient::createAcl() const {
+  // "auth" scheme: the server replaces it with the identities this session authenticated as.
+  return options_.credentials ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 }
 
 awaitable<Status> ZkClient::ensureFullPath(std::string fullPath) {
@@ -622,8 +715,9 @@ awaitable<Status> ZkClient::ensureFullPath(std::string fullPath) {
     pos = fullPath.find('/', pos);
     std::string prefix = pos == std::string::npos ? fullPath : fullPath.substr(0, pos);
     // Retrying is safe here: ZNODEEXISTS (ours from an earlier attempt, or anyone's) is success.
-    StartFn start = [prefix](ZkHandle& h, PendingOp& op) {
-      return zoo_acreate(h.zh, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, stringCompletion, &op);
+    const struct ACL_vector* acl = createAcl();
+    StartFn start = [prefix, acl](ZkHandle& h, PendingOp& op) {
+      return zoo_acreate(h.zh, prefix.c_str(), "", 0, acl, ZOO_PERSISTENT, stringCompletion, &op);
     };
     RawReply reply = co_await call(start, Retry::kIdempotent);
     if (reply.rc != ZOK && reply.rc != ZNODEEXISTS) co_return zkError(reply.rc, "ensurePath: create", prefix);
@@ -754,7 +848,8 @@ awaitable<Result<std::vector<ZkOpResult>>> ZkClient::multi(std::vector<ZkOp> ops
   if (ops.empty()) co_return std::vector<ZkOpResult>{};
   auto shared = std::make_shared<const std::vector<ZkOp>>(std::move(ops));
   std::string chroot = chroot_;
-  StartFn start = [shared, chroot](ZkHandle& h, PendingOp& op) {
+  const struct ACL_vector* acl = createAcl();
+  StartFn start = [shared, chroot, acl](ZkHandle& h, PendingOp& op) {
     const auto& list = *shared;
     auto buffers = std::make_unique<detail::MultiBuffers>();
     size_t n = list.size();
@@ -776,9 +871,8 @@ awaitable<Result<std::vector<ZkOpResult>>> ZkClient::multi(std::vector<ZkOp> ops
       const std::string& d = buffers->datas[i];
       switch (o.kind) {
         case ZkOp::Kind::kCreate:
-          zoo_create_op_init(&buffers->ops[i], p, d.data(), static_cast<int>(d.size()), &ZOO_OPEN_ACL_UNSAFE,
-                             createFlags(o.mode), buffers->pathBuffers[i].data(),
-                             static_cast<int>(buffers->pathBuffers[i].size()));
+          zoo_create_op_init(&buffers->ops[i], p, d.data(), static_cast<int>(d.size()), acl, createFlags(o.mode),
+                             buffers->pathBuffers[i].data(), static_cast<int>(buffers->pathBuffers[i].size()));
           break;
         case ZkOp::Kind::kSet:
           zoo_set_op_init(&buffers->ops[i], p, d.data(), static_cast<int>(d.size()), o.version, &buffers->stats[i]);

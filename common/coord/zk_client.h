@@ -15,6 +15,9 @@
 // - Watches are persistent from the caller's point of view: re-armed after every trigger,
 //   after reconnects and on a new session, until cancelled.
 // - The chroot is applied by the client (see paths.h); waitConnected() creates it if missing.
+// - With credentials (SessionOptions::credentials), every handle authenticates before its
+//   session counts as connected, and every node it creates (the chroot included) gets an ACL
+//   for that identity alone; without, nodes are open to anyone (world:anyone).
 //
 // Lifetime: create() returns a shared_ptr; in-flight coroutines keep the client alive. Call
 // close() on the executor before the executor's io_context is destroyed.
@@ -26,10 +29,14 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "coord/coordinator.h"
+#include "coord/credentials.h"
 #include "coord/errors.h"
+
+struct ACL_vector;  // zookeeper.jute.h
 
 namespace tellus::coord {
 
@@ -55,11 +62,16 @@ struct SessionOptions {
   // request), with its outcome (zkResultName) and how long the reply took: the one place
   // ZooKeeper traffic is counted (a daemon's tellus_zk_* metrics).
   std::function<void(std::string_view result, std::chrono::steady_clock::duration elapsed)> onRequest;
+  // Digest identity to authenticate as (zoo_add_auth) on every handle; the session is
+  // reported connected only once the server accepted it. Every node created then has the ACL
+  // "creator only, all permissions" (ZOO_CREATOR_ALL_ACL: digest:<user>:<hash>). nullopt:
+  // no authentication and open ACLs (world:anyone), for tests and closed networks.
+  std::optional<DigestCredentials> credentials;
 };
 
 // A ZooKeeper return code as a metric label: "ok", "no_node", "node_exists", "bad_version",
 // "not_empty", "connection_loss", "operation_timeout", "session_expired", "closing",
-// "invalid_state", or "other".
+// "invalid_state", "no_auth", or "other".
 std::string_view zkResultName(int rc);
 
 // Identity of a session: lets tests force an expiry (harness/zk_session.h).
@@ -128,8 +140,11 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   void scheduleReopen();
   void onWatcherEvent(uint64_t generation, int type, int zkState, const std::string& path);
   void onSessionState(int zkState);
+  void onAuthReply(uint64_t generation, int rc);
   void onExpiryTimer(uint64_t generation);
-  void expireSession(const std::string& reason);
+  // Drops the handle and opens a new one: at once, or after the reopen backoff when the
+  // server refused us (trying again at once would only be refused again).
+  void expireSession(const std::string& reason, bool backoff = false);
   void emit(SessionEvent event);
   void notifyStateChange();
   // Keeps the process-wide count of clients without a session (which quiets the C library's
@@ -140,6 +155,9 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   boost::asio::awaitable<detail::RawReply> call(StartFn start, Retry retry);
   boost::asio::awaitable<void> sleepFor(std::chrono::milliseconds delay);
   boost::asio::awaitable<Status> ensureFullPath(std::string fullPath);
+  boost::asio::awaitable<void> warnIfChrootOpen();
+  // The ACL of every node this client creates (see SessionOptions::credentials).
+  const struct ACL_vector* createAcl() const;
   boost::asio::awaitable<Status> removeTree(std::string fullPath, std::string userPath);
 
   Result<Subscription> addWatch(bool dataWatch, std::string path, DataCallback onData, ChildrenCallback onChildren,

@@ -10,8 +10,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "harness/certs.h"
 #include "harness/eventually.h"
+#include "harness/zk_credentials.h"
 #include "proc/ports.h"
 
 namespace tellus::harness {
@@ -55,7 +58,13 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
     if (!ensemble) return ensemble.error().prepend("zookeeper ensemble");
     c->ensemble_ = std::move(ensemble).value();
   }
-  auto reader = ZkReader::connect(c->zkConnect(), kDaemonChroot, options.startTimeout);
+  if (options.zkAcl) {
+    auto credentials = writeZkCredentials(c->zkCredentialsFile());
+    if (!credentials) return credentials.error();
+    c->zkCredentials_ = std::move(credentials).value();
+  }
+  // Authenticated, it creates the daemons' chroot with their ACL, as the first daemon would.
+  auto reader = c->connectZkReader(options.startTimeout);
   if (!reader) return reader.error().prepend("test session");
   c->reader_ = std::move(reader).value();
 
@@ -64,7 +73,9 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
   if (!free) return free.error();
   size_t next = 0;
   std::string zkYaml = "zookeeper:\n  connect: " + c->zkConnect() +
-                       "\n  chroot: /tellus\n  session_timeout_ms: " + std::to_string(options.sessionTimeoutMs) + "\n";
+                       "\n  chroot: /tellus\n  session_timeout_ms: " + std::to_string(options.sessionTimeoutMs) + "\n" +
+                       (options.zkAcl ? fmt::format("  credentials_file: {}\n", c->zkCredentialsFile().string())
+                                      : std::string("  insecure: true\n"));
   if (options.tls) {
     std::vector<std::string> identities{"client/harness"};
     for (int i = 0; i < options.sites; ++i) {

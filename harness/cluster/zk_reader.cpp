@@ -3,13 +3,15 @@
 namespace tellus::harness {
 
 Result<std::unique_ptr<ZkReader>> ZkReader::connect(const std::string& connectString, const std::string& chroot,
-                                                    std::chrono::milliseconds timeout) {
+                                                    std::chrono::milliseconds timeout,
+                                                    std::optional<coord::DigestCredentials> credentials) {
   std::unique_ptr<ZkReader> reader(new ZkReader());
   coord::SessionOptions options;
   options.connectString = connectString;
   options.chroot = chroot;
   // Long enough to ride out the loss of an ensemble member without expiring.
   options.sessionTimeout = std::chrono::milliseconds(10000);
+  options.credentials = std::move(credentials);
   auto created = reader->io_.call([&] { return coord::ZkClient::create(reader->io_.executor(), options); });
   if (!created) return created.error().prepend("zookeeper client for " + connectString);
   reader->client_ = std::move(created).value();

@@ -55,6 +55,10 @@ struct MiniClusterOptions {
   // Mutual TLS on every RPC, with a throwaway CA in the cluster's dir (certs/): the default,
   // as in production. false: every config says insecure: true.
   bool tls = true;
+  // ZooKeeper digest authentication and ACLs, with a random credential in the cluster's dir
+  // (zk-credentials, mode 0600) that every config names: the default, as in production.
+  // false: every config says zookeeper.insecure: true (open nodes).
+  bool zkAcl = true;
 };
 
 struct CliResult {
@@ -81,8 +85,16 @@ class MiniCluster {
   ZkServer& zk() { return ensemble_ ? ensemble_->server(0) : *zk_; }
   // The ensemble; nullptr with a standalone server.
   ZkEnsemble* zkEnsemble() { return ensemble_.get(); }
-  // A session of the test itself on the cluster's ZooKeeper, chroot /tellus (the daemons' root).
+  // A session of the test itself on the cluster's ZooKeeper, chroot /tellus (the daemons' root),
+  // authenticated as the daemons are.
   ZkReader& zkReader() { return *reader_; }
+  // Another session of the test's own (e.g. one per thread), like zkReader().
+  Result<std::unique_ptr<ZkReader>> connectZkReader(std::chrono::milliseconds timeout) const {
+    return ZkReader::connect(zkConnect(), kDaemonChroot, timeout, zkCredentials_);
+  }
+  // The daemons' ZooKeeper identity (nullopt with zkAcl off), and the file every config names.
+  const std::optional<coord::DigestCredentials>& zkCredentials() const { return zkCredentials_; }
+  std::filesystem::path zkCredentialsFile() const { return dir() / "zk-credentials"; }
   const std::filesystem::path& dir() const { return dir_.path(); }
   std::filesystem::path binDir() const;
 
@@ -159,6 +171,7 @@ class MiniCluster {
   std::unique_ptr<ZkServer> zk_;          // standalone, or
   std::unique_ptr<ZkEnsemble> ensemble_;  // an ensemble
   std::unique_ptr<ZkReader> reader_;
+  std::optional<coord::DigestCredentials> zkCredentials_;
   std::vector<std::string> sites_;
   std::map<std::string, std::string> masterAddresses_;
   std::map<std::string, std::string> workerAddresses_;  // by worker id

@@ -26,13 +26,12 @@ inline constexpr const char* kDaemonChroot = "/tellus";
 
 class ZkReader {
  public:
-  // Connects and waits up to `timeout` for a session.
+  // Connects and waits up to `timeout` for a session. `credentials`: the daemons' digest
+  // identity (MiniCluster::connectZkReader() passes it), without which a cluster's nodes
+  // cannot be read, and with which the nodes the reader creates are the daemons' too.
   static Result<std::unique_ptr<ZkReader>> connect(const std::string& connectString, const std::string& chroot,
-                                                   std::chrono::milliseconds timeout);
-  // The same, at the daemons' root (kDaemonChroot).
-  static Result<std::unique_ptr<ZkReader>> connect(const std::string& connectString, std::chrono::milliseconds timeout) {
-    return connect(connectString, kDaemonChroot, timeout);
-  }
+                                                   std::chrono::milliseconds timeout,
+                                                   std::optional<coord::DigestCredentials> credentials);
   ~ZkReader();
   ZkReader(const ZkReader&) = delete;
   ZkReader& operator=(const ZkReader&) = delete;

@@ -46,7 +46,7 @@ SharedCluster& shared() {
       return c;
     }
     c.cluster = std::move(cluster).value();
-    auto zk = ZkView::connect(c.cluster->zkConnect(), 30s);
+    auto zk = c.cluster->connectZkReader(30s);
     if (!zk) {
       c.error = "zookeeper view: " + zk.message();
       return c;

@@ -75,7 +75,7 @@ TEST_CASE("ranking masters: a short job submitted after a long one gets the free
   INFO((started ? std::string() : started.message()));
   REQUIRE(started.isOk());
   auto& cluster = **started;
-  auto zkConnected = ZkView::connect(cluster.zkConnect(), 30s);
+  auto zkConnected = cluster.connectZkReader(30s);
   INFO((zkConnected ? std::string() : zkConnected.message()));
   REQUIRE(zkConnected.isOk());
   ZkView& zk = **zkConnected;

@@ -215,7 +215,7 @@ harness::MiniCluster& sharedCluster() {
 
 ZkReader& sharedZk() {
   static Result<std::unique_ptr<ZkReader>> zk =
-      ZkReader::connect(sharedCluster().zkConnect(), harness::kDaemonChroot, milliseconds(20000));
+      sharedCluster().connectZkReader(milliseconds(20000));
   INFO("connecting to the cluster's ZooKeeper: " << whyNot(zk));
   REQUIRE(zk.isOk());
   return **zk;

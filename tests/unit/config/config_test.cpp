@@ -16,24 +16,25 @@ const std::string kMaster =
     "  connect: zk1:2181,zk2:2181\n"         // 5
     "  chroot: /tellus/test\n"               // 6
     "  session_timeout_ms: 4000\n"           // 7
-    "data_dir: /var/lib/tellus\n"            // 8
-    "datasets:\n"                            // 9
-    "  - name: corpus\n"                     // 10
-    "    dir: /data/corpus\n"                // 11
-    "    worker: w1\n"                       // 12
-    "  - name: logs.2024\n"                  // 13
-    "    dir: /data/logs\n"                  // 14
-    "    worker: w2\n"                       // 15
-    "    residency: local\n"                 // 16
-    "schedule_period_ms: 500\n"              // 17
-    "worker_timeout_ms: 2000\n"              // 18
-    "log_level: debug\n"                     // 19
-    "insecure: true\n";                      // 20
+    "  credentials_file: /etc/tellus/zk\n"   // 8
+    "data_dir: /var/lib/tellus\n"            // 9
+    "datasets:\n"                            // 10
+    "  - name: corpus\n"                     // 11
+    "    dir: /data/corpus\n"                // 12
+    "    worker: w1\n"                       // 13
+    "  - name: logs.2024\n"                  // 14
+    "    dir: /data/logs\n"                  // 15
+    "    worker: w2\n"                       // 16
+    "    residency: local\n"                 // 17
+    "schedule_period_ms: 500\n"              // 18
+    "worker_timeout_ms: 2000\n"              // 19
+    "log_level: debug\n"                     // 20
+    "insecure: true\n";                      // 21
 
 const std::string kMinimalMaster =
     "site: a\n"
     "listen: 127.0.0.1:7100\n"
-    "zookeeper: {connect: 'localhost:2181'}\n"
+    "zookeeper: {connect: 'localhost:2181', insecure: true}\n"
     "data_dir: /tmp/a\n"
     "insecure: true\n";
 
@@ -44,6 +45,7 @@ const std::string kWorker =
     "master: 10.0.0.1:7100\n"
     "zookeeper:\n"
     "  connect: zk1:2181\n"
+    "  insecure: true\n"
     "containers: 8\n"
     "data_dir: /var/lib/tellus-worker\n"
     "bin_dir: /opt/tellus/bin\n"
@@ -238,21 +240,21 @@ TEST_CASE("a worker's http_listen serves /metrics and is checked like the master
 
 TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][config]") {
   SECTION("malformed YAML") {
-    CHECK(masterError(masterWithLine(11, "    dir: [/data/corpus\n"))
-              .starts_with("master.yaml:12: malformed YAML: "));
+    CHECK(masterError(masterWithLine(12, "    dir: [/data/corpus\n"))
+              .starts_with("master.yaml:13: malformed YAML: "));
   }
   SECTION("unknown field") {
-    CHECK(masterError(masterWithLine(17, "schedule_periode_ms: 500\n")) ==
-          "master.yaml:17: schedule_periode_ms: unknown field (did you mean 'schedule_period_ms'?)");
+    CHECK(masterError(masterWithLine(18, "schedule_periode_ms: 500\n")) ==
+          "master.yaml:18: schedule_periode_ms: unknown field (did you mean 'schedule_period_ms'?)");
   }
   SECTION("unknown field in a dataset") {
-    CHECK(masterError(masterWithLine(16, "    residence: local\n")) ==
-          "master.yaml:16: datasets[1].residence: unknown field (did you mean 'residency'?)");
+    CHECK(masterError(masterWithLine(17, "    residence: local\n")) ==
+          "master.yaml:17: datasets[1].residence: unknown field (did you mean 'residency'?)");
   }
   SECTION("missing required field") {
     CHECK(masterError(masterWithLine(1, "")) == "master.yaml:1: site: required field is missing");
     CHECK(masterError(masterWithLine(5, "")) == "master.yaml:4: zookeeper.connect: required field is missing");
-    CHECK(masterError(masterWithLine(12, "")) == "master.yaml:10: datasets[0].worker: required field is missing");
+    CHECK(masterError(masterWithLine(13, "")) == "master.yaml:11: datasets[0].worker: required field is missing");
   }
   SECTION("wrong type") {
     CHECK(masterError(masterWithLine(5, "  connect: [zk1:2181]\n")) ==
@@ -261,10 +263,10 @@ TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][con
           "master.yaml:6: datasets: expected a sequence, got a map");
   }
   SECTION("non-numeric, negative and zero periods") {
-    CHECK(masterError(masterWithLine(17, "schedule_period_ms: fast\n")) ==
-          "master.yaml:17: schedule_period_ms: expected a positive integer, got 'fast'");
-    CHECK(masterError(masterWithLine(18, "worker_timeout_ms: -1\n")) ==
-          "master.yaml:18: worker_timeout_ms: expected a positive integer, got '-1'");
+    CHECK(masterError(masterWithLine(18, "schedule_period_ms: fast\n")) ==
+          "master.yaml:18: schedule_period_ms: expected a positive integer, got 'fast'");
+    CHECK(masterError(masterWithLine(19, "worker_timeout_ms: -1\n")) ==
+          "master.yaml:19: worker_timeout_ms: expected a positive integer, got '-1'");
     CHECK(masterError(masterWithLine(7, "  session_timeout_ms: 0\n")) ==
           "master.yaml:7: zookeeper.session_timeout_ms: expected a positive integer, got '0'");
   }
@@ -299,20 +301,20 @@ TEST_CASE("master config errors read FILE:LINE: FIELD: expectation", "[unit][con
     CHECK(root->zookeeper.chroot == "/");
   }
   SECTION("duplicate dataset") {
-    CHECK(masterError(masterWithLine(13, "  - name: corpus\n")) ==
-          "master.yaml:13: datasets[1].name: duplicate dataset name 'corpus' (first at line 10)");
+    CHECK(masterError(masterWithLine(14, "  - name: corpus\n")) ==
+          "master.yaml:14: datasets[1].name: duplicate dataset name 'corpus' (first at line 11)");
   }
   SECTION("bad dataset values") {
-    CHECK(masterError(masterWithLine(16, "    residency: global\n")) ==
-          "master.yaml:16: datasets[1].residency: expected local or any, got 'global'");
-    CHECK(masterError(masterWithLine(13, "  - name: my corpus\n")) ==
-          "master.yaml:13: datasets[1].name: expected a dataset name (1-128 of [A-Za-z0-9_.-], not starting with '.'), got 'my corpus'");
-    CHECK(masterError(masterWithLine(11, "    dir: ''\n")) ==
-          "master.yaml:11: datasets[0].dir: expected a directory, got an empty string");
+    CHECK(masterError(masterWithLine(17, "    residency: global\n")) ==
+          "master.yaml:17: datasets[1].residency: expected local or any, got 'global'");
+    CHECK(masterError(masterWithLine(14, "  - name: my corpus\n")) ==
+          "master.yaml:14: datasets[1].name: expected a dataset name (1-128 of [A-Za-z0-9_.-], not starting with '.'), got 'my corpus'");
+    CHECK(masterError(masterWithLine(12, "    dir: ''\n")) ==
+          "master.yaml:12: datasets[0].dir: expected a directory, got an empty string");
   }
   SECTION("bad log level") {
-    CHECK(masterError(masterWithLine(19, "log_level: verbose\n")) ==
-          "master.yaml:19: log_level: expected one of trace|debug|info|warn|error, got 'verbose'");
+    CHECK(masterError(masterWithLine(20, "log_level: verbose\n")) ==
+          "master.yaml:20: log_level: expected one of trace|debug|info|warn|error, got 'verbose'");
   }
 }
 
@@ -324,25 +326,25 @@ TEST_CASE("worker config errors", "[unit][config]") {
     return yaml.replace(at, from.size(), to);
   };
   CHECK(workerError(replace("containers: 8", "containers: 0")) ==
-        "worker.yaml:7: containers: expected a positive integer, got '0'");
+        "worker.yaml:8: containers: expected a positive integer, got '0'");
   CHECK(workerError(replace("containers: 8", "containers: many")) ==
-        "worker.yaml:7: containers: expected a positive integer, got 'many'");
+        "worker.yaml:8: containers: expected a positive integer, got 'many'");
   CHECK(workerError(replace("master: 10.0.0.1:7100", "master: 10.0.0.1:0")) ==
         "worker.yaml:4: master: expected host:port with a port in [1, 65535], got '10.0.0.1:0'");
   CHECK(workerError(replace("id: w1", "id: W1")) ==
         "worker.yaml:1: id: expected a worker id ([a-z0-9][a-z0-9-]*), got 'W1'");
   CHECK(workerError(replace("    bandwidth_mbps: 100.5", "    bandwidth_mbps: -3")) ==
-        "worker.yaml:13: wan[0].bandwidth_mbps: expected a non-negative number, got '-3'");
+        "worker.yaml:14: wan[0].bandwidth_mbps: expected a non-negative number, got '-3'");
   CHECK(workerError(replace("    latency_ms: 80", "    latency_ms: 1.5")) ==
-        "worker.yaml:14: wan[0].latency_ms: expected a non-negative integer, got '1.5'");
+        "worker.yaml:15: wan[0].latency_ms: expected a non-negative integer, got '1.5'");
   CHECK(workerError(replace("  - {to_site: ap-south}", "  - {to_site: us-east}")) ==
-        "worker.yaml:15: wan[1].to_site: duplicate link to site 'us-east' (first at line 12)");
+        "worker.yaml:16: wan[1].to_site: duplicate link to site 'us-east' (first at line 13)");
   CHECK(workerError(replace("  - {to_site: ap-south}", "  - {to_site: eu-west}")) ==
-        "worker.yaml:15: wan[1].to_site: expected another site than this worker's own site 'eu-west'");
+        "worker.yaml:16: wan[1].to_site: expected another site than this worker's own site 'eu-west'");
   CHECK(workerError(replace("  - {to_site: ap-south}", "  - {bandwidth_mbps: 5}")) ==
-        "worker.yaml:15: wan[1].to_site: required field is missing");
+        "worker.yaml:16: wan[1].to_site: required field is missing");
   CHECK(workerError(replace("  - {to_site: ap-south}", "  - ap-south")) ==
-        "worker.yaml:15: wan[1]: expected a map, got 'ap-south'");
+        "worker.yaml:16: wan[1]: expected a map, got 'ap-south'");
   CHECK(workerError(replace("data_dir: /var/lib/tellus-worker\n", "")) ==
         "worker.yaml:1: data_dir: required field is missing");
 }
@@ -358,6 +360,7 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   c.zookeeper.connect = "zk1:2181,zk2:2182";
   c.zookeeper.chroot = "/tellus/t1";
   c.zookeeper.session_timeout_ms = 12345;
+  c.zookeeper.credentials_file = "/etc/tellus/zk-credentials";
   c.tls.insecure = true;
   c.period_ms = 250;
   c.log_level = "trace";
@@ -373,6 +376,9 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   CHECK(back->zookeeper.connect == c.zookeeper.connect);
   CHECK(back->zookeeper.chroot == c.zookeeper.chroot);
   CHECK(back->zookeeper.session_timeout_ms == c.zookeeper.session_timeout_ms);
+  // The path, never the secret: the JM reads the file itself.
+  CHECK(back->zookeeper.credentials_file == c.zookeeper.credentials_file);
+  CHECK_FALSE(back->zookeeper.insecure);
   CHECK(back->period_ms == c.period_ms);
   CHECK(back->log_level == c.log_level);
 
@@ -403,18 +409,46 @@ TEST_CASE("JM config errors", "[unit][config]") {
       "role: primary\n"
       "master: 127.0.0.1:7100\n"
       "worker_id: w1\n"
-      "zookeeper: {connect: 'h:2181'}\n"
+      "zookeeper: {connect: 'h:2181', insecure: true}\n"
       "insecure: true\n";
   auto r = parseJmConfig(good, "jm.yaml");
   REQUIRE(r.isOk());
   CHECK(r->listen == "127.0.0.1:0");
   CHECK(r->period_ms == 1000u);
   CHECK(jmError(good + "role: primary\n") == "jm.yaml:8: role: duplicate field (first given at line 3)");
-  CHECK(jmError("job_id: job-1\nsite: a\nrole: leader\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\ninsecure: true\n") ==
+  CHECK(jmError("job_id: job-1\nsite: a\nrole: leader\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181', insecure: true}\ninsecure: true\n") ==
         "jm.yaml:3: role: expected primary or secondary, got 'leader'");
   CHECK(jmError(good + "period_ms: 0\n") == "jm.yaml:8: period_ms: expected a positive integer, got '0'");
-  CHECK(jmError("site: a\nrole: primary\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181'}\ninsecure: true\n") ==
+  CHECK(jmError("site: a\nrole: primary\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181', insecure: true}\ninsecure: true\n") ==
         "jm.yaml:1: job_id: required field is missing");
+}
+
+TEST_CASE("every daemon config names ZooKeeper credentials or says zookeeper.insecure: true", "[unit][config]") {
+  const auto master = [](const std::string& zookeeper) {
+    return "site: a\nlisten: 127.0.0.1:7100\nzookeeper:\n  connect: zk:2181\n" + zookeeper +
+           "data_dir: /tmp/a\ninsecure: true\n";
+  };
+  auto withFile = parseMasterConfig(master("  credentials_file: /etc/tellus/zk-credentials\n"), "master.yaml");
+  REQUIRE(withFile.isOk());
+  CHECK(withFile->zookeeper.credentials_file == "/etc/tellus/zk-credentials");
+  CHECK_FALSE(withFile->zookeeper.insecure);
+  auto open = parseMasterConfig(master("  insecure: true\n"), "master.yaml");
+  REQUIRE(open.isOk());
+  CHECK(open->zookeeper.insecure);
+  CHECK(open->zookeeper.credentials_file.empty());
+
+  CHECK(masterError(master("")) ==
+        "master.yaml:3: zookeeper: expected credentials_file (a user:password file for ZooKeeper digest "
+        "authentication and ACLs), or insecure: true for nodes open to anyone");
+  // The top-level insecure (plaintext RPC) says nothing about ZooKeeper.
+  CHECK(masterError(master("  insecure: false\n")).starts_with("master.yaml:3: zookeeper: expected credentials_file"));
+  CHECK(masterError(master("  credentials_file: ''\n")) ==
+        "master.yaml:5: zookeeper.credentials_file: expected a file holding user:password, got an empty string");
+  CHECK(masterError(master("  insecure: true\n  credentials_file: /etc/z\n")) ==
+        "master.yaml:6: zookeeper.credentials_file: expected either credentials_file or insecure: true, not both");
+  CHECK(workerError("id: w1\nsite: a\nlisten: 127.0.0.1:0\nmaster: h:1\nzookeeper: {connect: 'zk:2181'}\n"
+                    "data_dir: /tmp/w\ninsecure: true\n")
+            .starts_with("worker.yaml:5: zookeeper: expected credentials_file"));
 }
 
 TEST_CASE("loading a file that cannot be read names it", "[unit][config]") {
@@ -482,11 +516,11 @@ TEST_CASE("the exec section: off by default, typed, checked", "[unit][config]") 
   CHECK(full->exec.work_dir == "/srv/scratch");
 
   CHECK(workerError(kWorker + "exec:\n  enabled: yes please\n") ==
-        "worker.yaml:19: exec.enabled: expected true or false, got 'yes please'");
+        "worker.yaml:20: exec.enabled: expected true or false, got 'yes please'");
   CHECK(workerError(kWorker + "exec:\n  work_dir: scratch\n") ==
-        "worker.yaml:19: exec.work_dir: expected an absolute directory, got 'scratch'");
+        "worker.yaml:20: exec.work_dir: expected an absolute directory, got 'scratch'");
   CHECK(workerError(kWorker + "exec:\n  rlimits: {cpu_sec: 3}\n") ==
-        "worker.yaml:19: exec.rlimits.cpu_sec: unknown field (did you mean 'cpu_s'?)");
+        "worker.yaml:20: exec.rlimits.cpu_sec: unknown field (did you mean 'cpu_s'?)");
 }
 
 }  // namespace
@@ -552,7 +586,7 @@ TEST_CASE("every daemon config has a tls section or an explicit insecure: true",
   const std::string base =
       "site: a\n"
       "listen: 127.0.0.1:7100\n"
-      "zookeeper: {connect: 'localhost:2181'}\n"
+      "zookeeper: {connect: 'localhost:2181', insecure: true}\n"
       "data_dir: /tmp/a\n";
   CHECK(masterError(base) ==
         "master.yaml:1: expected a tls section {ca_file, cert_file, key_file}, or insecure: true for plaintext RPC");
@@ -577,6 +611,7 @@ TEST_CASE("every daemon config has a tls section or an explicit insecure: true",
   jm.master = "127.0.0.1:7100";
   jm.worker_id = "w1";
   jm.zookeeper.connect = "localhost:2181";
+  jm.zookeeper.insecure = true;
   jm.tls = tls->tls;
   auto back = parseJmConfig(toYaml(jm), "jm.yaml");
   INFO((back.isOk() ? std::string() : back.message()));
@@ -618,6 +653,7 @@ TEST_CASE("HTTP listeners, http_jobs and log_format", "[unit][config]") {
   jm.master = "127.0.0.1:7100";
   jm.worker_id = "w1";
   jm.zookeeper.connect = "zk:2181";
+  jm.zookeeper.insecure = true;
   jm.tls.insecure = true;
   jm.http_listen = "127.0.0.1:0";
   jm.log_format = "json";

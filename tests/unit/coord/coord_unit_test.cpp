@@ -1,11 +1,13 @@
 // Pure parts of common/coord: path rules, chroot mapping, error mapping, retry
-// classification, backoff and election order. No ZooKeeper server is involved.
+// classification, backoff, election order and the credentials file. No ZooKeeper server is
+// involved.
 #include <zookeeper/zookeeper.h>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include "coord/connection_limit.h"
+#include "coord/credentials.h"
 #include "coord/election.h"
 #include "coord/errors.h"
 #include "coord/paths.h"
@@ -87,7 +89,7 @@ TEST_CASE("ZooKeeper codes map to error codes with clear messages", "[unit][coor
         Case{ZSESSIONEXPIRED, ErrorCode::kUnavailable, "ZSESSIONEXPIRED"},
         Case{ZBADARGUMENTS, ErrorCode::kInvalidArgument, "ZBADARGUMENTS"},
         Case{ZNOCHILDRENFOREPHEMERALS, ErrorCode::kInvalidArgument, "ZNOCHILDRENFOREPHEMERALS"},
-        Case{ZNOAUTH, ErrorCode::kInternal, "ZNOAUTH"}}) {
+        Case{ZNOAUTH, ErrorCode::kPermissionDenied, "ZNOAUTH"}}) {
     auto e = zkError(rc, "get", "/jobs/7");
     INFO(e.message);
     CHECK(e.code == code);
@@ -152,4 +154,45 @@ TEST_CASE("maxClientCnxns is read from ZooKeeper's conf answer, and only from a 
   CHECK_FALSE(parseMaxClientCnxns("maxClientCnxns=-1\n"));
   CHECK_FALSE(parseMaxClientCnxns("maxClientCnxns=60x\n"));
   CHECK_FALSE(parseMaxClientCnxns("maxClientCnxns=99999999999999\n"));
+}
+
+TEST_CASE("a ZooKeeper credentials file is one line user:password", "[unit][coord]") {
+  for (const char* text : {"tellus:s3cret", "tellus:s3cret\n", "tellus:s3cret\r\n", "a.b_c-D9:p:with:colons",
+                           "u:pass word with spaces ~!@#$%^&*()"}) {
+    INFO(text);
+    auto c = parseDigestCredentials(text, "/etc/tellus/zk");
+    REQUIRE(c.isOk());
+    CHECK(c->authString() == std::string(text).substr(0, std::string(text).find_first_of("\r\n")));
+  }
+  auto c = parseDigestCredentials("tellus:p:q\n", "f");
+  REQUIRE(c.isOk());
+  CHECK(c->user == "tellus");
+  CHECK(c->password == "p:q");  // only the first ':' separates (as ZooKeeper's digest does)
+
+  struct Bad {
+    std::string text;
+    const char* why;
+  };
+  const std::string tooLong(kMaxCredentialsFileBytes - 6, 'x');
+  for (const auto& [text, why] :
+       {Bad{"", "expected one line user:password"}, Bad{"\n", "expected one line user:password"},
+        Bad{"tellus", "expected one line user:password"}, Bad{":secret", "expected a user of 1 to 64 bytes"},
+        Bad{std::string(65, 'u') + ":p", "expected a user of 1 to 64 bytes"},
+        Bad{"tel lus:p", "expected a user of [A-Za-z0-9._-]"}, Bad{"tellus:", "expected a password after the ':'"},
+        Bad{"tellus:\n", "expected a password after the ':'"},
+        Bad{"tellus:one\ntwo", "the password holds a control character"},
+        Bad{"tellus:one\n\n", "the password holds a control character"},
+        Bad{std::string("tellus:a\0b", 10), "the password holds a control character"},
+        Bad{"tellus:caf\xc3\xa9", "non-ASCII"}, Bad{"tellus:" + tooLong, "larger than 4096 bytes"}}) {
+    INFO(text);
+    auto r = parseDigestCredentials(text, "/etc/tellus/zk");
+    REQUIRE_FALSE(r.isOk());
+    CHECK(r.error().code == ErrorCode::kInvalidArgument);
+    CHECK_THAT(r.message(), Catch::StartsWith("ZooKeeper credentials file '/etc/tellus/zk': "));
+    CHECK_THAT(r.message(), Catch::Contains(why));
+  }
+  // The password never appears in an error.
+  auto secret = parseDigestCredentials("tellus:hunter2\x01", "f");
+  REQUIRE_FALSE(secret.isOk());
+  CHECK(secret.message().find("hunter2") == std::string::npos);
 }

@@ -84,6 +84,7 @@ TEST_CASE("a daemon server serves, then its ordered stop joins every coroutine",
   // Nothing listens there: the coordinator keeps trying until stop() closes it.
   config::ZooKeeperConfig zookeeper;
   zookeeper.connect = "127.0.0.1:" + std::to_string(net::testing::unusedLoopbackPort());
+  zookeeper.insecure = true;  // no credentials file: nothing to read, and no server to show it to
   // Plaintext: this test is about serving and the ordered stop (TLS: tests/integration/net).
   config::TlsConfig plaintext;
   plaintext.insecure = true;

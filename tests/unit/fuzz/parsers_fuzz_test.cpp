@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "coord/credentials.h"
 #include "harness/fuzz.h"
 #include "job/spec.h"
 #include "net/frame.h"
@@ -204,9 +205,9 @@ TEST_CASE("fuzz: the job spec parser and validator return errors and never crash
 
 // --- daemon configs -------------------------------------------------------------------------
 
-// Every daemon config also names its RPC security: both forms are seeds to mutate.
+// Every daemon config also names its RPC and ZooKeeper security: both forms are seeds to mutate.
 const std::string kZk = "zookeeper:\n  connect: zk1:2181,zk2:2181\n  chroot: /tellus/test\n  session_timeout_ms: 4000\n"
-                        "insecure: true\n";
+                        "  credentials_file: /etc/tellus/zk-credentials\ninsecure: true\n";
 const std::string kTls = "tls: {ca_file: /etc/tellus/ca.pem, cert_file: /etc/tellus/d.pem, key_file: /etc/tellus/d.key}\n";
 const std::string kRpc =
     "rpc:\n  max_frame_bytes: 1048576\n  max_connections: 100\n  max_connections_per_peer: 10\n"
@@ -217,8 +218,8 @@ const std::vector<std::string> kMasters = {
         "data_dir: /var/lib/tellus\ndatasets:\n  - name: corpus\n    dir: /data/corpus\n    worker: w1\n"
         "  - name: logs.2024\n    dir: /data/logs\n    worker: w2\n    residency: local\n"
         "schedule_period_ms: 500\nworker_timeout_ms: 2000\nmax_jm_crashes: 3\n" + kRpc + "log_level: debug\n",
-    "site: us-east\nlisten: 0.0.0.0:7100\nzookeeper: {connect: 'zk:2181'}\ndata_dir: /var/lib/tellus\n" + kTls,
-    "site: a\nlisten: 127.0.0.1:7100\nzookeeper: {connect: 'localhost:2181'}\ndata_dir: /tmp/a\ninsecure: true\n",
+    "site: us-east\nlisten: 0.0.0.0:7100\nzookeeper: {connect: 'zk:2181', insecure: true}\ndata_dir: /var/lib/tellus\n" + kTls,
+    "site: a\nlisten: 127.0.0.1:7100\nzookeeper: {connect: 'localhost:2181', insecure: true}\ndata_dir: /tmp/a\ninsecure: true\n",
 };
 const std::vector<std::string> kWorkers = {
     "id: w1\nsite: eu-west\nlisten: '[::1]:0'\nmaster: 10.0.0.1:7100\n" + kZk +
@@ -271,6 +272,22 @@ TEST_CASE("fuzz: every config parser returns errors and never crashes", "[unit][
     auto back = config::parseJmConfig(config::toYaml(*c), "jm.yaml");
     INFO((back.isOk() ? "" : back.message()));
     CHECK(back.isOk());
+  });
+  // The ZooKeeper credentials file a config names.
+  const std::vector<std::string> credentials = {"tellus:0123456789abcdef0123456789abcdef\n", "a.b_c-d:p:a:s:s"};
+  fuzzFor("zookeeper credentials file", [&](Mutator& m, std::size_t) {
+    lastInput = input(m, credentials);
+    auto c = coord::parseDigestCredentials(lastInput, "zk-credentials");
+    if (!c) {
+      CHECK(c.error().code == ErrorCode::kInvalidArgument);
+      return;
+    }
+    // What parses is one line a daemon can send as is, and reads back the same.
+    CHECK(c->authString().find_first_of(std::string("\0\r\n", 3)) == std::string::npos);
+    auto again = coord::parseDigestCredentials(c->authString(), "zk-credentials");
+    REQUIRE(again.isOk());
+    CHECK(again->user == c->user);
+    CHECK(again->password == c->password);
   });
 }
 

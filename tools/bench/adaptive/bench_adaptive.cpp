@@ -365,7 +365,7 @@ int run(const Options& options) {
     std::cerr << "bench-adaptive: the cluster's sites are not the ones the WAN matrix names\n";
     return 1;
   }
-  auto zk = ZkView::connect((*cluster)->zkConnect(), 30s);
+  auto zk = (*cluster)->connectZkReader(30s);
   if (!zk) {
     std::cerr << "bench-adaptive: " << zk.message() << "\n";
     return 1;
