@@ -16,7 +16,8 @@ every interface, since they share one network stack here; everything runs as roo
 
 It starts the services in depends_on order, waiting for each healthcheck (or, for the one-shot
 `certs` service, for it to exit 0), so the daemons and the CLI run with mutual TLS unless
-TELLUS_INSECURE=1 is set; runs the word count
+TELLUS_INSECURE=1 is set, and with ZooKeeper ACLs (the credential `certs` makes) unless
+TELLUS_ZK_INSECURE=1 is set; runs the word count
 of examples/jobs through the `tellus` CLI service's settings and compares the result with a
 count computed here; kills a worker (a lost VM) and checks its master notices and a job still
 succeeds; kills and restarts a master (its supervisor's job) and runs a job again. Exit 0 and
@@ -238,6 +239,20 @@ try:
     up()
     print(cli(['sites']).stdout, flush=True)
     check_job('job 1')
+    # ZooKeeper ACLs: every daemon authenticated with the credential `certs` installed, and
+    # ZooKeeper's own client without it is refused the chroot's children.
+    zk_env = services['master-us-east']['environment']
+    if interpolate(zk_env['TELLUS_ZK_INSECURE']) not in ('1', 'true'):
+        for n in names:
+            if 'TELLUS_ZK_CREDENTIALS_FILE' in (services[n].get('environment') or {}):
+                assert "authenticating as digest user 'tellus'" in open(os.path.join(ROOT, n + '.log')).read(), \
+                    f'{n} did not authenticate to ZooKeeper'
+        r = in_ns('zk-us-east', ['java', '-cp', '/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar',
+                                 'org.apache.zookeeper.ZooKeeperMain', '-server', 'zk-us-east:2181', 'ls',
+                                 zk_env['TELLUS_ZK_CHROOT']], timeout=60)
+        refusal = re.search(r'Insufficient permission : \S+|NoAuth for \S+', r.stdout + r.stderr)
+        assert refusal, f'an unauthenticated ZooKeeper client was not refused: {(r.stdout + r.stderr)[-800:]}'
+        print(f'ZooKeeper ACLs on: every daemon authenticated; unauthenticated ls refused ({refusal.group(0)})', flush=True)
     # Drill: a spot VM is lost (`docker compose kill us-east-w2` = SIGKILL to everything in it).
     os.killpg(pids['us-east-w2'].pid, signal.SIGKILL)
     pids['us-east-w2'].wait()
