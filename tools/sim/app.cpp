@@ -174,9 +174,9 @@ class NullSink : public JobRecordSink {
 Result<std::map<std::string, cost::Prices>> pricesBySite(const SimOptions& options, const std::vector<SiteSpec>& sites) {
   std::map<std::string, cost::Prices> out;
   for (const auto& site : sites) out[site.name] = options.prices;
+  const std::string names = sites.empty() ? "none" : fmt::format("{}..{}", sites.front().name, sites.back().name);
   const auto unknown = [&](const std::string& site, const std::string& where) {
-    return invalid(fmt::format("--prices: {}'{}' is not a simulated site (they are site0..site{})", where,
-                               site.substr(0, 64), sites.size() - 1));
+    return invalid(fmt::format("--prices: {}'{}' is not a simulated site (they are {})", where, site.substr(0, 64), names));
   };
   for (const auto& [site, prices] : options.sitePrices) {
     auto it = out.find(site);
