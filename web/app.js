@@ -50,6 +50,22 @@ function route() {
   return { job: null, offset: 0 };
 }
 
+// A cost as `tellus cost` prints it (4 decimals, in the cluster's one currency: prices carry no
+// unit). data-cost keeps the exact number for scripts and tests.
+function costText(value) {
+  return Number(value).toFixed(4);
+}
+
+function costBadge(cost) {
+  if (!cost) return null;
+  const unpriced = cost.unpriced_sites.length ? ' (no prices known for ' + cost.unpriced_sites.join(', ') + ')' : '';
+  return el('span', { class: 'cost', 'data-cost': cost.total,
+                      title: 'containers ' + costText(cost.container_cost) + ', egress ' + costText(cost.egress_cost) +
+                             '; ' + cost.container_seconds.toFixed(3) + ' container-seconds, ' +
+                             cost.bytes_across_sites + ' bytes across sites' + unpriced },
+            'cost ', el('b', { class: 'cost-total' }, costText(cost.total)), unpriced);
+}
+
 function jobHref(id, offset) {
   return '#job=' + encodeURIComponent(id) + (offset ? '&offset=' + offset : '');
 }
@@ -84,7 +100,8 @@ function jobCard(job) {
                   el('span', { class: 'job-name' }, job.name),
                   el('span', { class: 'state ' + job.state }, job.state),
                   el('span', { class: 'muted' }, job.percent + '% · sites ' + job.sites.join(', ') +
-                     ' · submitted at ' + job.submit_site + ' ' + when(job.submit_unix_ms)));
+                     ' · submitted at ' + job.submit_site + ' ' + when(job.submit_unix_ms)),
+                  costBadge(job.cost));
   const card = el('div', { class: 'job', 'data-job': job.id }, head);
   for (const stage of job.stages) card.append(stageRow(stage));
   if (job.error) card.append(el('p', { class: 'error' }, job.error));
@@ -162,6 +179,8 @@ function renderJob(job) {
   clear(stages);
   for (const stage of job.stages) stages.append(stageRow(stage));
 
+  renderCost(job.cost);
+
   const jms = document.querySelector('#job-jms tbody');
   clear(jms);
   for (const jm of job.jms) {
@@ -184,6 +203,30 @@ function renderJob(job) {
                       : '(no stage released yet)';
   document.getElementById('task-prev').disabled = job.task_offset === 0;
   document.getElementById('task-next').disabled = job.next_task_offset >= job.total_tasks;
+}
+
+// The job page's cost: the total, then container time per site and bytes per site pair, as
+// `tellus cost` breaks it down.
+function renderCost(cost) {
+  const total = document.getElementById('job-cost');
+  clear(total);
+  const sites = document.querySelector('#job-cost-sites tbody');
+  const pairs = document.querySelector('#job-cost-pairs tbody');
+  clear(sites);
+  clear(pairs);
+  if (!cost) return;
+  total.append(costBadge(cost), ' = containers ' + costText(cost.container_cost) + ' + egress ' + costText(cost.egress_cost));
+  for (const s of cost.sites) {
+    sites.append(el('tr', { 'data-cost-site': s.site }, el('td', null, s.site), el('td', null, s.priced ? s.market : ''),
+                    el('td', null, s.container_seconds.toFixed(3)),
+                    el('td', null, s.priced ? costText(s.container_cost) : 'no prices known')));
+  }
+  if (!cost.sites.length) sites.append(el('tr', null, el('td', { colspan: 4, class: 'muted' }, 'no execution finished yet')));
+  for (const p of cost.pairs) {
+    pairs.append(el('tr', { 'data-cost-from': p.from, 'data-cost-to': p.to }, el('td', null, p.from + ' → ' + p.to),
+                    el('td', null, p.bytes), el('td', null, p.priced ? costText(p.egress_cost) : 'no prices known')));
+  }
+  if (!cost.pairs.length) pairs.append(el('tr', null, el('td', { colspan: 3, class: 'muted' }, 'nothing sent between sites')));
 }
 
 let timer = null;

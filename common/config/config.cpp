@@ -300,11 +300,9 @@ std::vector<std::string> readClientNames(YamlMap& root, const std::string& key) 
 // Prices are in currency units, non-negative and finite (the reader refuses inf and nan).
 constexpr Bounds<double> kPrice = between(0.0, cost::kMaxPrice);
 
-cost::Prices readPrices(YamlMap& root, const std::string& ownSite) {
+// One site's prices: a master's `prices` section, or an entry of a prices-by-site file.
+cost::Prices readPricesMap(YamlMap& m, const std::string& ownSite) {
   cost::Prices p;
-  auto section = root.optionalMap("prices");
-  if (!section) return p;
-  YamlMap& m = *section;
   p.container_hour = m.optional<double>("container_hour", p.container_hour, kPrice);
   p.market = m.optional<std::string>("market", p.market);
   if (m.ok() && !cost::isMarket(p.market)) {
@@ -331,6 +329,11 @@ cost::Prices readPrices(YamlMap& root, const std::string& ownSite) {
     }
   }
   return p;
+}
+
+cost::Prices readPrices(YamlMap& root, const std::string& ownSite) {
+  auto section = root.optionalMap("prices");
+  return section ? readPricesMap(*section, ownSite) : cost::Prices{};
 }
 
 template <class Config, class ReadFields>
@@ -385,6 +388,24 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     c.log_format = readLogFormat(m);
     return c;
   });
+}
+
+Result<std::map<std::string, cost::Prices>> parseSitePrices(const std::string& yaml, const std::string& file) {
+  return parseWith<std::map<std::string, cost::Prices>>(yaml, file, [](YamlMap& m) {
+    std::map<std::string, cost::Prices> prices;
+    for (const auto& site : m.keys()) {
+      if (m.ok() && !isSiteId(site)) {
+        m.fail(site, fmt::format("expected a site id ({}), got {}", kSiteIdForm, quoted(site)));
+      }
+      YamlMap entry = m.map(site);
+      prices[site] = readPricesMap(entry, site);
+    }
+    return prices;
+  });
+}
+
+Result<std::map<std::string, cost::Prices>> loadSitePrices(const std::string& path) {
+  return loadWith(path, &parseSitePrices);
 }
 
 Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::string& file) {

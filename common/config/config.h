@@ -5,6 +5,7 @@
 // become a default).
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -219,6 +220,14 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
 Result<MasterConfig> loadMasterConfig(const std::string& path);
 Result<WorkerConfig> loadWorkerConfig(const std::string& path);
 Result<JmConfig> loadJmConfig(const std::string& path);
+
+// Prices by site, each entry written as a master's `prices` section (the same reader, so the
+// same fields, bounds and messages), for tellus-sim --prices (docs/sim.md):
+//   site0: {container_hour: 0.03, market: spot, egress_gb: {site1: 0.01, default: 0.09}}
+//   site1: {container_hour: 0.1}
+// Keys are site ids; whether they exist is the caller's to check.
+Result<std::map<std::string, cost::Prices>> parseSitePrices(const std::string& yaml, const std::string& file);
+Result<std::map<std::string, cost::Prices>> loadSitePrices(const std::string& path);
 
 // Writes a JmConfig as YAML that parseJmConfig accepts (a worker writes it for the JM it starts).
 std::string toYaml(const JmConfig& c);

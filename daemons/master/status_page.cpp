@@ -96,6 +96,37 @@ nlohmann::json siteJson(const pb::SiteInfo& site) {
           {"containers_granted", total - free}};
 }
 
+nlohmann::json costJson(const pb::JobCost& cost, bool breakdown) {
+  double seconds = 0;
+  uint64_t bytes = 0;
+  for (const auto& s : cost.sites()) seconds += s.container_seconds();
+  for (const auto& p : cost.pairs()) bytes = p.bytes() > UINT64_MAX - bytes ? UINT64_MAX : bytes + p.bytes();
+  nlohmann::json j{{"total", cost.total()},
+                   {"container_cost", cost.container_cost()},
+                   {"egress_cost", cost.egress_cost()},
+                   {"container_seconds", seconds},
+                   {"bytes_across_sites", bytes},
+                   {"unpriced_sites", std::vector<std::string>(cost.unpriced_sites().begin(), cost.unpriced_sites().end())}};
+  if (!breakdown) return j;
+  j["sites"] = nlohmann::json::array();
+  for (const auto& s : cost.sites()) {
+    j["sites"].push_back({{"site", s.site()},
+                          {"market", s.market()},
+                          {"container_seconds", s.container_seconds()},
+                          {"container_cost", s.container_cost()},
+                          {"priced", s.priced()}});
+  }
+  j["pairs"] = nlohmann::json::array();
+  for (const auto& p : cost.pairs()) {
+    j["pairs"].push_back({{"from", p.from_site()},
+                          {"to", p.to_site()},
+                          {"bytes", p.bytes()},
+                          {"egress_cost", p.egress_cost()},
+                          {"priced", p.priced()}});
+  }
+  return j;
+}
+
 nlohmann::json jobJson(const pb::JobStatusResponse& job) {
   const auto& st = job.status();
   nlohmann::json j;
@@ -134,6 +165,7 @@ nlohmann::json jobJson(const pb::JobStatusResponse& job) {
                         {"granted", jm.granted()},
                         {"worker", jm.worker_id()}});
   }
+  j["cost"] = costJson(job.cost(), false);
   return j;
 }
 
@@ -163,6 +195,7 @@ nlohmann::json jobPageJson(const pb::JobStatusResponse& job, uint32_t taskOffset
   j["total_tasks"] = job.total_tasks();
   j["task_offset"] = taskOffset;
   j["next_task_offset"] = job.next_task_offset();
+  j["cost"] = costJson(job.cost(), true);
   return j;
 }
 

@@ -58,8 +58,16 @@ nlohmann::json failuresJson(const std::deque<FailureEvent>& failures, bool jobDe
 nlohmann::json siteJson(const pb::SiteInfo& site);
 
 // A job's summary: id, name, state, sites, times, error (cut), stages with per-site progress
-// (tasks, done, released, percent), JMs (site, role, epoch, desire, granted, worker).
+// (tasks, done, released, percent), JMs (site, role, epoch, desire, granted, worker), and its
+// cost so far as the master priced it (costJson without the breakdown).
 nlohmann::json jobJson(const pb::JobStatusResponse& job);
+
+// A job's cost as the Status RPC priced it (cost::price, the numbers of `tellus cost`):
+// {total, container_cost, egress_cost, container_seconds, bytes_across_sites, unpriced_sites}
+// and, with `breakdown`, sites [{site, market, container_seconds, container_cost, priced}] and
+// pairs [{from, to, bytes, egress_cost, priced}]. The overview leaves the breakdown out: its
+// pairs grow with the square of the sites, for each of up to kMaxPageJobs jobs.
+nlohmann::json costJson(const pb::JobCost& cost, bool breakdown);
 
 // A job the page cannot describe, listed instead of left out: {id, state, broken: true,
 // error} where state is "corrupt" (its status node does not decode) or "unreadable" (another
@@ -68,8 +76,8 @@ nlohmann::json brokenJobJson(const std::string& jobId, const std::string& state,
 
 // The summary plus one page of its task map, as the Status RPC with `tasks` returned it:
 // tasks [{stage, stage_name, task, owner_site, worker, executions, state}] where state is
-// "done" (an output is recorded), "running" (in `running`) or "waiting"; and total_tasks,
-// task_offset, next_task_offset for paging.
+// "done" (an output is recorded), "running" (in `running`) or "waiting"; total_tasks,
+// task_offset, next_task_offset for paging; and the cost with its breakdown.
 nlohmann::json jobPageJson(const pb::JobStatusResponse& job, uint32_t taskOffset,
                            const std::vector<jobstate::TaskId>& running);
 

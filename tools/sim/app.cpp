@@ -6,6 +6,8 @@
 #include <fstream>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "sim/output.h"
 
 namespace tellus::sim {
@@ -169,6 +171,24 @@ class NullSink : public JobRecordSink {
 
 }  // namespace
 
+Result<std::map<std::string, cost::Prices>> pricesBySite(const SimOptions& options, const std::vector<SiteSpec>& sites) {
+  std::map<std::string, cost::Prices> out;
+  for (const auto& site : sites) out[site.name] = options.prices;
+  const std::string names = sites.empty() ? "none" : fmt::format("{}..{}", sites.front().name, sites.back().name);
+  const auto unknown = [&](const std::string& site, const std::string& where) {
+    return invalid(fmt::format("--prices: {}'{}' is not a simulated site (they are {})", where, site.substr(0, 64), names));
+  };
+  for (const auto& [site, prices] : options.sitePrices) {
+    auto it = out.find(site);
+    if (it == out.end()) return unknown(site, "");
+    for (const auto& to : prices.egress_gb) {
+      if (out.count(to.first) == 0) return unknown(to.first, fmt::format("egress_gb of {}: ", site));
+    }
+    it->second = prices;
+  }
+  return out;
+}
+
 Result<std::vector<RunSummary>> runPolicies(const SimOptions& options, std::ostream& log) {
   if (options.policies.empty()) return invalid("no policy given (--policy or --compare)");
   auto sites = makeCluster(options.cluster, Rng(options.seed).fork(kClusterStream));
@@ -178,7 +198,9 @@ Result<std::vector<RunSummary>> runPolicies(const SimOptions& options, std::ostr
   SimConfig base;
   base.sites = *sites;
   base.clusterEvents = makeClusterEvents(options, static_cast<int>(sites->size()), *horizon);
-  for (const auto& site : *sites) base.prices[site.name] = options.prices;
+  auto prices = pricesBySite(options, *sites);
+  if (!prices) return prices.error();
+  base.prices = std::move(prices).value();
   std::vector<PolicyConfig> policies;
   for (const auto& text : options.policies) {
     auto policy = parsePolicy(text);

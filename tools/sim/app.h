@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -45,7 +46,15 @@ struct SimOptions {
   // Every site's prices (a master's `prices` config): each run's usage is priced with them
   // (cost::price), so policies compare on money as well as time.
   cost::Prices prices;
+  // Per-site prices (--prices FILE, config::parseSitePrices) replacing `prices` for the sites
+  // they name: container-hour, market and egress per destination site differ between sites.
+  std::map<std::string, cost::Prices> sitePrices;
 };
+
+// Each simulated site's prices: `prices`, replaced by its `sitePrices` entry if it has one.
+// kInvalidArgument when an entry, or an egress price in one, names a site the cluster does not
+// have (a typo would otherwise price nothing, silently).
+Result<std::map<std::string, cost::Prices>> pricesBySite(const SimOptions& options, const std::vector<SiteSpec>& sites);
 
 // Expected arrival horizon of the configured workload (for scheduling drops/spot losses).
 Result<double> workloadHorizonSeconds(const SimOptions& options, const std::vector<SiteSpec>& sites);

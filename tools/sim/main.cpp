@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "config/config.h"
 #include "sim/app.h"
 
 int main(int argc, char** argv) {
@@ -86,9 +87,20 @@ int main(int argc, char** argv) {
   app.add_option("--container-hour", options.prices.container_hour, "price of a slot-hour at every site")->check(price);
   app.add_option("--egress-gb", options.prices.egress_default_gb, "price of a GB sent from one site to another")->check(price);
   app.add_option("--market", options.prices.market, "on-demand | spot (a label)")->check(CLI::IsMember({"on-demand", "spot"}));
+  std::string pricesPath;
+  app.add_option("--prices", pricesPath,
+                 "YAML file of per-site prices, each site's as in a master's `prices` (replaces the flags above for the sites it names)");
 
   CLI11_PARSE(app, argc, argv);
 
+  if (!pricesPath.empty()) {
+    auto prices = tellus::config::loadSitePrices(pricesPath);
+    if (!prices) {
+      std::cerr << "tellus-sim: " << prices.message() << "\n";
+      return 2;
+    }
+    options.sitePrices = std::move(prices).value();
+  }
   if (!policy.empty()) {
     options.policies = {policy};
   } else if (!compare.empty()) {

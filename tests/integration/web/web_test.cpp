@@ -1,6 +1,7 @@
 // The web status page (web/, served by every master at /) in headless Chromium, and every
 // daemon's /metrics, against a real mini cluster: after a word count finishes, the rendered page names the job, its stages and
-// 100%, and the job's page shows its task map. /status's query checks and the http_jobs
+// 100% and its cost (the one `tellus cost --json` prints), and the job's page shows its task
+// map and its cost per site and per site pair. /status's query checks and the http_jobs
 // switch are checked over plain HTTP. Screenshots are kept under the test's output dir
 // ($TELLUS_TEST_OUTPUT_DIR, else <build>/test-output/web), and their paths printed.
 //
@@ -118,7 +119,7 @@ std::size_t countOf(const std::string& text, const std::string& what) {
 
 // The cluster of this binary's tests, started on first use: 2 sites x 1 worker x 2 containers,
 // every daemon with an HTTP listener (ephemeral ports); us-east shows jobs over HTTP, eu-west
-// keeps the default (off).
+// keeps the default (off); both declare prices.
 harness::MiniCluster& webCluster() {
   // Initialised by the start (not before it), so it is destroyed before whatever the start
   // created: the cluster stops while everything it uses still exists.
@@ -127,8 +128,12 @@ harness::MiniCluster& webCluster() {
     options.sites = 2;
     options.workersPerSite = 1;
     options.containersPerWorker = 2;
+    // Prices (absurd, so that a tiny job's cost shows), different per site, so the page's cost
+    // is a sum of differently priced parts.
     options.masterExtraYaml = "http_listen: 127.0.0.1:0\n";
-    options.masterExtraYamlBySite["us-east"] = "http_jobs: true\n";
+    options.masterExtraYamlBySite["us-east"] =
+        "http_jobs: true\nprices: {container_hour: 36, market: spot, egress_gb: {default: 2000000}}\n";
+    options.masterExtraYamlBySite["eu-west"] = "prices: {container_hour: 72, egress_gb: {us-east: 1000000}}\n";
     for (const char* site : {"us-east", "eu-west"}) {
       options.workerExtraYaml[site] = "http_listen: 127.0.0.1:0\njm_http_listen: 127.0.0.1:0\n";
     }
@@ -261,6 +266,67 @@ TEST_CASE("the web status page shows a finished job in a real browser", "[integr
     CHECK(std::filesystem::exists(jobPage));
     CHECK(std::filesystem::file_size(overview) > 1000);
     std::cout << "web status page screenshots: " << overview.string() << " " << jobPage.string() << std::endl;
+  }
+
+  // Its cost, once the JMs are gone (no execution of the job can finish and add usage any
+  // more): /status and the rendered page show the cost `tellus cost --json` prints, priced
+  // by the same code; both sites ran tasks and the reduces fetched across sites.
+  {
+    auto cli = cluster.tellus({"cost", jobId, "--json"}, east, 60s);
+    INFO("tellus cost: " << cli.exitCode << "\n" << cli.out << cli.err);
+    REQUIRE(cli.exitCode == 0);
+    const auto cost = nlohmann::json::parse(cli.out)["cost"];
+    const double total = cost["total"].get<double>();
+    CHECK(total > 0);
+    CHECK(cost["container_cost"].get<double>() > 0);
+    CHECK(cost["egress_cost"].get<double>() > 0);
+
+    const auto page = nlohmann::json::parse(httpGet(eastHttp, "/status?job=" + jobId).body)["job"]["cost"];
+    INFO("/status?job cost: " << page.dump());
+    CHECK(page["total"].get<double>() == total);
+    CHECK(page["container_cost"].get<double>() == cost["container_cost"].get<double>());
+    CHECK(page["unpriced_sites"].empty());
+    REQUIRE(page["sites"].size() == 2);
+    CHECK(page["sites"][0]["site"] == "eu-west");
+    CHECK(page["sites"][0]["market"] == "on-demand");
+    CHECK(page["sites"][1]["market"] == "spot");
+    CHECK_FALSE(page["pairs"].empty());
+    const bool listed = harness::eventually(  // the overview's job list is rebuilt at most once a second
+        [&] {
+          const auto listing = nlohmann::json::parse(httpGet(eastHttp, "/status").body);  // outlives the loop
+          for (const auto& job : listing["jobs"]) {
+            if (job["id"] == jobId) return job["cost"]["total"].get<double>() == total;
+          }
+          return false;
+        },
+        10s, 200ms);
+    CHECK(listed);
+
+    if (!chromium.empty()) {
+      const std::string dom = runChromium(chromium, base, {});
+      INFO("DOM:\n" << dom.substr(0, 6000));
+      const std::size_t card = dom.find("data-job=\"" + jobId + "\"");
+      REQUIRE(card != std::string::npos);
+      const std::string attr = "class=\"cost\" data-cost=\"";
+      const std::size_t at = dom.find(attr, card);
+      REQUIRE(at != std::string::npos);
+      const std::size_t from = at + attr.size();
+      // String(number) in JavaScript prints the shortest text that reads back as the same double.
+      CHECK(std::stod(dom.substr(from, dom.find('"', from) - from)) == total);
+      CHECK(dom.find(fmt::format("<b class=\"cost-total\">{:.4f}</b>", total), card) != std::string::npos);
+
+      const std::string jobDom = runChromium(chromium, base + "#job=" + jobId, {});
+      INFO("job DOM:\n" << jobDom.substr(0, 8000));
+      CHECK(jobDom.find(fmt::format("<b class=\"cost-total\">{:.4f}</b>", total)) != std::string::npos);
+      CHECK(jobDom.find("data-cost-site=\"us-east\"") != std::string::npos);
+      CHECK(jobDom.find("data-cost-site=\"eu-west\"") != std::string::npos);
+      CHECK(jobDom.find("data-cost-from=\"") != std::string::npos);
+      CHECK(jobDom.find("no prices known") == std::string::npos);
+      const auto shot = outputDir() / "job-page-cost.png";
+      std::filesystem::remove(shot);
+      (void)runChromium(chromium, base + "#job=" + jobId, shot);
+      CHECK(std::filesystem::exists(shot));
+    }
   }
 
   // A job whose status does not decode is listed, marked, with the reason (issue 10), as

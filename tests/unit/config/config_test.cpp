@@ -716,4 +716,36 @@ TEST_CASE("prices: zero by default, typed, checked", "[unit][config]") {
   CHECK_THAT(error("  container_hours: 1\n"), Catch::Contains("prices.container_hours: unknown field"));
 }
 
+TEST_CASE("prices by site: each entry read as a master's prices section", "[unit][config]") {
+  auto prices = parseSitePrices(
+      "site0: {container_hour: 0.03, market: spot, egress_gb: {site1: 0.01, default: 0.09}}\n"
+      "site1: {container_hour: 0.1}\n",
+      "prices.yaml");
+  REQUIRE(prices.isOk());
+  REQUIRE(prices->size() == 2);
+  const auto& a = prices->at("site0");
+  CHECK(a.container_hour == 0.03);
+  CHECK(a.market == "spot");
+  CHECK(a.egressTo("site1") == 0.01);
+  CHECK(a.egressTo("site2") == 0.09);
+  const auto& b = prices->at("site1");
+  CHECK(b.container_hour == 0.1);
+  CHECK(b.market == "on-demand");
+  CHECK(b.egressTo("site0") == 0);
+
+  const auto error = [](const std::string& yaml) {
+    auto parsed = parseSitePrices(yaml, "prices.yaml");
+    REQUIRE_FALSE(parsed.isOk());
+    return parsed.message();
+  };
+  CHECK(error("Site_0: {container_hour: 1}\n") == "prices.yaml:1: Site_0: expected a site id ([a-z0-9][a-z0-9-]*), got 'Site_0'");
+  CHECK(error("site0: {egress_gb: {site0: 1}}\n") ==
+        "prices.yaml:1: site0.egress_gb.site0: expected another site than this master's own site 'site0' (bytes "
+        "within a site are not charged)");
+  CHECK_THAT(error("site0: {container_hour: -1}\n"), Catch::StartsWith("prices.yaml:1: site0.container_hour: expected a number in [0, "));
+  CHECK_THAT(error("site0: {market: reserved}\n"), Catch::Contains("site0.market: expected on-demand|spot"));
+  CHECK_THAT(error("site0: {container_hours: 1}\n"), Catch::Contains("site0.container_hours: unknown field"));
+  CHECK_THAT(error("site0: 3\n"), Catch::Contains("prices.yaml:1: site0"));
+}
+
 }  // namespace tellus::config

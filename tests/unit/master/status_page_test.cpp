@@ -5,6 +5,8 @@
 #include <set>
 #include <string>
 
+#include "cost/cost.h"
+#include "cost/cost_proto.h"
 #include "master/status_page.h"
 #include "master/web_assets.h"
 
@@ -135,6 +137,53 @@ TEST_CASE("a job page: task states from outputs and running markers", "[unit][ma
   CHECK(j["tasks"][3]["stage_name"] == "map");
   CHECK(j["total_tasks"] == 4);
   CHECK(j["next_task_offset"] == 4);
+}
+
+TEST_CASE("a job's cost: totals on the overview, the breakdown on its page", "[unit][master]") {
+  // Priced as the Status RPC prices it: 90 container-seconds at us-east (4 per hour: 0.1),
+  // 2 GB us-east -> eu-west (0.05 per GB: 0.1), 30 s at eu-west whose prices are unknown.
+  cost::Usage usage;
+  usage.addContainerMs("us-east", 90'000);
+  usage.addContainerMs("eu-west", 30'000);
+  usage.addBytes("us-east", "eu-west", 2'000'000'000);
+  cost::Prices east;
+  east.container_hour = 4;
+  east.market = "spot";
+  east.egress_default_gb = 0.05;
+  auto job = sampleJob();
+  *job.mutable_cost() = cost::toProto(cost::price(usage, {{"us-east", east}}));
+
+  const auto summary = jobJson(job)["cost"];
+  CHECK(summary["total"].get<double>() == Approx(0.2));
+  CHECK(summary["container_cost"].get<double>() == Approx(0.1));
+  CHECK(summary["egress_cost"].get<double>() == Approx(0.1));
+  CHECK(summary["container_seconds"].get<double>() == Approx(120));
+  CHECK(summary["bytes_across_sites"] == 2'000'000'000);
+  CHECK(summary["unpriced_sites"] == nlohmann::json::array({"eu-west"}));
+  CHECK_FALSE(summary.contains("sites"));
+  CHECK_FALSE(summary.contains("pairs"));
+
+  const auto page = jobPageJson(job, 0, {})["cost"];
+  CHECK(page["total"] == summary["total"]);
+  REQUIRE(page["sites"].size() == 2);  // by site name
+  CHECK(page["sites"][0]["site"] == "eu-west");
+  CHECK(page["sites"][0]["priced"] == false);
+  CHECK(page["sites"][0]["container_cost"] == 0.0);
+  CHECK(page["sites"][1]["site"] == "us-east");
+  CHECK(page["sites"][1]["market"] == "spot");
+  CHECK(page["sites"][1]["container_seconds"].get<double>() == Approx(90));
+  CHECK(page["sites"][1]["container_cost"].get<double>() == Approx(0.1));
+  REQUIRE(page["pairs"].size() == 1);
+  CHECK(page["pairs"][0]["from"] == "us-east");
+  CHECK(page["pairs"][0]["to"] == "eu-west");
+  CHECK(page["pairs"][0]["bytes"] == 2'000'000'000);
+  CHECK(page["pairs"][0]["egress_cost"].get<double>() == Approx(0.1));
+  CHECK(page["pairs"][0]["priced"] == true);
+
+  // No usage yet: zeros and empty lists, not missing fields the page would have to guess.
+  const auto none = jobJson(sampleJob())["cost"];
+  CHECK(none["total"] == 0.0);
+  CHECK(none["unpriced_sites"] == nlohmann::json::array());
 }
 
 TEST_CASE("a job that cannot be described is listed with its reason, cut", "[unit][master]") {

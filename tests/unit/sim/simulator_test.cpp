@@ -3,6 +3,8 @@
 #include <map>
 #include <sstream>
 
+#include "config/config.h"
+#include "sim/app.h"
 #include "sim/output.h"
 #include "sim/simulator.h"
 
@@ -130,6 +132,98 @@ TEST_CASE("a run's usage is priced per site and site pair, and reported per poli
   CHECK(free->cost.total == 0);
   CHECK(free->cost.unpriced == std::vector<std::string>{"a", "b"});
   CHECK(free->usage.bytes.at({"b", "a"}) == 50);
+}
+
+TEST_CASE("per-site prices from a prices file: each site and site pair at its own price", "[unit][sim][cost]") {
+  // The tiny scenario again, its sites named as tellus-sim names them: site0 holds a slot for
+  // 3.5 s, site1 for 2 s, and site1 sends 50 B to site0. The file prices them differently:
+  //   site0: 36 per hour = 0.01 per slot-second -> 0.035; it sends nothing.
+  //   site1: 720 per hour = 0.2 per slot-second -> 0.4; 50 B to site0 at 2e7 per GB (its
+  //          price for site0, not its default) -> 50 / 1e9 * 2e7 = 1.0.
+  // Total 0.035 + 0.4 + 1.0 = 1.435.
+  auto file = tellus::config::parseSitePrices(
+      "site0: {container_hour: 36, market: spot, egress_gb: {site1: 1000}}\n"
+      "site1: {container_hour: 720, egress_gb: {site0: 2e7, default: 1}}\n",
+      "prices.yaml");
+  REQUIRE(file.isOk());
+  SimOptions options;
+  options.prices.container_hour = 3600;  // the flags' price: replaced for both sites
+  options.sitePrices = *file;
+  const std::vector<SiteSpec> sites{SiteSpec{"site0", 1, 100, 100}, SiteSpec{"site1", 1, 100, 100}};
+  auto prices = pricesBySite(options, sites);
+  REQUIRE(prices.isOk());
+
+  SimConfig config;
+  config.sites = sites;
+  config.policy = parsePolicy("in-place+fcfs").value();
+  config.prices = *prices;
+  VectorWorkload workload(
+      {job(1, 0, {root({0, 1}, {1, 2}, 200, 100), after({0}, {1}, 0)}), job(2, 0.5, {root({0}, {1}, 0, 0)})});
+  auto summary = runSimulation(config, workload, nullptr);
+  REQUIRE(summary.isOk());
+  REQUIRE(summary->cost.sites.size() == 2);
+  CHECK(summary->cost.sites[0].container_cost == Approx(0.035));
+  CHECK(summary->cost.sites[0].market == "spot");
+  CHECK(summary->cost.sites[1].container_cost == Approx(0.4));
+  CHECK(summary->cost.sites[1].market == "on-demand");
+  REQUIRE(summary->cost.pairs.size() == 1);
+  CHECK(summary->cost.pairs[0].from == "site1");
+  CHECK(summary->cost.pairs[0].egress_cost == Approx(1.0));
+  CHECK(summary->cost.total == Approx(1.435));
+  CHECK(summary->cost.unpriced.empty());
+
+  // A site the file leaves out keeps the flags' price.
+  options.sitePrices.erase("site0");
+  auto partly = pricesBySite(options, sites);
+  REQUIRE(partly.isOk());
+  CHECK(partly->at("site0").container_hour == 3600);
+  CHECK(partly->at("site1").container_hour == 720);
+
+  // A site the cluster does not have, as an entry or as an egress destination, is refused.
+  options.sitePrices = {{"site2", {}}};
+  auto unknown = pricesBySite(options, sites);
+  REQUIRE_FALSE(unknown.isOk());
+  CHECK(unknown.message() == "--prices: 'site2' is not a simulated site (they are site0..site1)");
+  tellus::cost::Prices toNowhere;
+  toNowhere.egress_gb["site9"] = 1;
+  options.sitePrices = {{"site0", toNowhere}};
+  auto nowhere = pricesBySite(options, sites);
+  REQUIRE_FALSE(nowhere.isOk());
+  CHECK(nowhere.message() == "--prices: egress_gb of site0: 'site9' is not a simulated site (they are site0..site1)");
+}
+
+TEST_CASE("tellus-sim prices every policy's run with the per-site prices", "[unit][sim][cost]") {
+  // Two uniform sites, a few synthetic jobs, two policies: each run's cost is its own usage
+  // priced with the per-site prices (site1's slots cost 10x site0's, its bytes 3x), so the
+  // prices given reach every run and each policy is charged for what it used.
+  SimOptions options;
+  options.workload = "exponential";
+  options.cluster.shape = ClusterShape::kUniform;
+  options.cluster.sites = 2;
+  options.cluster.uniformSlots = 4;
+  options.jobs = 6;
+  options.utilization = 0.5;
+  options.policies = {"in-place", "centralized"};
+  auto file = tellus::config::parseSitePrices(
+      "site0: {container_hour: 1, egress_gb: {default: 1}}\nsite1: {container_hour: 10, market: spot, egress_gb: {site0: 3}}\n",
+      "prices.yaml");
+  REQUIRE(file.isOk());
+  options.sitePrices = *file;
+  std::ostringstream log;
+  auto runs = runPolicies(options, log);
+  REQUIRE(runs.isOk());
+  REQUIRE(runs->size() == 2);
+  for (const auto& run : *runs) {
+    INFO(run.policy);
+    const auto expected = tellus::cost::price(run.usage, *file);
+    CHECK(run.cost.total == Approx(expected.total));
+    CHECK(run.cost.total > 0);
+    CHECK(run.cost.unpriced.empty());
+    double byHand = 0;
+    for (const auto& [site, ms] : run.usage.containerMs) byHand += ms / 1000.0 / 3600.0 * (site == "site0" ? 1 : 10);
+    for (const auto& [pair, bytes] : run.usage.bytes) byHand += bytes / 1e9 * (pair.first == "site0" ? 1 : 3);
+    CHECK(run.cost.total == Approx(byHand));
+  }
 }
 
 TEST_CASE("concurrent fetches from one site share its uplink", "[unit][sim]") {
