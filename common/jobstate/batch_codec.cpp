@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::string_view kBatchMagic{"TOB1", 4};
 constexpr std::string_view kSummaryMagic{"TJS1", 4};
+constexpr std::string_view kRecordedMagic{"TRT1", 4};
 
 Result<std::string> compressNode(std::string_view magic, const std::string& raw) {
   uLongf size = compressBound(static_cast<uLong>(raw.size()));
@@ -353,6 +354,36 @@ Result<JobFinal> decodeSummary(const std::string& bytes, const std::string& path
     job.stages.push_back(std::move(stage));
   }
   return job;
+}
+
+bool RecordedTaskSet::insert(uint32_t task) {
+  if (task >= kMaxRecordedTasks) return false;
+  if (task / 8 >= bits_.size()) bits_.resize(task / 8 + 1, '\0');
+  bits_[task / 8] = static_cast<char>(bits_[task / 8] | (1 << (task % 8)));
+  return true;
+}
+
+Result<std::string> encodeRecordedTasks(uint32_t stage, const RecordedTaskSet& tasks) {
+  pb::RecordedTasks message;
+  message.set_stage(stage);
+  message.set_bitmap(tasks.bitmap());
+  return compressNode(kRecordedMagic, message.SerializeAsString());
+}
+
+Result<RecordedTaskSet> decodeRecordedTasks(uint32_t stage, const std::string& bytes, const std::string& path) {
+  auto raw = inflateNode(kRecordedMagic, bytes, path);
+  if (!raw) return raw.error();
+  pb::RecordedTasks message;
+  if (!message.ParseFromString(*raw)) return makeError(ErrorCode::kInternal, "malformed RecordedTasks in " + path);
+  if (message.stage() != stage) {
+    return makeError(ErrorCode::kInternal, fmt::format("{} holds the recorded tasks of stage {}", path, message.stage()));
+  }
+  if (message.bitmap().size() > kMaxRecordedTasks / 8) {
+    return makeError(ErrorCode::kInternal, fmt::format("{}: a bitmap of {} bytes", path, message.bitmap().size()));
+  }
+  RecordedTaskSet tasks;
+  tasks.bits_ = std::move(*message.mutable_bitmap());
+  return tasks;
 }
 
 }  // namespace tellus::jobstate

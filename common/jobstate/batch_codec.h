@@ -62,6 +62,25 @@ Result<std::string> encodeBatch(uint32_t stage, const std::vector<BatchItem>& it
 // kInternal naming `path` for anything that is not a batch encodeBatch wrote for `stage`.
 Result<std::vector<BatchItem>> decodeBatch(uint32_t stage, const std::string& bytes, const std::string& path);
 
+// The tasks of a stage that some batch records, as the stage's parts node holds them.
+// Bounded: at most kMaxRecordedTasks tasks (a larger stage keeps no summary, and its writers
+// read the batches instead).
+inline constexpr uint32_t kMaxRecordedTasks = uint32_t{1} << 20;
+class RecordedTaskSet {
+ public:
+  bool contains(uint32_t task) const { return task / 8 < bits_.size() && (bits_[task / 8] >> (task % 8) & 1) != 0; }
+  // False (and nothing added) past kMaxRecordedTasks.
+  bool insert(uint32_t task);
+  const std::string& bitmap() const { return bits_; }
+
+ private:
+  friend Result<RecordedTaskSet> decodeRecordedTasks(uint32_t stage, const std::string& bytes, const std::string& path);
+  std::string bits_;
+};
+Result<std::string> encodeRecordedTasks(uint32_t stage, const RecordedTaskSet& tasks);
+// kInternal naming `path` for anything that is not encodeRecordedTasks' output for `stage`.
+Result<RecordedTaskSet> decodeRecordedTasks(uint32_t stage, const std::string& bytes, const std::string& path);
+
 // A finished job, as its summary keeps it.
 struct StageFinal {
   std::optional<pb::TaskMap> taskmap;                  // only its owners are kept

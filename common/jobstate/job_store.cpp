@@ -720,27 +720,45 @@ awaitable<Result<std::set<uint32_t>>> JobStore::recordBatch(std::string jobId, u
       if (last.code == ErrorCode::kUnavailable) continue;
       co_return last;
     }
-    Status refreshed = co_await refreshRecords(jobId, stage, records);
-    if (!refreshed) {
-      last = refreshed.error();
-      if (last.code == ErrorCode::kUnavailable) continue;
-      co_return last;
-    }
-    std::set<std::string> folded;
-    std::set<uint32_t> taken;  // tasks some batch records
-    for (const auto& [name, node] : records.nodes) {
-      for (const auto& e : node.executions) folded.insert(e.id);
-      for (const auto& [t, r] : node.outputs) taken.insert(t);
-    }
-    if (std::any_of(mine.begin(), mine.end(), [&](const std::string& id) { return folded.count(id) > 0; })) {
-      // A try whose reply was lost landed (all of the batch, or nothing: one transaction).
-      std::set<uint32_t> ours;
-      for (const auto& [name, node] : records.nodes) {
-        for (const auto& [t, r] : node.outputs) {
-          if (mine.count(r.location.attempt_id())) ours.insert(t);
-        }
+    // The tasks some batch records (`taken`): from the parts node's own summary when it has one
+    // and none of our tasks is in it; else from every batch. A try of ours that landed (its
+    // reply lost) put our tasks in the summary, so it always takes the second way, which finds
+    // it. An unreadable summary only costs the reads.
+    std::optional<RecordedTaskSet> taken;
+    bool summarized = true;  // every recorded task fits the summary
+    if (!dir->data.empty()) {
+      auto summary = decodeRecordedTasks(stage, dir->data, dirPath);
+      if (summary) {
+        const bool anyOurs =
+            std::any_of(items.begin(), items.end(), [&](const BatchItem& item) { return summary->contains(item.task); });
+        if (!anyOurs) taken = std::move(summary).value();
+      } else {
+        spdlog::warn("{}; reading the stage's batches instead", summary.message());
       }
-      co_return ours;
+    }
+    if (!taken) {
+      Status refreshed = co_await refreshRecords(jobId, stage, records);
+      if (!refreshed) {
+        last = refreshed.error();
+        if (last.code == ErrorCode::kUnavailable) continue;
+        co_return last;
+      }
+      std::set<std::string> folded;
+      taken.emplace();
+      for (const auto& [name, node] : records.nodes) {
+        for (const auto& e : node.executions) folded.insert(e.id);
+        for (const auto& [t, r] : node.outputs) summarized = taken->insert(t) && summarized;
+      }
+      if (std::any_of(mine.begin(), mine.end(), [&](const std::string& id) { return folded.count(id) > 0; })) {
+        // A try whose reply was lost landed (all of the batch, or nothing: one transaction).
+        std::set<uint32_t> ours;
+        for (const auto& [name, node] : records.nodes) {
+          for (const auto& [t, r] : node.outputs) {
+            if (mine.count(r.location.attempt_id())) ours.insert(t);
+          }
+        }
+        co_return ours;
+      }
     }
     // Careful: an execution whose audit node is gone cannot be folded (its record would name
     // an execution the audit does not have): it is left out, and its task runs again.
@@ -770,10 +788,18 @@ awaitable<Result<std::set<uint32_t>>> JobStore::recordBatch(std::string jobId, u
     }
     std::set<uint32_t> recordedHere;
     for (auto& item : batch) {
-      item.auditOnly = taken.count(item.task) > 0 || recordedHere.count(item.task) > 0;
-      if (!item.auditOnly) recordedHere.insert(item.task);
+      item.auditOnly = taken->contains(item.task) || recordedHere.count(item.task) > 0;
+      if (item.auditOnly) continue;
+      recordedHere.insert(item.task);
+      summarized = taken->insert(item.task) && summarized;
     }
-    std::vector<coord::ZkOp> ops{coord::ZkOp::set(dirPath, "", dir->stat.version)};
+    std::string summary;  // empty: unknown, the next writer reads the batches
+    if (summarized) {
+      auto encoded = encodeRecordedTasks(stage, *taken);
+      if (!encoded) co_return encoded.error();
+      summary = std::move(encoded).value();
+    }
+    std::vector<coord::ZkOp> ops{coord::ZkOp::set(dirPath, std::move(summary), dir->stat.version)};
     if (!batch.empty()) {
       auto data = encodeBatch(stage, batch);
       if (!data) co_return data.error();

@@ -483,3 +483,82 @@ TEST_CASE("JobStore: a task's executions in the order they started, and who ran 
   CHECK(f.run(f.store->taskAttempts(jobId, TaskId{0, 1})).error().code == ErrorCode::kInvalidArgument);
   CHECK(f.run(f.store->taskAttempts("../x", TaskId{0, 1})).error().code == ErrorCode::kInvalidArgument);
 }
+
+TEST_CASE("JobStore: a batch learns what is taken from the stage's summary; a wrong or unreadable one costs only reads",
+          "[integration][jobstate][faults]") {
+  StoreFixture f;
+  ZkClient& raw = **f.zk;
+  const pb::RunningTask marker = firstAttemptAt("s1");
+  const int64_t session = f.faulty->sessionId();  // the markers' owner: each batch removes its tasks' markers
+  // Starts task t of stage 0 and returns a batch recording it.
+  const auto executionOf = [&](const std::string& jobId, uint32_t t) {
+    const TaskId task{0, t};
+    auto attemptId = f.run(f.store->startAttempt(jobId, task, marker, "s1-w1"));
+    REQUIRE(attemptId.isOk());
+    pb::PartitionLocation location;
+    location.set_site("s1");
+    location.set_worker_id("s1-w1");
+    location.set_worker_address("127.0.0.1:1");
+    location.add_bucket_bytes(t);
+    location.set_attempt_id(*attemptId);
+    return std::vector<jobstate::BatchItem>{{t, location, false}};
+  };
+  const auto summary = [&](const std::string& jobId) {
+    auto node = f.run(raw.get(jobstate::partsPath(jobId, 0)));
+    REQUIRE(node.isOk());
+    auto tasks = jobstate::decodeRecordedTasks(0, node->data, "parts");
+    REQUIRE(tasks.isOk());
+    std::set<uint32_t> in;
+    for (uint32_t t = 0; t < 8; ++t) {
+      if (tasks->contains(t)) in.insert(t);
+    }
+    return in;
+  };
+
+  SECTION("a second writer records from the summary alone, without listing the stage's batches") {
+    const std::string jobId = f.createJob();
+    const auto first = executionOf(jobId, 0);
+    CHECK(*f.run(f.store->recordBatch(jobId, 0, first, session)) == std::set<uint32_t>{0});
+    CHECK(summary(jobId) == std::set<uint32_t>{0});
+    const auto second = executionOf(jobId, 1);
+    // A listing would fail once (and be retried): the fault stays pending if none is made.
+    f.faulty->injectNext(Fault::kBefore, "children");
+    jobstate::StageRecords fresh;  // another writer's: it has read no batch
+    CHECK(*f.run(f.store->recordBatch(jobId, 0, second, session, &fresh)) == std::set<uint32_t>{1});
+    CHECK(f.faulty->injectedFaults() == 0);
+    CHECK(fresh.nodes.empty());
+    CHECK(summary(jobId) == std::set<uint32_t>{0, 1});
+    CHECK(f.run(f.store->outputTasks(jobId, 0)).error().code == ErrorCode::kUnavailable);  // the pending fault
+    CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{0, 1});
+  }
+
+  SECTION("a summary claiming a task no batch records: the batches decide") {
+    const std::string jobId = f.createJob();
+    jobstate::RecordedTaskSet claimed;
+    claimed.insert(0);
+    REQUIRE(f.run(raw.set(jobstate::partsPath(jobId, 0), *jobstate::encodeRecordedTasks(0, claimed), -1)).isOk());
+    const auto batch = executionOf(jobId, 0);
+    CHECK(*f.run(f.store->recordBatch(jobId, 0, batch, session)) == std::set<uint32_t>{0});
+    CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{0});
+  }
+
+  SECTION("an unreadable summary is rebuilt from the batches") {
+    const std::string jobId = f.createJob();
+    const auto first = executionOf(jobId, 0);
+    REQUIRE(f.run(f.store->recordBatch(jobId, 0, first, session)).isOk());
+    REQUIRE(f.run(raw.set(jobstate::partsPath(jobId, 0), "garbage", -1)).isOk());
+    const auto second = executionOf(jobId, 1);
+    CHECK(*f.run(f.store->recordBatch(jobId, 0, second, session)) == std::set<uint32_t>{1});
+    CHECK(summary(jobId) == std::set<uint32_t>{0, 1});
+    // A removed record leaves the summary unknown; the next writer rebuilds it.
+    auto status = f.run(f.store->status(jobId));
+    auto epoch = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+    REQUIRE(epoch.isOk());
+    const TaskId task0{0, 0};
+    REQUIRE(f.run(f.store->removeOutputFenced(jobId, task0, epoch->stat.version)).isOk());
+    CHECK(f.run(raw.get(jobstate::partsPath(jobId, 0)))->data.empty());
+    const auto again = executionOf(jobId, 0);
+    CHECK(*f.run(f.store->recordBatch(jobId, 0, again, session)) == std::set<uint32_t>{0});
+    CHECK(summary(jobId) == std::set<uint32_t>{0, 1});
+  }
+}

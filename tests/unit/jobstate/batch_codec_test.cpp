@@ -310,3 +310,35 @@ TEST_CASE("a summary keeps each stage's usage; malformed usage is an error", "[j
   self->set_site("s1");  // from itself
   CHECK_FALSE(decodeSummary(framed("TJS1", bad.SerializeAsString()), "/s").isOk());
 }
+
+TEST_CASE("a stage's recorded tasks round-trip, small, bounded; anything else is an error", "[jobstate][batch]") {
+  RecordedTaskSet tasks;
+  CHECK_FALSE(tasks.contains(0));
+  for (uint32_t t : {0u, 7u, 8u, 999u}) CHECK(tasks.insert(t));
+  CHECK_FALSE(tasks.insert(kMaxRecordedTasks));  // past the bound: not kept
+  CHECK_FALSE(tasks.contains(kMaxRecordedTasks));
+  auto node = encodeRecordedTasks(2, tasks);
+  REQUIRE(node.isOk());
+  auto back = decodeRecordedTasks(2, *node, "/p");
+  REQUIRE(back.isOk());
+  for (uint32_t t = 0; t < 1100; ++t) CHECK(back->contains(t) == (t == 0 || t == 7 || t == 8 || t == 999));
+  // 1,000 tasks all recorded: a few dozen bytes in the node.
+  RecordedTaskSet all;
+  for (uint32_t t = 0; t < 1000; ++t) all.insert(t);
+  auto full = encodeRecordedTasks(0, all);
+  REQUIRE(full.isOk());
+  CHECK(full->size() < 64);
+
+  auto error = [](const Result<RecordedTaskSet>& r) { return r.isOk() ? std::string() : r.message(); };
+  CHECK_THAT(error(decodeRecordedTasks(3, *node, "/p/parts")), Catch::Contains("stage 2"));  // another stage's
+  CHECK_THAT(error(decodeRecordedTasks(2, "garbage!", "/p/parts")), Catch::Contains("/p/parts"));
+  CHECK_FALSE(decodeRecordedTasks(2, node->substr(0, node->size() - 2), "/p").isOk());  // truncated
+  std::string flipped = *node;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x55);
+  CHECK_FALSE(decodeRecordedTasks(2, flipped, "/p").isOk());
+  CHECK_FALSE(decodeRecordedTasks(2, framed("TOB1", "x"), "/p").isOk());  // a batch's magic
+  pb::RecordedTasks huge;
+  huge.set_stage(2);
+  huge.set_bitmap(std::string(kMaxRecordedTasks / 8 + 1, '\xff'));
+  CHECK_FALSE(decodeRecordedTasks(2, framed("TRT1", huge.SerializeAsString()), "/p").isOk());
+}
