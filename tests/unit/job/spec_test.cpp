@@ -426,7 +426,7 @@ TEST_CASE("limits: resolved task counts (dataset partitions, forward edges) are 
 TEST_CASE("cost_weight: seconds per currency unit, default 0, bounded", "[unit][job][cost]") {
   CHECK(parsed(kWordcount).cost_weight() == 0.0);
   CHECK(parsed(kWordcount + "cost_weight: 250.5\n").cost_weight() == 250.5);
-  CHECK(specError(kWordcount + "cost_weight: -1\n").starts_with("job.yaml:10: cost_weight: expected "));
+  CHECK(specError(kWordcount + "cost_weight: -1\n") == "job.yaml:10: cost_weight: expected a number in [0, 1000000], got '-1'");
   CHECK(specError(kWordcount + "cost_weight: 2e6\n").starts_with("job.yaml:10: cost_weight: expected "));
   CHECK(specError(kWordcount + "cost_weight: .nan\n").starts_with("job.yaml:10: cost_weight: expected "));
   CHECK(specError(kWordcount + "cost_weight: cheap\n").starts_with("job.yaml:10: cost_weight: expected "));
