@@ -6,9 +6,12 @@
 #include <optional>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "config/values.h"
 #include "config/yaml_reader.h"
 #include "data/operator.h"
+#include "sched/placement.h"
 #include "sched/policies.h"
 
 namespace tellus::job {
@@ -68,6 +71,11 @@ std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
   if (!sched::parsePlacement(spec.placement())) {
     return SpecProblem{-1, -1, "placement",
                        "placement: expected one of " + placementChoices() + ", got " + quoted(spec.placement())};
+  }
+  if (!(spec.cost_weight() >= 0 && spec.cost_weight() <= sched::kMaxCostWeightSPerUnit)) {
+    return SpecProblem{-1, -1, "cost_weight",
+                       fmt::format("cost_weight: expected seconds per currency unit in [0, {}], got {}",
+                                   sched::kMaxCostWeightSPerUnit, spec.cost_weight())};
   }
   if (spec.stages().empty()) return SpecProblem{-1, -1, "stages", "stages: a job needs at least one stage"};
 
@@ -221,6 +229,7 @@ Result<pb::JobSpec> parseJobSpec(const std::string& yaml, const std::string& fil
   spec.set_max_task_attempts(root.optional<uint32_t>("max_task_attempts", 4, config::atLeast<uint32_t>(1)));
   spec.set_static_containers(root.optional<uint32_t>("containers_per_site", 0));
   spec.set_no_stealing(!root.optional<bool>("stealing", true));
+  spec.set_cost_weight(root.optional<double>("cost_weight", 0, config::between<double>(0, sched::kMaxCostWeightSPerUnit)));
 
   // Kept to point validation problems at their lines.
   std::vector<YamlMap> stageMaps;

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "cost/cost_proto.h"
 #include "jobstate/residency.h"
 
 namespace tellus::jobstate {
@@ -39,7 +40,24 @@ std::vector<SiteCapacity> siteCapacities(const std::vector<pb::SiteInfo>& sites)
     // Mbit/s -> GB/s (the LPs' unit); unmeasured links keep the 1 GB/s default.
     if (down > 0) cap.downGBps = down / 8 / 1000;
     if (upMbps[s.site()] > 0) cap.upGBps = upMbps[s.site()] / 8 / 1000;
+    if (s.has_prices()) {
+      auto prices = cost::fromProto(s.prices(), s.site());
+      if (prices) cap.prices = std::move(prices).value();
+    }
     out.push_back(cap);
+  }
+  return out;
+}
+
+std::vector<sched::SitePrices> placementPrices(const std::vector<std::string>& sites,
+                                               const std::map<std::string, cost::Prices>& prices) {
+  std::vector<sched::SitePrices> out(sites.size());
+  for (size_t x = 0; x < sites.size(); ++x) {
+    const auto it = prices.find(sites[x]);
+    if (it == prices.end()) continue;
+    out[x].containerHour = it->second.container_hour;
+    out[x].egressGB.reserve(sites.size());
+    for (size_t y = 0; y < sites.size(); ++y) out[x].egressGB.push_back(y == x ? 0.0 : it->second.egressTo(sites[y]));
   }
   return out;
 }
@@ -47,8 +65,18 @@ std::vector<SiteCapacity> siteCapacities(const std::vector<pb::SiteInfo>& sites)
 Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placement placement,
                                    const std::vector<SiteCapacity>& sites, const PlacementOptions& options) {
   using sched::Placement;
-  const sched::TetriumOptions tetrium{options.wanBudgetRho};
   if (sites.empty()) return makeError(ErrorCode::kInvalidArgument, "no sites to place stage " + std::to_string(s));
+  sched::TetriumOptions tetrium{options.wanBudgetRho};
+  tetrium.costWeightSPerUnit = job.spec.cost_weight();
+  if (tetrium.costWeightSPerUnit > 0) {
+    std::vector<std::string> names;
+    std::map<std::string, cost::Prices> prices;
+    for (const auto& site : sites) {
+      names.push_back(site.site);
+      if (site.prices) prices.emplace(site.site, *site.prices);
+    }
+    tetrium.prices = placementPrices(names, prices);
+  }
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < sites.size(); ++i) index[sites[i].site] = i;
   const uint32_t n = taskCount(job, s);

@@ -2,9 +2,12 @@
 // The initial taskMap of a released stage (HOUTU §4.3 step 6): which site's JM owns each
 // task, by the job's placement policy. Pure: the pJM passes what it knows of the sites.
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cost/cost.h"
 #include "jobstate/job_view.h"
 #include "sched/placement.h"
 #include "sched/policies.h"
@@ -20,12 +23,20 @@ struct SiteCapacity {
   double upGBps = 1.0;    // WAN uplink (measured or configured)
   double downGBps = 1.0;  // WAN downlink
   double taskS = 1.0;     // expected task duration there (stage mean so far, or 1)
+  std::optional<cost::Prices> prices;  // what the site charges; unknown = free to the placement
 };
 
 // Capacities from the sites' published records: slots = containers offered; down = the sum of
 // measured inbound rates, up = the sum of what the other sites measured from it (defaults
-// when nothing was measured yet). Pure, so it is tested on its own.
+// when nothing was measured yet); prices = the record's, when it has valid ones (a record
+// anyone may have written: invalid prices count as unknown). Pure, so it is tested on its own.
 std::vector<SiteCapacity> siteCapacities(const std::vector<pb::SiteInfo>& sites);
+
+// The placement's view of the sites' prices (sched::SitePrices, in the order of `sites`): each
+// site's container-hour price and its egress price to every other site of the list. A site
+// without an entry costs 0, as an unpriced site is charged 0 by cost::price.
+std::vector<sched::SitePrices> placementPrices(const std::vector<std::string>& sites,
+                                               const std::map<std::string, cost::Prices>& prices);
 
 struct PlacementOptions {
   double wanBudgetRho = 1.0;  // Tetrium's WAN budget knob (§4.3), in [0, 1]
@@ -42,6 +53,8 @@ struct PlacementOptions {
 //    strongest site (centralized); tasks are handed out in index order, site by site.
 //  - a stage reading raw records pinned by residency (jobstate/residency.h) runs wholly at
 //    their site, under every policy.
+// Tetrium weighs money when the job's spec has a cost_weight (sched::TetriumOptions): at the
+// sites' `prices`, a site without prices counting as free.
 // `sites` must include every site holding input of s.
 Result<pb::TaskMap> initialTaskMap(const JobView& job, uint32_t s, sched::Placement placement,
                                    const std::vector<SiteCapacity>& sites, const PlacementOptions& options = {});

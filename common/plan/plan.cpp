@@ -1,5 +1,6 @@
 #include "plan/plan.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -128,7 +129,8 @@ Status parseSites(const Parser& p, const YAML::Node& node, PlanProblem& problem)
   for (std::size_t i = 0; i < node.size(); ++i) {
     const YAML::Node site = node[i];
     const std::string path = "sites[" + std::to_string(i) + "]";
-    TELLUS_RETURN_IF_ERROR(p.expectMap(site, path, {"name", "slots", "up_gbps", "down_gbps"}));
+    TELLUS_RETURN_IF_ERROR(
+        p.expectMap(site, path, {"name", "slots", "up_gbps", "down_gbps", "container_hour", "egress_gb"}));
     for (const char* field : {"name", "slots", "up_gbps", "down_gbps"}) {
       if (!site[field]) return p.error(site, path + "." + field, "missing (required)");
     }
@@ -143,7 +145,20 @@ Status parseSites(const Parser& p, const YAML::Node& node, PlanProblem& problem)
     PLAN_ASSIGN(down, p.number(site["down_gbps"], path + ".down_gbps", 0));
     s.upGBps = up / kBitsPerByte;
     s.downGBps = down / kBitsPerByte;
+    // Prices: per container-hour, and per GB sent to any other site (the sender pays).
+    sched::SitePrices prices;
+    double egress = 0;
+    if (site["container_hour"]) PLAN_ASSIGN(prices.containerHour, p.number(site["container_hour"], path + ".container_hour", 0));
+    if (site["egress_gb"]) PLAN_ASSIGN(egress, p.number(site["egress_gb"], path + ".egress_gb", 0));
+    if (egress > 0) prices.egressGB.assign(node.size(), egress);
+    if (site["container_hour"] || site["egress_gb"]) {
+      problem.prices.resize(node.size());
+      problem.prices[i] = prices;
+    }
     problem.sites.push_back(s);
+  }
+  for (std::size_t x = 0; x < problem.prices.size(); ++x) {
+    if (!problem.prices[x].egressGB.empty()) problem.prices[x].egressGB[x] = 0;  // intra-site is free
   }
   return Status::ok();
 }
@@ -256,7 +271,15 @@ Result<PlanProblem> parsePlanProblem(const std::string& yamlText, const std::str
   }
   if (root["options"]) {
     const YAML::Node options = root["options"];
-    TELLUS_RETURN_IF_ERROR(p.expectMap(options, "options", {"wan_budget_rho", "fairness_epsilon", "max_min_budget_s"}));
+    TELLUS_RETURN_IF_ERROR(
+        p.expectMap(options, "options", {"wan_budget_rho", "fairness_epsilon", "max_min_budget_s", "cost_weight"}));
+    if (options["cost_weight"]) {
+      PLAN_ASSIGN(problem.costWeight, p.number(options["cost_weight"], "options.cost_weight", 0));
+      if (problem.costWeight > sched::kMaxCostWeightSPerUnit) {
+        return p.error(options["cost_weight"], "options.cost_weight",
+                       fmt::format("expected seconds per currency unit in [0, {}]", sched::kMaxCostWeightSPerUnit));
+      }
+    }
     if (options["max_min_budget_s"]) {
       PLAN_ASSIGN(problem.maxMinTimeBudgetS, p.number(options["max_min_budget_s"], "options.max_min_budget_s", 0, true));
       if (problem.maxMinTimeBudgetS > 3600) {
@@ -331,14 +354,22 @@ std::vector<double> toFractions(const std::vector<int>& tasks) {
   return f;
 }
 
+sched::TetriumOptions tetriumOptions(const PlanProblem& problem) {
+  sched::TetriumOptions options{problem.wanBudgetRho};
+  options.costWeightSPerUnit = problem.costWeight;
+  options.prices = problem.prices;
+  return options;
+}
+
 // The stage after the current one, placed alone on all sites.
 Status addReduceAfterMap(const PlanProblem& problem, sched::Placement policy, const PlanJob& job,
                          const std::vector<std::vector<int>>& mapTasks, PlanJobResult& result) {
   if (!job.reduce) return Status::ok();
   sched::ReduceStage stage{shuffleAfterMap(*job.map, mapTasks, job.reduce->outputRatio), job.reduce->tasks,
                            job.reduce->taskS};
-  auto placed = sched::placeReduce(policy, problem.sites, stage, sched::TetriumOptions{problem.wanBudgetRho});
+  auto placed = sched::placeReduce(policy, problem.sites, stage, tetriumOptions(problem));
   if (!placed) return Status(placed.error().prepend("job '" + job.id + "' reduce stage"));
+  result.money += placed->money;
   result.reduceTasksAtSite = placed->tasks;
   result.reduceFractionAtSite = toFractions(placed->tasks);
   result.reduceTimes = placed->times;
@@ -349,7 +380,7 @@ Status addReduceAfterMap(const PlanProblem& problem, sched::Placement policy, co
 }
 
 Status placementPolicy(const PlanProblem& problem, sched::Placement policy, PlanResult& result) {
-  const sched::TetriumOptions options{problem.wanBudgetRho};
+  const sched::TetriumOptions options = tetriumOptions(problem);
   result.jobs.resize(problem.jobs.size());
   std::vector<double> completion(problem.jobs.size(), 0.0);
   if (policy == sched::Placement::kTetrium) {
@@ -382,6 +413,7 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
         r.mapLpTimes = a.map.lpTimes;
         r.mapLpFractionAtSite = mapColumnShares(a.map.fraction);
         r.wanGB = a.map.wanGB;
+        r.money = a.map.money;
         TELLUS_RETURN_IF_ERROR(addReduceAfterMap(problem, policy, job, a.map.tasks, r));
       } else {
         r.reduceTasksAtSite = a.reduce.tasks;
@@ -390,6 +422,7 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
         r.reduceLpTimes = a.reduce.lpTimes;
         r.reduceLpFractionAtSite = a.reduce.fraction;
         r.wanGB = a.reduce.wanGB;
+        r.money = a.reduce.money;
       }
     }
     if (!round->waiting.empty()) {
@@ -415,6 +448,7 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
         r.mapLpTimes = placed->lpTimes;
         r.mapLpFractionAtSite = mapColumnShares(placed->fraction);
         r.wanGB = placed->wanGB;
+        r.money = placed->money;
         TELLUS_RETURN_IF_ERROR(addReduceAfterMap(problem, policy, job, placed->tasks, r));
       } else {
         sched::ReduceStage stage{*job.reduce->shuffleGB, job.reduce->tasks, job.reduce->taskS};
@@ -426,6 +460,7 @@ Status placementPolicy(const PlanProblem& problem, sched::Placement policy, Plan
         r.reduceLpTimes = placed->lpTimes;
         r.reduceLpFractionAtSite = placed->fraction;
         r.wanGB = placed->wanGB;
+        r.money = placed->money;
       }
     }
     for (const PlanJob& job : problem.jobs) result.order.push_back(job.id);
@@ -608,7 +643,9 @@ void printPlanTable(const PlanProblem& problem, const PlanResult& result, std::o
   std::size_t width = 6;
   for (const auto& s : problem.sites) width = std::max(width, s.name.size() + 1);
   for (const PlanJobResult& job : result.jobs) {
-    out << "job " << job.id << "  completion " << fixed(job.completionS) << " s  wan " << fixed(job.wanGB) << " GB\n";
+    out << "job " << job.id << "  completion " << fixed(job.completionS) << " s  wan " << fixed(job.wanGB) << " GB";
+    if (!problem.prices.empty() && job.stageTimesModeled) out << "  money " << fixed(job.money);
+    out << "\n";
     out << "  " << std::left << std::setw(static_cast<int>(width)) << "site" << std::right;
     const bool hasMap = !job.mapTasksAtSite.empty(), hasReduce = !job.reduceTasksAtSite.empty();
     if (hasMap) out << std::setw(10) << "map" << std::setw(10) << "map%";
@@ -660,6 +697,7 @@ void printPlanJson(const PlanProblem& problem, const PlanResult& result, std::os
     j["id"] = job.id;
     j["completion_s"] = finite(job.completionS);
     j["wan_gb"] = job.wanGB;
+    if (!problem.prices.empty() && job.stageTimesModeled) j["money"] = job.money;
     // Stage times only where the policy models them; "lp" is the fractional model.
     auto stage = [&](const std::vector<int>& tasks, const std::vector<double>& fractions, const sched::StageTimes& times,
                      const std::optional<sched::StageTimes>& lpTimes, const std::vector<double>& lpFractions,

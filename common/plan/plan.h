@@ -45,6 +45,10 @@ struct PlanProblem {
   double wanBudgetRho = 1.0;
   double fairnessEpsilon = 1.0;
   double maxMinTimeBudgetS = 0.5;  // wall-clock seconds for max-min's exact tie search
+  // options.cost_weight: seconds per currency unit tetrium may trade for money, at the sites'
+  // container_hour / egress_gb (`prices`, in site order; empty when no site has a price).
+  double costWeight = 0;
+  std::vector<sched::SitePrices> prices;
 };
 
 // Policy names accepted by --policy / `policy:`.
@@ -73,6 +77,7 @@ struct PlanJobResult {
   double startS = 0;       // when the job's stage starts (0 unless ordering policies queue it)
   double completionS = 0;  // estimated completion from the plan's start
   double wanGB = 0;
+  double money = 0;  // what the placement costs at the sites' prices (policies that model stage times)
 };
 
 struct PlanResult {

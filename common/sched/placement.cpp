@@ -275,11 +275,44 @@ std::size_t strongestSite(const std::vector<SiteResources>& sites) {
   return best;
 }
 
-Status validateRho(const TetriumOptions& options) {
+Status validateOptions(const std::vector<SiteResources>& sites, const TetriumOptions& options) {
   if (!(options.wanBudgetRho >= 0 && options.wanBudgetRho <= 1)) {
     return makeError(ErrorCode::kInvalidArgument, "WAN budget rho must be in [0,1]");
   }
+  if (!(options.costWeightSPerUnit >= 0 && options.costWeightSPerUnit <= kMaxCostWeightSPerUnit)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     fmt::format("cost weight must be in [0, {}] seconds per currency unit", kMaxCostWeightSPerUnit));
+  }
+  if (options.prices.empty()) return Status::ok();
+  if (options.prices.size() != sites.size()) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     fmt::format("prices: {} values for {} sites", options.prices.size(), sites.size()));
+  }
+  for (std::size_t x = 0; x < sites.size(); ++x) {
+    const SitePrices& p = options.prices[x];
+    if (!std::isfinite(p.containerHour) || p.containerHour < 0) {
+      return makeError(ErrorCode::kInvalidArgument, siteLabel(sites, x) + ": container-hour price must be finite and >= 0");
+    }
+    if (!p.egressGB.empty() && p.egressGB.size() != sites.size()) {
+      return makeError(ErrorCode::kInvalidArgument, fmt::format("{}: {} egress prices for {} sites", siteLabel(sites, x),
+                                                                p.egressGB.size(), sites.size()));
+    }
+    for (double price : p.egressGB) {
+      if (!std::isfinite(price) || price < 0) {
+        return makeError(ErrorCode::kInvalidArgument, siteLabel(sites, x) + ": egress prices must be finite and >= 0");
+      }
+    }
+  }
   return Status::ok();
+}
+
+// Money enters the LPs only with both a weight and prices.
+bool weighsMoney(const TetriumOptions& options) { return options.costWeightSPerUnit > 0 && !options.prices.empty(); }
+
+double containerPerTaskS(const std::vector<SitePrices>& prices, std::size_t y) { return prices[y].containerHour / 3600.0; }
+
+double egressPerGB(const std::vector<SitePrices>& prices, std::size_t from, std::size_t to) {
+  return from == to || prices[from].egressGB.empty() ? 0.0 : prices[from].egressGB[to];
 }
 
 std::vector<std::vector<double>> inPlaceFractions(const MapStage& stage, std::size_t n) {
@@ -392,6 +425,35 @@ std::vector<std::vector<int>> roundMatrixKeepingSums(const std::vector<std::vect
     for (std::size_t j = 0; j < columns; ++j)
       if (cellEdge[i][j] != SIZE_MAX) rounded[i][j] += static_cast<int>(flow.flowOn(cellEdge[i][j]));
   return rounded;
+}
+
+double mapMoney(const MapStage& stage, const std::vector<std::vector<int>>& tasks,
+                const std::vector<SitePrices>& prices) {
+  if (prices.empty()) return 0.0;
+  double money = 0;
+  for (std::size_t x = 0; x < tasks.size(); ++x) {
+    const int reading = std::accumulate(tasks[x].begin(), tasks[x].end(), 0);
+    const double perTaskGB = reading > 0 ? stage.inputGB[x] / reading : 0.0;
+    for (std::size_t y = 0; y < tasks[x].size(); ++y) {
+      money += tasks[x][y] * (stage.taskS * containerPerTaskS(prices, y) + perTaskGB * egressPerGB(prices, x, y));
+    }
+  }
+  return money;
+}
+
+double reduceMoney(const ReduceStage& stage, const std::vector<int>& tasks, const std::vector<SitePrices>& prices) {
+  if (prices.empty() || stage.tasks <= 0) return 0.0;
+  double money = 0;
+  for (std::size_t y = 0; y < tasks.size(); ++y) {
+    const double r = static_cast<double>(tasks[y]) / stage.tasks;
+    money += tasks[y] * stage.taskS * containerPerTaskS(prices, y);
+    for (std::size_t x = 0; x < tasks.size(); ++x) money += stage.shuffleGB[x] * r * egressPerGB(prices, x, y);
+  }
+  return money;
+}
+
+double placementObjective(const StageTimes& times, double money, const TetriumOptions& options) {
+  return weighsMoney(options) ? times.totalS() + options.costWeightSPerUnit * money : times.totalS();
 }
 
 Status validateMap(const std::vector<SiteResources>& sites, const MapStage& stage) {
@@ -531,8 +593,10 @@ Result<ReducePlacement> inPlaceReduce(const std::vector<SiteResources>& sites, c
   return finishReduce(sites, stage, std::move(fraction));
 }
 
-Result<MapPlacement> placeMap(Placement policy, const std::vector<SiteResources>& sites, const MapStage& stage,
-                              const TetriumOptions& options) {
+namespace {
+
+Result<MapPlacement> placeMapByPolicy(Placement policy, const std::vector<SiteResources>& sites,
+                                      const MapStage& stage, const TetriumOptions& options) {
   switch (policy) {
     case Placement::kTetrium: return tetriumMap(sites, stage, options);
     case Placement::kMaxMin: return maxMinMap(sites, stage);
@@ -544,8 +608,8 @@ Result<MapPlacement> placeMap(Placement policy, const std::vector<SiteResources>
   return makeError(ErrorCode::kInvalidArgument, "unknown placement policy");
 }
 
-Result<ReducePlacement> placeReduce(Placement policy, const std::vector<SiteResources>& sites,
-                                    const ReduceStage& stage, const TetriumOptions& options) {
+Result<ReducePlacement> placeReduceByPolicy(Placement policy, const std::vector<SiteResources>& sites,
+                                            const ReduceStage& stage, const TetriumOptions& options) {
   switch (policy) {
     case Placement::kTetrium: return tetriumReduce(sites, stage, options);
     case Placement::kMaxMin: return maxMinReduce(sites, stage);
@@ -555,6 +619,24 @@ Result<ReducePlacement> placeReduce(Placement policy, const std::vector<SiteReso
     case Placement::kInPlace: return inPlaceReduce(sites, stage);
   }
   return makeError(ErrorCode::kInvalidArgument, "unknown placement policy");
+}
+
+}  // namespace
+
+Result<MapPlacement> placeMap(Placement policy, const std::vector<SiteResources>& sites, const MapStage& stage,
+                              const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateOptions(sites, options));
+  auto placed = placeMapByPolicy(policy, sites, stage, options);
+  if (placed) placed->money = mapMoney(stage, placed->tasks, options.prices);
+  return placed;
+}
+
+Result<ReducePlacement> placeReduce(Placement policy, const std::vector<SiteResources>& sites,
+                                    const ReduceStage& stage, const TetriumOptions& options) {
+  TELLUS_RETURN_IF_ERROR(validateOptions(sites, options));
+  auto placed = placeReduceByPolicy(policy, sites, stage, options);
+  if (placed) placed->money = reduceMoney(stage, placed->tasks, options.prices);
+  return placed;
 }
 
 Result<ReducePlacement> proportionalReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage) {
@@ -593,14 +675,28 @@ namespace {
 // integer evaluation; the LP relaxation (fraction, lpTimes) is reported unchanged.
 constexpr double kTieWeight = 1e-3;
 
+// With a cost weight "better" is the smaller time + weight·money (placementObjective), so the
+// refinement never trades back the money the weighted LP saved; without one it is the faster.
 template <class Placement>
-void keepFaster(Placement& best, Placement&& candidate) {
-  if (candidate.times.totalS() < best.times.totalS() - 1e-9) {
+void keepBetter(Placement& best, Placement&& candidate, const TetriumOptions& options) {
+  if (placementObjective(candidate.times, candidate.money, options) <
+      placementObjective(best.times, best.money, options) - 1e-9) {
     best.tasks = std::move(candidate.tasks);
     best.times = candidate.times;
     best.wanGB = candidate.wanGB;
+    best.money = candidate.money;
     if constexpr (std::is_same_v<Placement, MapPlacement>) best.tasksAtSite = std::move(candidate.tasksAtSite);
   }
+}
+
+MapPlacement priced(MapPlacement placement, const MapStage& stage, const TetriumOptions& options) {
+  placement.money = mapMoney(stage, placement.tasks, options.prices);
+  return placement;
+}
+
+ReducePlacement priced(ReducePlacement placement, const ReduceStage& stage, const TetriumOptions& options) {
+  placement.money = reduceMoney(stage, placement.tasks, options.prices);
+  return placement;
 }
 
 
@@ -612,6 +708,9 @@ struct ReduceLpSpec {
   double computeCap = kInf;
   double wanBudget = kInf;
   bool computeRowsOnlyWithSlots = false;
+  // Objective coefficient of r_x: weight · money of running all tasks at x (linear in r_x);
+  // empty = time only.
+  std::vector<double> moneyObjective;
 };
 
 Result<std::pair<std::vector<double>, double>> solveReduceLp(const std::vector<SiteResources>& sites,
@@ -620,7 +719,10 @@ Result<std::pair<std::vector<double>, double>> solveReduceLp(const std::vector<S
   const double total = sum(stage.shuffleGB);
   lp::LinearProgram program;
   std::vector<std::size_t> r(n);
-  for (std::size_t x = 0; x < n; ++x) r[x] = program.addVariable(0, 1, 0, "r_" + std::to_string(x));
+  for (std::size_t x = 0; x < n; ++x) {
+    const double money = spec.moneyObjective.empty() ? 0.0 : spec.moneyObjective[x];
+    r[x] = program.addVariable(0, 1, money, "r_" + std::to_string(x));
+  }
   const std::size_t shuffle = program.addVariable(0, spec.shuffleCap, spec.shuffleWeight, "T_shuf");
   const std::size_t compute = program.addVariable(0, spec.computeCap, spec.computeWeight, "T_red");
   std::vector<std::pair<std::size_t, double>> all;
@@ -672,6 +774,17 @@ namespace {
 
 ReduceLpSpec tetriumReduceSpec(const ReduceStage& stage, const TetriumOptions& options) {
   ReduceLpSpec spec;
+  if (weighsMoney(options)) {
+    // A fraction r_y of the tasks at y costs r_y·n·t task-seconds there, and every other site x
+    // sends it I_x·r_y GB at x's egress price to y (reduceMoney, fractional).
+    const std::size_t n = stage.shuffleGB.size();
+    spec.moneyObjective.assign(n, 0.0);
+    for (std::size_t y = 0; y < n; ++y) {
+      double money = stage.tasks * stage.taskS * containerPerTaskS(options.prices, y);
+      for (std::size_t x = 0; x < n; ++x) money += stage.shuffleGB[x] * egressPerGB(options.prices, x, y);
+      spec.moneyObjective[y] = options.costWeightSPerUnit * money;
+    }
+  }
   if (options.wanBudgetRho < 1) {
     // W_min: keep everything at the site holding the most shuffle data (the LP of eq. 11-13
     // has this closed form); W_max: all of the stage's input.
@@ -687,7 +800,7 @@ ReduceLpSpec tetriumReduceSpec(const ReduceStage& stage, const TetriumOptions& o
 Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites, const ReduceStage& stage,
                                         const TetriumOptions& options) {
   TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
-  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  TELLUS_RETURN_IF_ERROR(validateOptions(sites, options));
   if (stage.tasks == 0) return StageTimes{};
   TELLUS_RETURN_IF_ERROR(
       reduceLpObstacle(sites, stage, tetriumReduceSpec(stage, options).wanBudget, true).prepend("tetrium reduce LP"));
@@ -698,7 +811,8 @@ Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites,
     }
     return value;
   }
-  auto solved = solveReduceLp(sites, stage, tetriumReduceSpec(stage, options));
+  // Time only (see the header): the WAN budget without the money objective.
+  auto solved = solveReduceLp(sites, stage, tetriumReduceSpec(stage, TetriumOptions{options.wanBudgetRho}));
   if (!solved) return Status(solved.error().prepend("tetrium reduce LP"));
   return evaluateReduceFractions(sites, stage, solved->first);
 }
@@ -706,15 +820,15 @@ Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites,
 Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, const ReduceStage& stage,
                                       const TetriumOptions& options) {
   TELLUS_RETURN_IF_ERROR(validateReduce(sites, stage));
-  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  TELLUS_RETURN_IF_ERROR(validateOptions(sites, options));
   if (stage.tasks == 0) return proportionalReduce(sites, stage);
   const ReduceLpSpec spec = tetriumReduceSpec(stage, options);
   TELLUS_RETURN_IF_ERROR(reduceLpObstacle(sites, stage, spec.wanBudget, true).prepend("tetrium reduce LP"));
   auto solved = solveReduceLp(sites, stage, spec);
   if (!solved) return Status(solved.error().prepend("tetrium reduce LP"));
-  ReducePlacement placement = finishReduce(sites, stage, solved->first);
+  ReducePlacement placement = priced(finishReduce(sites, stage, solved->first), stage, options);
   if (!options.refineWholeWaves) return placement;
-  // Whole-wave refinement, as for maps (see keepFaster above).
+  // Whole-wave refinement, as for maps (see keepBetter above).
   if (stage.taskS > 0) {
     const double waves = std::ceil(placement.lpTimes.computeS / stage.taskS - 1e-9);
     for (double w : {waves, waves + 1}) {
@@ -722,11 +836,20 @@ Result<ReducePlacement> tetriumReduce(const std::vector<SiteResources>& sites, c
       capped.computeCap = w * stage.taskS;
       capped.computeWeight = kTieWeight;
       auto refined = solveReduceLp(sites, stage, capped);
-      if (refined) keepFaster(placement, finishReduce(sites, stage, refined->first));
+      if (refined) keepBetter(placement, priced(finishReduce(sites, stage, refined->first), stage, options), options);
     }
   }
   auto proportional = proportionalReduce(sites, stage);
-  if (proportional && proportional->wanGB <= spec.wanBudget + 1e-9) keepFaster(placement, std::move(proportional.value()));
+  if (proportional && proportional->wanGB <= spec.wanBudget + 1e-9) {
+    keepBetter(placement, priced(std::move(proportional.value()), stage, options), options);
+  }
+  if (weighsMoney(options)) {
+    // As for maps: the time-only placement is a candidate of the weighted objective too.
+    TetriumOptions timeOnly = options;
+    timeOnly.costWeightSPerUnit = 0;
+    auto fastest = tetriumReduce(sites, stage, timeOnly);
+    if (fastest) keepBetter(placement, std::move(fastest.value()), options);
+  }
   return placement;
 }
 
@@ -737,9 +860,14 @@ namespace {
 // congestion-free, we solve it over local l_x, export e_x and import g_x (3n+2 columns instead
 // of n^2+2) and rebuild an m matrix with those marginals afterwards: the optimum is the same
 // and the LP stays tiny at 100 sites. `computeCapS` bounds T_map (whole-wave refinement).
+Result<std::vector<std::vector<double>>> solveMapLpPerPair(const std::vector<SiteResources>& sites,
+                                                           const MapStage& stage, const TetriumOptions& options,
+                                                           double computeCapS, double computeWeight);
+
 Result<std::vector<std::vector<double>>> solveMapLp(const std::vector<SiteResources>& sites, const MapStage& stage,
                                                     const TetriumOptions& options, double computeCapS,
                                                     double computeWeight) {
+  if (weighsMoney(options)) return solveMapLpPerPair(sites, stage, options, computeCapS, computeWeight);
   const std::size_t n = sites.size();
   const double total = sum(stage.inputGB);
   const std::vector<double> share = mapSourceShares(stage);
@@ -800,12 +928,60 @@ Result<std::vector<std::vector<double>>> solveMapLp(const std::vector<SiteResour
   return fraction;
 }
 
+// The map LP over m[x][y] itself, minimizing T_aggr + computeWeight·T_map + w·money: egress is
+// priced per (sender, receiver) pair, so the marginals of solveMapLp no longer determine the
+// objective. n² + 2 columns: used only when money is weighed.
+Result<std::vector<std::vector<double>>> solveMapLpPerPair(const std::vector<SiteResources>& sites,
+                                                           const MapStage& stage, const TetriumOptions& options,
+                                                           double computeCapS, double computeWeight) {
+  const std::size_t n = sites.size();
+  const double total = sum(stage.inputGB);
+  const std::vector<double> share = mapSourceShares(stage);
+  const double work = stage.taskS * stage.tasks;
+  const double weight = options.costWeightSPerUnit;
+  lp::LinearProgram program;
+  std::vector<std::vector<std::size_t>> m(n, std::vector<std::size_t>(n));
+  for (std::size_t x = 0; x < n; ++x) {
+    for (std::size_t y = 0; y < n; ++y) {
+      // m_xy of the tasks run at y for work·m_xy task-seconds and fetch total·m_xy GB from x.
+      const double money = work * containerPerTaskS(options.prices, y) + total * egressPerGB(options.prices, x, y);
+      m[x][y] = program.addVariable(0, share[x], weight * money, fmt::format("m_{}_{}", x, y));
+    }
+  }
+  const std::size_t aggr = program.addVariable(0, lp::kInfinity, 1, "T_aggr");
+  const std::size_t compute = program.addVariable(0, computeCapS, computeWeight, "T_map");
+  std::vector<std::pair<std::size_t, double>> wan;
+  for (std::size_t x = 0; x < n; ++x) {
+    std::vector<std::pair<std::size_t, double>> row, upload{{aggr, -sites[x].upGBps}},
+        download{{aggr, -sites[x].downGBps}}, runs{{compute, -static_cast<double>(sites[x].slots)}};
+    for (std::size_t y = 0; y < n; ++y) {
+      row.emplace_back(m[x][y], 1);
+      runs.emplace_back(m[y][x], work);
+      if (y == x) continue;
+      upload.emplace_back(m[x][y], total);
+      download.emplace_back(m[y][x], total);
+      wan.emplace_back(m[x][y], total);
+    }
+    program.addEqual(row, share[x]);
+    program.addLessEqual(upload, 0);
+    program.addLessEqual(download, 0);
+    program.addLessEqual(runs, 0);
+  }
+  if (options.wanBudgetRho < 1) program.addLessEqual(wan, wanBudget(0, total, options.wanBudgetRho) + 1e-9);
+  auto solved = program.solve();
+  if (!solved) return solved.error();
+  std::vector<std::vector<double>> fraction(n, std::vector<double>(n, 0.0));
+  for (std::size_t x = 0; x < n; ++x)
+    for (std::size_t y = 0; y < n; ++y) fraction[x][y] = std::max(0.0, solved->values[m[x][y]]);
+  return fraction;
+}
+
 }  // namespace
 
 Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, const MapStage& stage,
                                      const TetriumOptions& options) {
   TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
-  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  TELLUS_RETURN_IF_ERROR(validateOptions(sites, options));
   if (stage.tasks == 0) return StageTimes{};
   TELLUS_RETURN_IF_ERROR(mapLpObstacle(sites, stage, options).prepend("tetrium map LP"));
   if (options.wanBudgetRho >= 1) {
@@ -813,7 +989,8 @@ Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, co
     if (!std::isfinite(value.totalS())) return makeError(ErrorCode::kInvalidArgument, "tetrium map LP: LP is infeasible");
     return value;
   }
-  auto relaxed = solveMapLp(sites, stage, options, lp::kInfinity, 1.0);
+  // Time only (see the header): the WAN budget without the money objective.
+  auto relaxed = solveMapLp(sites, stage, TetriumOptions{options.wanBudgetRho}, lp::kInfinity, 1.0);
   if (!relaxed) return Status(relaxed.error().prepend("tetrium map LP"));
   return evaluateMapFractions(sites, stage, relaxed.value());
 }
@@ -821,22 +998,30 @@ Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, co
 Result<MapPlacement> tetriumMap(const std::vector<SiteResources>& sites, const MapStage& stage,
                                 const TetriumOptions& options) {
   TELLUS_RETURN_IF_ERROR(validateMap(sites, stage));
-  TELLUS_RETURN_IF_ERROR(validateRho(options));
+  TELLUS_RETURN_IF_ERROR(validateOptions(sites, options));
   if (stage.tasks == 0) return inPlaceMap(sites, stage);
   TELLUS_RETURN_IF_ERROR(mapLpObstacle(sites, stage, options).prepend("tetrium map LP"));
   auto relaxed = solveMapLp(sites, stage, options, lp::kInfinity, 1.0);
   if (!relaxed) return Status(relaxed.error().prepend("tetrium map LP"));
-  MapPlacement placement = finishMap(sites, stage, std::move(relaxed.value()));
+  MapPlacement placement = priced(finishMap(sites, stage, std::move(relaxed.value())), stage, options);
   if (!options.refineWholeWaves) return placement;
   if (stage.taskS > 0) {
     const double waves = std::ceil(placement.lpTimes.computeS / stage.taskS - 1e-9);
     for (double w : {waves, waves + 1}) {
       auto capped = solveMapLp(sites, stage, options, w * stage.taskS, kTieWeight);
-      if (capped) keepFaster(placement, finishMap(sites, stage, std::move(capped.value())));
+      if (capped) keepBetter(placement, priced(finishMap(sites, stage, std::move(capped.value())), stage, options), options);
     }
   }
   // In place moves no data, so it is always within the WAN budget.
-  keepFaster(placement, finishMap(sites, stage, inPlaceFractions(stage, sites.size())));
+  keepBetter(placement, priced(finishMap(sites, stage, inPlaceFractions(stage, sites.size())), stage, options), options);
+  if (weighsMoney(options)) {
+    // The time-only placement is a candidate too: weighing money never ends up worse, on
+    // time + weight·money, than ignoring it (the rounding of the weighted LP can be).
+    TetriumOptions timeOnly = options;
+    timeOnly.costWeightSPerUnit = 0;
+    auto fastest = tetriumMap(sites, stage, timeOnly);
+    if (fastest) keepBetter(placement, std::move(fastest.value()), options);
+  }
   return placement;
 }
 

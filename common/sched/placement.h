@@ -11,6 +11,11 @@
 //    T_shuf = max_x max(I_x(1-r_x)/up_x, r_x(I-I_x)/down_x),  T_red = max_x t·waves_x.
 // The LPs minimize T_aggr + T_map (resp. T_shuf + T_red) with fractional waves; integer
 // placements are evaluated with ceil waves, which is how the paper's examples count.
+//
+// Money (TetriumOptions::costWeightSPerUnit > 0 with prices): Tetrium's LPs then minimize
+// time + w·money, w in seconds per currency unit. money = the stage's task-seconds at each site
+// y times y's container-hour price / 3600, plus the GB sent from x to y times x's egress price
+// to y (the sender pays, as cost::price charges usage). See mapMoney/reduceMoney below.
 
 #include <cstddef>
 #include <string>
@@ -66,6 +71,7 @@ struct MapPlacement {
   StageTimes lpTimes;            // the fractional model (LP objective for Tetrium)
   StageTimes times;              // evaluation of `tasks` with ceil waves
   double wanGB = 0;              // data moved across sites by `tasks`
+  double money = 0;              // what `tasks` costs under the options' prices (mapMoney; 0 without)
 };
 
 struct ReducePlacement {
@@ -76,7 +82,17 @@ struct ReducePlacement {
   StageTimes lpTimes;
   StageTimes times;  // evaluation of `tasks` with ceil waves
   double wanGB = 0;  // shuffle data crossing sites
+  double money = 0;  // what `tasks` costs under the options' prices (reduceMoney; 0 without)
 };
+
+// What running at a site costs (cost::Prices as the placement needs them, indexed like the sites).
+struct SitePrices {
+  double containerHour = 0;      // currency units per container-hour (per task-hour here)
+  std::vector<double> egressGB;  // per GB this site sends to site y; empty = sending is free
+};
+
+// Bounds on TetriumOptions::costWeightSPerUnit (a job spec's `cost_weight`).
+inline constexpr double kMaxCostWeightSPerUnit = 1e6;
 
 struct TetriumOptions {
   // WAN budget knob ρ in [0,1] (§4.3): W = W_min + ρ(W_max - W_min); 1 = no limit.
@@ -84,7 +100,24 @@ struct TetriumOptions {
   // Whole-wave refinement of the integer placement (two more LPs, see tetriumMap). Off gives
   // the plain rounding of the LP relaxation: about 3x cheaper, used to rank jobs.
   bool refineWholeWaves = true;
+  // Seconds of stage time one currency unit is worth: > 0 with `prices` makes Tetrium's LPs
+  // and their whole-wave refinement minimize time + weight·money; 0 = time only. In
+  // [0, kMaxCostWeightSPerUnit].
+  double costWeightSPerUnit = 0;
+  // Per site, same order as the sites; empty = every site free. A weight without prices, or
+  // prices without a weight, leaves the placement time-only (money is still reported).
+  std::vector<SitePrices> prices;
 };
+
+// Money of an integer placement under `prices` (see the header comment; empty prices = 0).
+// Map: tasks[x][y]·taskS at y, and input_x/(tasks reading x) GB per task sent from x to y.
+// Reduce: tasks[y]·taskS at y, and I_x·tasks[y]/n GB sent from x to each y != x.
+double mapMoney(const MapStage& stage, const std::vector<std::vector<int>>& tasks,
+                const std::vector<SitePrices>& prices);
+double reduceMoney(const ReduceStage& stage, const std::vector<int>& tasks, const std::vector<SitePrices>& prices);
+// What Tetrium's weighted placement minimizes, for an integer placement: times.totalS() +
+// options.costWeightSPerUnit · money (the time alone when the weight or prices are absent).
+double placementObjective(const StageTimes& times, double money, const TetriumOptions& options);
 
 // ---- building blocks ---------------------------------------------------------------------
 
@@ -173,7 +206,8 @@ Result<ReducePlacement> maxMinReduce(const std::vector<SiteResources>& sites, co
 // rounding or refinement, for ranking jobs by remaining time (§4.1). Without a WAN budget
 // (ρ = 1) it is computed combinatorially (same optimum as the Clp LP up to ~1e-9 relative,
 // checked by property tests, ~50x cheaper); with a budget it is one Clp solve. The split
-// between the two times may differ from Clp's when the optimum is not unique.
+// between the two times may differ from Clp's when the optimum is not unique. Time only: the
+// options' cost weight does not enter a ranking by remaining time.
 Result<StageTimes> tetriumMapLpTimes(const std::vector<SiteResources>& sites, const MapStage& stage,
                                      const TetriumOptions& options = {});
 Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites, const ReduceStage& stage,
@@ -181,7 +215,8 @@ Result<StageTimes> tetriumReduceLpTimes(const std::vector<SiteResources>& sites,
 
 // A stage placed by a policy of the registry (sched/policies.h): the one switch from policy to
 // function that job managers, `tellus plan` and the simulator share. Maps stay in place under
-// in-place, proportional and iridium.
+// in-place, proportional and iridium. Only tetrium weighs money (options.costWeightSPerUnit);
+// every policy's placement reports its `money` under options.prices.
 Result<MapPlacement> placeMap(Placement policy, const std::vector<SiteResources>& sites, const MapStage& stage,
                               const TetriumOptions& options = {});
 Result<ReducePlacement> placeReduce(Placement policy, const std::vector<SiteResources>& sites,

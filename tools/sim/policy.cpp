@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "sched/placement.h"
 #include "sim/simulator.h"
 
 namespace tellus::sim {
@@ -23,7 +24,7 @@ std::optional<double> number(const std::string& text) {
 std::string known() {
   return "placement " + sched::joinNames(sched::placementNames()) + " (place=NAME); order " +
          sched::joinNames(sched::jobOrderNames()) + " (order=NAME); resources " + sched::joinNames(sched::resourcesNames()) +
-         "|nosteal|rounds; presets tetrium|houtu|decent-stat; knobs rho= eps= k= period= steal= delta= afrho= tau= "
+         "|nosteal|rounds; presets tetrium|houtu|decent-stat; knobs rho= cost= eps= k= period= steal= delta= afrho= tau= "
          "static= normalize= round=";
 }
 
@@ -78,6 +79,9 @@ Result<PolicyConfig> parsePolicy(const std::string& text) {
       if (key == "rho") {
         TELLUS_RETURN_IF_ERROR(inRange(0, 1));
         config.wanBudgetRho = *value;
+      } else if (key == "cost") {
+        TELLUS_RETURN_IF_ERROR(inRange(0, sched::kMaxCostWeightSPerUnit));
+        config.costWeight = *value;
       } else if (key == "eps") {
         TELLUS_RETURN_IF_ERROR(inRange(0, 1));
         config.fairnessEpsilon = *value;

@@ -137,6 +137,11 @@ class Engine {
       sites_.push_back(std::move(site));
     }
     summary_.policy = policy_.label;
+    std::vector<std::string> names;
+    for (const auto& site : sites_) names.push_back(site.name);
+    tetriumOptions_.wanBudgetRho = policy_.wanBudgetRho;
+    tetriumOptions_.costWeightSPerUnit = policy_.costWeight;
+    if (policy_.costWeight > 0) tetriumOptions_.prices = jobstate::placementPrices(names, config_.prices);
   }
 
   Result<RunSummary> run();
@@ -223,6 +228,9 @@ class Engine {
 
   const SimConfig& config_;
   const PolicyConfig& policy_;
+  // Tetrium's knobs for every placement the engine makes itself: ρ, and the policy's cost weight
+  // at the sites' prices (in site order, as siteResources lists them).
+  sched::TetriumOptions tetriumOptions_;
   WorkloadSource& workload_;
   JobRecordSink* sink_;
   FairShareNetwork network_;
@@ -456,7 +464,7 @@ Status Engine::placeStage(JobRt& job, int32_t s) {
     }
     // In Tetrium's round mode tasks wait where their data is; each round places them anew.
     auto placement = sched::placeMap(roundMode() ? Placement::kInPlace : policy_.placement, resources, map,
-                                     sched::TetriumOptions{policy_.wanBudgetRho});
+                                     tetriumOptions_);
     if (!placement) return placement.status();
     stage.lpSeconds = placement->lpTimes.totalS();
     // tasks[x][y] of the tasks whose block is at x run at y.
@@ -525,7 +533,7 @@ Status Engine::placeStage(JobRt& job, int32_t s) {
       }
     }
     auto placement = sched::placeReduce(roundMode() ? Placement::kProportional : policy_.placement, resources, reduce,
-                                        sched::TetriumOptions{policy_.wanBudgetRho});
+                                        tetriumOptions_);
     if (!placement) return placement.status();
     stage.lpSeconds = placement->lpTimes.totalS();
     // Every reduce task reads the same share of the shuffle, so §3.3's largest-first order
@@ -1001,6 +1009,7 @@ void Engine::startJobManagers(JobRt& job) {
   spec.set_name(job.spec.name.empty() ? "job" : job.spec.name);
   spec.set_placement(std::string(sched::name(policy_.placement)));
   spec.set_no_stealing(policy_.resources != Resources::kAf || !policy_.stealing);
+  spec.set_cost_weight(policy_.costWeight);
   std::vector<pb::StageInputs> inputs(stages);
   std::set<int> jobSites;
   std::vector<int> rootTasksAt(sites_.size(), 0);
@@ -1126,7 +1135,9 @@ std::vector<jobstate::SiteCapacity> Engine::siteCapacities(const JobRt& job) con
   std::vector<jobstate::SiteCapacity> capacities;
   for (int32_t x : job.jmSites) {
     const auto& r = resources[static_cast<size_t>(x)];
-    capacities.push_back(jobstate::SiteCapacity{r.name, r.slots, r.upGBps, r.downGBps, taskS});
+    capacities.push_back(jobstate::SiteCapacity{r.name, r.slots, r.upGBps, r.downGBps, taskS, std::nullopt});
+    // What the primary reads from the site records: the site's published prices, if any.
+    if (const auto it = config_.prices.find(r.name); it != config_.prices.end()) capacities.back().prices = it->second;
   }
   return capacities;
 }
@@ -1454,7 +1465,7 @@ void Engine::runTetriumRound() {
   if (input.empty()) return;
   const auto started = std::chrono::steady_clock::now();
   sched::TetriumRoundOptions options;
-  options.placement.wanBudgetRho = policy_.wanBudgetRho;
+  options.placement = tetriumOptions_;
   options.fairnessEpsilon = policy_.fairnessEpsilon;
   auto round = sched::tetriumSchedulingRound(resources, input, options);
   summary_.placementWallSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -1543,7 +1554,7 @@ void Engine::reassignAfterDrop() {
           for (int32_t t : stage.queue[static_cast<size_t>(x)]) map.inputGB[static_cast<size_t>(spec.blockSite[static_cast<size_t>(t)])] += weight;
         }
         auto placed = policy_.placement == Placement::kTetrium
-                          ? sched::tetriumMap(resources, map, sched::TetriumOptions{policy_.wanBudgetRho})
+                          ? sched::tetriumMap(resources, map, tetriumOptions_)
                           : sched::inPlaceMap(resources, map);
         if (!placed) {
           fail(placed.error().prepend("re-placing job " + std::to_string(id)));
@@ -1562,7 +1573,7 @@ void Engine::reassignAfterDrop() {
           }
         }
         auto placed = policy_.placement == Placement::kTetrium
-                          ? sched::tetriumReduce(resources, reduce, sched::TetriumOptions{policy_.wanBudgetRho})
+                          ? sched::tetriumReduce(resources, reduce, tetriumOptions_)
                           : sched::proportionalReduce(resources, reduce);
         if (!placed) {
           fail(placed.error().prepend("re-placing job " + std::to_string(id)));

@@ -46,6 +46,9 @@ struct PolicyConfig {
   // When set, replaces `order`: these job ids first, in this order (the brute-force harness).
   std::vector<int64_t> fixedOrder;
   double wanBudgetRho = 1.0;     // Tetrium's WAN knob ρ (§4.3)
+  // cost=W: seconds per currency unit Tetrium may trade for money at the sites' prices (every
+  // job's spec cost_weight); 0 = time only.
+  double costWeight = 0;
   double fairnessEpsilon = 1.0;  // Tetrium's fairness knob ε (§4.4); < 1 caps the top job's slots
   int reassignK = 0;             // k-site re-assignment on resource drops (§4.2); 0 = off
   // Tetrium's own scheduling instances (§4.1/§4.4/§5): every round re-places and orders the
@@ -71,7 +74,7 @@ struct PolicyConfig {
 //  resources: slots | static | af ;  nosteal ;  rounds (Tetrium scheduling rounds)
 //  presets:   tetrium (= place=tetrium + order=tetrium), houtu (= proportional + fair + af),
 //             decent-stat (= proportional + fair + static)
-//  knobs:     rho=R eps=E k=K period=S steal=S delta=D afrho=R tau=T static=N normalize=0|1 round=S
+//  knobs:     rho=R cost=W eps=E k=K period=S steal=S delta=D afrho=R tau=T static=N normalize=0|1 round=S
 // The placement and order names are the registry's, the same as a job spec's `placement:` and
 // `tellus plan --policy`; "tetrium" names both a placement and an order, hence the preset.
 Result<PolicyConfig> parsePolicy(const std::string& text);

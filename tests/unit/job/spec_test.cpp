@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
+
 #include "job/spec.h"
 #include "sched/policies.h"
 
@@ -418,6 +421,25 @@ TEST_CASE("limits: resolved task counts (dataset partitions, forward edges) are 
   Status perJob = checkResolvedTasks(forward, {{0, 8}}, limits);
   REQUIRE_FALSE(perJob.isOk());
   CHECK(perJob.message() == "job: total tasks 16 is over the limit of 15 (limits.max_tasks_per_job)");
+}
+
+TEST_CASE("cost_weight: seconds per currency unit, default 0, bounded", "[unit][job][cost]") {
+  CHECK(parsed(kWordcount).cost_weight() == 0.0);
+  CHECK(parsed(kWordcount + "cost_weight: 250.5\n").cost_weight() == 250.5);
+  CHECK(specError(kWordcount + "cost_weight: -1\n") == "job.yaml:10: cost_weight: expected a number in [0, 1000000], got '-1'");
+  CHECK(specError(kWordcount + "cost_weight: 2e6\n").starts_with("job.yaml:10: cost_weight: expected "));
+  CHECK(specError(kWordcount + "cost_weight: .nan\n").starts_with("job.yaml:10: cost_weight: expected "));
+  CHECK(specError(kWordcount + "cost_weight: cheap\n").starts_with("job.yaml:10: cost_weight: expected "));
+  // Over RPC the spec is validated again: out of range or not a number is refused, naming the field.
+  pb::JobSpec spec = rpcSpec();
+  spec.set_cost_weight(1e6);
+  CHECK(validateJobSpec(spec).isOk());
+  for (double bad : {-0.5, 1e6 * 1.5, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    spec.set_cost_weight(bad);
+    const Status status = validateJobSpec(spec);
+    REQUIRE_FALSE(status.isOk());
+    CHECK(status.message().starts_with("cost_weight: expected seconds per currency unit in [0, 1000000]"));
+  }
 }
 
 }  // namespace tellus::job

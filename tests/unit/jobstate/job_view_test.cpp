@@ -258,3 +258,50 @@ TEST_CASE("site capacities come from containers and measured inbound rates", "[u
   CHECK(caps[1].upGBps == Approx(0.1));
   CHECK(caps[1].downGBps == Approx(1.0));
 }
+
+TEST_CASE("site capacities carry the records' valid prices", "[unit][jobstate][placement][cost]") {
+  pb::SiteInfo priced, unpriced, hostile;
+  priced.set_site("a");
+  priced.mutable_prices()->set_container_hour(0.4);
+  priced.mutable_prices()->set_egress_default_gb(0.09);
+  (*priced.mutable_prices()->mutable_egress_gb())["b"] = 0.02;
+  unpriced.set_site("b");
+  hostile.set_site("c");
+  hostile.mutable_prices()->set_container_hour(-1);  // anyone may write a record: not a price
+  auto caps = siteCapacities({priced, unpriced, hostile});
+  REQUIRE(caps.size() == 3);
+  REQUIRE(caps[0].prices);
+  CHECK(caps[0].prices->container_hour == 0.4);
+  CHECK_FALSE(caps[1].prices);
+  CHECK_FALSE(caps[2].prices);
+
+  auto prices = placementPrices({"a", "b", "c"}, {{"a", *caps[0].prices}});
+  REQUIRE(prices.size() == 3);
+  CHECK(prices[0].containerHour == 0.4);
+  CHECK(prices[0].egressGB == std::vector<double>{0, 0.02, 0.09});
+  CHECK(prices[1].containerHour == 0);  // unknown: free
+  CHECK(prices[1].egressGB.empty());
+}
+
+TEST_CASE("initial task map: a job's cost_weight keeps Tetrium off an expensive site", "[unit][jobstate][placement][cost]") {
+  // As above: a has 3 tasks for 1 slot and fast links, so time alone moves some to b.
+  auto job = wordcountJob();
+  job.spec.set_placement("tetrium");
+  std::vector<SiteCapacity> sites{{"a", 1, 1.0, 1.0, 1.0}, {"b", 8, 1.0, 1.0, 1.0}};
+  cost::Prices expensive;
+  expensive.container_hour = 3600;  // 1 per task-second
+  sites[1].prices = expensive;
+  auto atB = [&] {
+    auto map = initialTaskMap(job, 0, sched::Placement::kTetrium, sites);
+    REQUIRE(map.isOk());
+    REQUIRE(map->owner_site_size() == 4);
+    int count = 0;
+    for (const auto& o : map->owner_site()) count += o == "b";
+    return count;
+  };
+  CHECK(atB() >= 1);  // no cost_weight: prices do not matter
+  job.spec.set_cost_weight(1000);
+  CHECK(atB() == 0);  // a second saved is not worth 1000 s
+  job.spec.set_cost_weight(1e-6);
+  CHECK(atB() >= 1);  // ... but worth a microsecond
+}

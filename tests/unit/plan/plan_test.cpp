@@ -419,3 +419,45 @@ TEST_CASE("plan reports the LP optimum, task-share fractions, and no stage times
   printPlanJson(*two, *swag, swagJson);
   CHECK_FALSE(nlohmann::json::parse(swagJson.str())["jobs"][0]["map"].contains("t_aggr_s"));
 }
+
+TEST_CASE("plan: site prices and options.cost_weight make tetrium weigh money", "[unit][plan][cost]") {
+  // The Tetrium example with egress at 1 per GB everywhere: time alone moves map input, a
+  // second worth 1/1000 of a unit keeps every map task where its input is.
+  const std::string priced = R"(sites:
+  - {name: site-1, slots: 40, up_gbps: 40, down_gbps: 40, container_hour: 0.5, egress_gb: 1}
+  - {name: site-2, slots: 10, up_gbps: 8, down_gbps: 8, egress_gb: 1}
+  - {name: site-3, slots: 20, up_gbps: 16, down_gbps: 40, egress_gb: 1}
+jobs:
+  - id: analytics
+    map: {tasks: 1000, task_s: 2, input_gb: {site-1: 20, site-2: 30, site-3: 50}}
+)";
+  auto timeOnly = parsePlanProblem(priced, "p.yaml");
+  REQUIRE(timeOnly.isOk());
+  REQUIRE(timeOnly->prices.size() == 3);
+  CHECK(timeOnly->prices[0].containerHour == 0.5);
+  CHECK(timeOnly->prices[1].egressGB == std::vector<double>{1, 0, 1});
+  auto fast = solvePlan(*timeOnly, "tetrium");
+  REQUIRE(fast.isOk());
+  REQUIRE(fast->jobs[0].wanGB > 1);
+  CHECK(fast->jobs[0].money > fast->jobs[0].wanGB);  // egress at 1 per GB, plus site-1's containers
+
+  auto weighted = parsePlanProblem(std::string(priced) + "options: {cost_weight: 1000}\n", "p.yaml");
+  REQUIRE(weighted.isOk());
+  auto cheap = solvePlan(*weighted, "tetrium");
+  REQUIRE(cheap.isOk());
+  CHECK(cheap->jobs[0].mapTasksAtSite == std::vector<int>{200, 300, 500});
+  CHECK(cheap->jobs[0].wanGB == 0);
+  CHECK(cheap->jobs[0].money == Approx(200 * 2 * 0.5 / 3600));
+  CHECK(cheap->jobs[0].completionS > fast->jobs[0].completionS);
+  std::ostringstream json, table;
+  printPlanJson(*weighted, *cheap, json);
+  CHECK(nlohmann::json::parse(json.str())["jobs"][0]["money"].get<double>() == Approx(cheap->jobs[0].money));
+  printPlanTable(*weighted, *cheap, table);
+  CHECK_THAT(table.str(), Catch::Contains("money 0.06"));
+
+  CHECK(errorOf(std::string(priced) + "options: {cost_weight: 2000000}\n") ==
+        "p.yaml:8: options.cost_weight: expected seconds per currency unit in [0, 1000000]");
+  CHECK_THAT(errorOf(std::string(kTetrium).replace(std::string(kTetrium).find("down_gbps: 8}"), 13,
+                                                  "down_gbps: 8, egress_gb: -1}")),
+             Catch::Contains("sites[1].egress_gb"));
+}

@@ -449,3 +449,39 @@ TEST_CASE("bad configurations are rejected with a message", "[unit][sim]") {
   REQUIRE_FALSE(order.isOk());
   CHECK_THAT(order.message(), Catch::Contains("sorted"));
 }
+
+TEST_CASE("tetrium with a cost weight trades response time for money on a priced cluster", "[unit][sim][cost]") {
+  // Site a holds 7 of the 8 blocks of a map-only job (10 s tasks) but has 1 slot; b has 8
+  // slots, fast links and dear containers. Time alone moves most tasks to b; at cost=1000 (a
+  // second is worth 1/1000 of a currency unit) every task runs at a, where a slot-second costs
+  // a tenth. With job managers (af) stealing is off: it moves tasks by time alone.
+  tellus::cost::Prices cheap, dear;
+  cheap.container_hour = 3600;   // 1 per slot-second
+  dear.container_hour = 36000;   // 10 per slot-second
+  for (const std::string resources : {"", "+af+nosteal"}) {
+    auto simulate = [&](const std::string& policy) {
+      SimConfig config;
+      config.sites = {SiteSpec{"a", 1, 1e9, 1e9}, SiteSpec{"b", 8, 1e9, 1e9}};
+      config.prices = {{"a", cheap}, {"b", dear}};
+      auto parsed = parsePolicy(policy + resources);
+      REQUIRE(parsed.isOk());
+      config.policy = parsed.value();
+      VectorWorkload workload({job(1, 0, {root({0, 0, 0, 0, 0, 0, 0, 1}, {10, 10, 10, 10, 10, 10, 10, 10}, 8000, 0)})});
+      auto summary = runSimulation(config, workload, nullptr);
+      REQUIRE(summary.isOk());
+      return summary.value();
+    };
+    const RunSummary fast = simulate("place=tetrium");
+    const RunSummary cheapRun = simulate("place=tetrium+cost=1000");
+    INFO("resources" << resources);
+    CHECK(fast.usage.containerMs.count("b") == 1);  // time alone uses b's slots
+    CHECK(cheapRun.usage.containerMs.count("b") == 0);
+    CHECK(cheapRun.cost.total == Approx(80).epsilon(1e-4));  // 8 tasks x 10 s at a (and 1 ms fetching b's block)
+    CHECK(cheapRun.cost.total < fast.cost.total);
+    CHECK(cheapRun.response.mean() > fast.response.mean());
+  }
+  // The knob is validated like the others.
+  CHECK_FALSE(parsePolicy("tetrium+cost=-1").isOk());
+  CHECK_FALSE(parsePolicy("tetrium+cost=1e7").isOk());
+  CHECK(parsePolicy("tetrium+cost=0.5").value().costWeight == 0.5);
+}
