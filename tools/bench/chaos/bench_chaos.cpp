@@ -53,6 +53,7 @@ struct BenchOptions {
   double faultGapMaxS = 10;
   uint32_t partitionsPerSite = 6;
   double taskSleepS = 1.0;
+  std::vector<std::string> faultKinds = kFaultKinds;
 };
 
 int64_t unixMs() {
@@ -478,7 +479,7 @@ Status Chaos::run() {
     if (Clock::now() >= chaosEnd_) break;
     // Every kind once per round, in a seeded order.
     if (round.empty()) {
-      round = kFaultKinds;
+      round = options_.faultKinds;
       std::shuffle(round.begin(), round.end(), faultRng_);
     }
     std::string kind = round.back();
@@ -577,9 +578,10 @@ Json Chaos::report() const {
                     {"fault_gap_s", {options_.faultGapMinS, options_.faultGapMaxS}},
                     {"partitions_per_site", options_.partitionsPerSite},
                     {"task_sleep_s", options_.taskSleepS},
-                    {"zookeeper_voters", 3}};
+                    {"zookeeper_voters", 3},
+                    {"fault_kinds", options_.faultKinds}};
   Json perKind = Json::object();
-  for (const auto& k : kFaultKinds) perKind[k] = 0;
+  for (const auto& k : options_.faultKinds) perKind[k] = 0;
   Json faults = Json::array();
   std::optional<double> worst, worstPrimary;
   Json worstFault = nullptr;
@@ -651,6 +653,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 64u));
   app.add_option("--task-sleep-s", bench.taskSleepS, "seconds each first-stage task of a multi-stage job sleeps")
       ->check(CLI::Range(0.0, 30.0));
+  app.add_option("--faults", bench.faultKinds, "the fault kinds to draw from (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(kFaultKinds));
   CLI11_PARSE(app, argc, argv);
   if (bench.faultGapMaxS < bench.faultGapMinS) {
     std::cerr << "bench-chaos: --fault-gap-max-s below --fault-gap-min-s\n";
