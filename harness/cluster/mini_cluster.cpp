@@ -133,6 +133,7 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::start(const MiniClusterOptions
 MiniCluster::~MiniCluster() {
   // A stopped process cannot act on SIGTERM, and a stopped voter holds up the ensemble.
   for (const auto& site : std::set<std::string>(pausedSites_)) (void)resumeSite(site);
+  for (const auto& id : std::set<std::string>(pausedWorkers_)) (void)resumeWorker(id);
   // Workers first (their groups hold JMs and executors), then masters, then ZooKeeper.
   for (auto& [id, w] : workers_) {
     if (w.process && w.process->running()) (void)w.process->killGroup(SIGKILL);
@@ -257,6 +258,31 @@ Status MiniCluster::killWorker(const std::string& workerId) {
 bool MiniCluster::workerRunning(const std::string& workerId) {
   auto it = workers_.find(workerId);
   return it != workers_.end() && it->second.process && !it->second.process->tryWait();
+}
+
+Status MiniCluster::restartWorker(const std::string& workerId) {
+  auto it = workers_.find(workerId);
+  if (it == workers_.end()) return makeError(ErrorCode::kNotFound, "no worker " + workerId);
+  if (workerRunning(workerId)) return makeError(ErrorCode::kInvalidArgument, "worker " + workerId + " is running");
+  it->second.process.reset();
+  return launch(it->second);
+}
+
+Status MiniCluster::pauseWorker(const std::string& workerId) {
+  auto it = workers_.find(workerId);
+  if (it == workers_.end() || !it->second.process) return makeError(ErrorCode::kNotFound, "no worker " + workerId);
+  if (pausedWorkers_.count(workerId)) return makeError(ErrorCode::kInvalidArgument, workerId + " is already paused");
+  TELLUS_RETURN_IF_ERROR(it->second.process->killGroup(SIGSTOP).prepend(workerId));
+  pausedWorkers_.insert(workerId);
+  return {};
+}
+
+Status MiniCluster::resumeWorker(const std::string& workerId) {
+  if (!pausedWorkers_.count(workerId)) return makeError(ErrorCode::kInvalidArgument, workerId + " is not paused");
+  pausedWorkers_.erase(workerId);
+  auto& w = workers_.at(workerId);
+  if (w.process && w.process->running()) TELLUS_RETURN_IF_ERROR(w.process->killGroup(SIGCONT).prepend(workerId));
+  return {};
 }
 
 Status MiniCluster::killMaster(const std::string& site) {

@@ -115,6 +115,13 @@ class MiniCluster {
   Status killMaster(const std::string& site);
   Status restartMaster(const std::string& site);
   bool workerRunning(const std::string& workerId);
+  // Starts a killed worker again with the same config, port and data dir: its VM replaced
+  // (the datasets it held come back with it). kInvalidArgument while it still runs.
+  Status restartWorker(const std::string& workerId);
+  // SIGSTOP / SIGCONT to a worker's process group (it, its JMs and executors): a hung VM.
+  // A paused worker is resumed when the cluster goes away.
+  Status pauseWorker(const std::string& workerId);
+  Status resumeWorker(const std::string& workerId);
 
   // A region partition, as seen from the rest of the system: SIGSTOP to every process of
   // `site` (its master and the process group of each of its workers: their JMs and
@@ -178,6 +185,7 @@ class MiniCluster {
   std::map<std::string, Daemon> masters_;  // by site
   std::map<std::string, Daemon> workers_;  // by worker id
   std::set<std::string> pausedSites_;
+  std::set<std::string> pausedWorkers_;
 };
 
 }  // namespace tellus::harness

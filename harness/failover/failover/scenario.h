@@ -98,9 +98,16 @@ class InvariantWatch {
 std::set<TaskId> mayRerun(const JobSnapshot& before, const JobSnapshot& after,
                           const std::set<std::string>& killedWorkers);
 
+// Tasks running on one of `workers` in any of `snapshots` (their markers go with the workers'
+// sessions when those expire: they may run again).
+std::set<TaskId> runningOn(const std::vector<const JobSnapshot*>& snapshots, const std::set<std::string>& workers);
+
 // Checks the execution audit of a finished job: every task of every stage ran at least once,
 // tasks in `allowed` at most twice, every other task exactly once. Returns the violations.
 std::vector<std::string> checkExecutions(const JobSnapshot& end, const std::set<TaskId>& allowed);
+// The same with a budget per task: task `id` may run 1 + extraRuns[id] times (a run of many
+// failures may hit one task more than once); every task ran at least once.
+std::vector<std::string> checkExecutions(const JobSnapshot& end, const std::map<TaskId, uint32_t>& extraRuns);
 
 // ---- the scenario --------------------------------------------------------------------------
 
@@ -129,6 +136,9 @@ class Scenario {
 
   // Submits the job through `site`'s master; returns its id.
   Result<std::string> submit(const std::string& site);
+  // Submits another job over the corpus: `spec` (YAML, its name is `name`) through `site`'s
+  // master; returns its id.
+  Result<std::string> submitYaml(const std::string& site, const std::string& name, const std::string& spec);
   Result<JobSnapshot> snapshot(const std::string& jobId);
 
   // Snapshots every `poll` until `condition` holds (-> that snapshot), the job ends without

@@ -112,16 +112,6 @@ class ResumeVotersOnExit {
   bool armed_ = true;
 };
 
-std::set<TaskId> runningOn(const std::vector<const JobSnapshot*>& snaps, const std::set<std::string>& workers) {
-  std::set<TaskId> out;
-  for (const auto* snap : snaps) {
-    for (const auto& [id, marker] : snap->running) {
-      if (workers.count(marker.container().worker_id())) out.insert(id);
-    }
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("a region cut off past the session timeout and healed: the job ends exact, pinned tasks wait for their "
