@@ -886,6 +886,14 @@ awaitable<Result<std::vector<ZkOpResult>>> ZkClient::multi(std::vector<ZkOp> ops
       }
     }
     op.multi = std::move(buffers);
+    // The C client (3.8.0) must never see a multi on an unrecoverable handle (expired
+    // session, failed auth): it refuses the first op, then frees a stale request path for
+    // each later one (`free_duplicate_path` on an uninitialized request in zoo_amulti), which
+    // are our buffers: a double free. Seen as heap corruption in a worker resumed from a
+    // SIGSTOP past its session timeout, multis issued before its expiry event reached us.
+    // zoo_amulti reads the state again, so only an expiry within these few instructions
+    // could still reach that path.
+    if (zoo_state(h.zh) < 0) return static_cast<int>(ZINVALIDSTATE);
     return zoo_amulti(h.zh, static_cast<int>(n), op.multi->ops.data(), op.multi->results.data(), voidCompletion, &op);
   };
   RawReply reply = co_await call(start, Retry::kNever);
