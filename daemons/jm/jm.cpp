@@ -522,8 +522,24 @@ awaitable<void> JobManager::mainLoop() {
     exitWith(true, st.message());
     co_return;
   }
+  // A process that was not running for a good part of its session timeout (SIGSTOP, a frozen
+  // VM, starvation) cannot tell from its ZooKeeper client whether its session still holds:
+  // the client learns of an expiry only on its next exchange with the server, and until then
+  // reports the session connected. Such a JM confirms it is still this site's JM with a
+  // round trip on the session (registerSelf) before it steps: a resumed JM that a replacement
+  // took over from must not launch alongside it on what it knew before the pause.
+  const auto pauseThreshold = milliseconds(std::max<uint32_t>(config_.zookeeper.session_timeout_ms / 2, 4 * config_.tick_ms));
+  auto lastIteration = Clock::now();
   while (!server_.stopping()) {
     wake_.reset();
+    const auto iterationStart = Clock::now();
+    const auto sinceLast = iterationStart - lastIteration;
+    lastIteration = iterationStart;
+    if (sinceLast > pauseThreshold && registered_) {
+      spdlog::info("JM did not run for {} ms: confirming its registration before acting",
+                   std::chrono::duration_cast<milliseconds>(sinceLast).count());
+      registered_ = false;
+    }
     // Without a ZooKeeper session what this JM knows of the job may be stale (another JM may
     // be primary by now) and nothing it writes can land: it decides nothing — no launches, no
     // writes, no container requests, no steals — until the session is back (the server logs
@@ -541,7 +557,12 @@ awaitable<void> JobManager::mainLoop() {
     // order is no longer what keeps a first step off a stage whose outputs and running markers
     // were not read yet: the core launches nothing of such a stage (JobCore::listed).
     if (!registered_) {
-      if (auto st = co_await registerSelf(); !st && !server_.stopping()) spdlog::warn("registering JM: {}", st.message());
+      Status st = co_await registerSelf();
+      if (!st && !server_.stopping()) spdlog::warn("registering JM: {}", st.message());
+      if (!st && everRegistered_) {  // not confirmed as this site's JM: no step
+        co_await wake_.waitFor(milliseconds(config_.tick_ms));
+        continue;
+      }
     }
     // The JM the submitting master started is the first primary (HOUTU); the others join once
     // a primary has acted (epoch > 0).
