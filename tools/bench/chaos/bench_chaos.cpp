@@ -416,7 +416,14 @@ bool Chaos::runFault(const std::string& kind) {
       if (!info) return info.error().code == ErrorCode::kNotFound;
       return info->pid() != stoppedJm;
     });
-    keep(c.signalJmPid(static_cast<pid_t>(stoppedJm), SIGCONT), "resuming the JM");
+    // Its worker may have ended it meanwhile (SIGKILL reaches a stopped process): the job
+    // ended, or the JM was replaced. Nothing is left to resume then.
+    Status resumed = c.signalJmPid(static_cast<pid_t>(stoppedJm), SIGCONT);
+    if (!resumed && resumed.code() == ErrorCode::kNotFound) {
+      std::cerr << fmt::format("bench-chaos: {} {}: the JM was ended by its worker while stopped\n", kind, fault.target);
+    } else {
+      keep(resumed, "resuming the JM");
+    }
   } else if (kind == "master-restart") {
     auto live = [&] { return c.zkReader().exists(jobstate::siteLivePath(fault.site)); };
     step("the killed master's site record going", [&] {
