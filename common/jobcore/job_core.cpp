@@ -381,7 +381,7 @@ void JobCore::decideTakeOver(double now, Actions& out) {
     return;
   }
   takingOver_ = true;
-  out.takeOver = TakeOver{knownEpoch_, byHeartbeats, std::move(why)};
+  out.takeOver = TakeOver{knownEpoch_, byHeartbeats, byHeartbeats ? heardFrom_ : std::string(), std::move(why)};
 }
 
 // ---- resources ---------------------------------------------------------------------------

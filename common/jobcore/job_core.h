@@ -133,6 +133,7 @@ struct StealWork {
 struct TakeOver {
   uint64_t expectedEpoch = 0;
   bool byHeartbeats = false;  // the primary missed its heartbeats (else: the election's leader)
+  std::string primarySite;    // byHeartbeats: where the silent primary is
   std::string why;            // for the log
 };
 

@@ -472,6 +472,19 @@ void JobManager::joinElection() {
 
 awaitable<void> JobManager::takeOver(jobcore::TakeOver takeOver) {
   const auto decided = Clock::now();
+  if (takeOver.byHeartbeats) {
+    // One direct call first: silence may be our own stall (a loaded host) or a lost message,
+    // and a takeover costs the job a failover. A dead VM refuses or times out within the
+    // interval. Alive and still on the epoch we would bump from: it keeps its role.
+    const bool alive = co_await primaryAnswers(takeOver);
+    if (server_.stopping()) co_return;
+    if (alive) {
+      spdlog::info("not taking over: the primary at {} answers", takeOver.primarySite);
+      core_.onPrimaryHeartbeat(takeOver.primarySite, takeOver.expectedEpoch, nowS());
+      core_.onTakeOverEnded(false, nowS());
+      co_return;
+    }
+  }
   spdlog::warn("taking over as primary of job {}: {}", config_.job_id, takeOver.why);
   // Only from the epoch the core saw (another JM that took over first makes this fail), and
   // only while the job's status is the one this JM last read: a primary that finished the job
@@ -494,6 +507,21 @@ awaitable<void> JobManager::takeOver(jobcore::TakeOver takeOver) {
   }
   spdlog::info("primary of job {} with epoch {}", config_.job_id, core_.epoch());
   wake();
+}
+
+awaitable<bool> JobManager::primaryAnswers(const jobcore::TakeOver& takeOver) {
+  auto jm = jms_.find(takeOver.primarySite);
+  if (jm == jms_.end()) co_return false;
+  auto ep = net::Endpoint::parse(jm->second.address());
+  if (!ep) co_return false;
+  // Epoch 0: a question, not a heartbeat (no JM is primary under 0; receivers count none).
+  pb::JmHeartbeat probe;
+  probe.set_job_id(config_.job_id);
+  probe.set_site(config_.site);
+  probe.set_epoch(0);
+  auto client = server_.client(*ep);
+  auto r = co_await client->call<rpc::Jm::Heartbeat>(probe, milliseconds(config_.heartbeat_interval_ms));
+  co_return r.isOk() && r->epoch() == takeOver.expectedEpoch;
 }
 
 void JobManager::stepDown(const std::string& why) {

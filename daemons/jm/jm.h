@@ -62,6 +62,9 @@ class JobManager {
   void joinElection();
   // The core's TakeOver: one conditional epoch bump from the epoch it expects.
   boost::asio::awaitable<void> takeOver(jobcore::TakeOver takeOver);
+  // The JM at the silent primary's site answers one jm.Heartbeat with epoch 0 (deadline
+  // heartbeat_interval_ms), still knowing no epoch past the one a takeover would bump from.
+  boost::asio::awaitable<bool> primaryAnswers(const jobcore::TakeOver& takeOver);
   void stepDown(const std::string& why);
   // Heartbeats: the primary's loop (every heartbeat_interval_ms, to every other JM of the job),
   // one call, and the handler.

@@ -1195,6 +1195,7 @@ TEST_CASE("takeover: a secondary that heard the primary and then misses it for t
   REQUIRE(missed.takeOver);
   CHECK(missed.takeOver->expectedEpoch == 1);
   CHECK(missed.takeOver->byHeartbeats);
+  CHECK(missed.takeOver->primarySite == "a");
   // One takeover at a time.
   CHECK_FALSE(core.step(1.0).takeOver);
   core.onBecamePrimary(2);
