@@ -95,6 +95,7 @@ TEST_CASE("trackPosition: a candidate's place follows a change ahead of its pred
   std::vector<Candidate> candidates;
   ElectionOptions tracking;
   tracking.trackPosition = true;
+  tracking.recheckInterval = std::chrono::hours(1);  // only the watches can move a place here
   const auto positions = [&] {
     return io.call([&] {
       std::vector<std::optional<size_t>> out;
@@ -111,6 +112,9 @@ TEST_CASE("trackPosition: a candidate's place follows a change ahead of its pred
   kill(io, candidates[0], board, 0);
   const std::vector<std::optional<size_t>> after{std::nullopt, size_t{0}, size_t{1}};
   CHECK(eventually([&] { return positions() == after; }, 10s));
+  // Elections live on the io thread: end them there, not in the vector's destructor here.
+  kill(io, candidates[1], board, 1);
+  kill(io, candidates[2], board, 2);
 }
 
 TEST_CASE("three candidates: one leader at a time, succession on death", "[integration][coord][election]") {
