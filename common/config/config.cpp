@@ -483,6 +483,11 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.safety_reread_ms = m.optional<uint32_t>("safety_reread_ms", c.safety_reread_ms, kPositive);
     c.publish_interval_ms = m.optional<uint32_t>("publish_interval_ms", c.publish_interval_ms, kPositive);
     c.markers_coalesce_ms = m.optional<uint32_t>("markers_coalesce_ms", c.markers_coalesce_ms);
+    // Below 10 ms a heartbeat is mostly scheduling noise; above a minute the session timeout
+    // is the faster path anyway. Fewer than 2 misses takes over on one lost message.
+    c.heartbeat_interval_ms =
+        m.optional<uint32_t>("heartbeat_interval_ms", c.heartbeat_interval_ms, between<uint32_t>(10, 60'000));
+    c.heartbeat_misses = m.optional<uint32_t>("heartbeat_misses", c.heartbeat_misses, between<uint32_t>(2, 100));
     c.exit_reason_file = m.optional<std::string>("exit_reason_file", c.exit_reason_file);
     c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
@@ -534,6 +539,8 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "safety_reread_ms" << YAML::Value << c.safety_reread_ms;
   out << YAML::Key << "publish_interval_ms" << YAML::Value << c.publish_interval_ms;
   out << YAML::Key << "markers_coalesce_ms" << YAML::Value << c.markers_coalesce_ms;
+  out << YAML::Key << "heartbeat_interval_ms" << YAML::Value << c.heartbeat_interval_ms;
+  out << YAML::Key << "heartbeat_misses" << YAML::Value << c.heartbeat_misses;
   if (!c.exit_reason_file.empty()) {
     out << YAML::Key << "exit_reason_file" << YAML::Value << YAML::DoubleQuoted << c.exit_reason_file;
   }

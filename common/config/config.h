@@ -205,6 +205,10 @@ struct JmConfig {
   uint32_t safety_reread_ms = 30000;   // running markers and the election re-read this often (under watches)
   uint32_t publish_interval_ms = 1000; // a changed desire/grant count is published at most this often
   uint32_t markers_coalesce_ms = 250;  // running markers are re-listed at most this often
+  // The primary heartbeats the job's other JMs this often; a secondary that heard it and then
+  // misses heartbeat_misses in a row takes over (window = interval × misses).
+  uint32_t heartbeat_interval_ms = 200;
+  uint32_t heartbeat_misses = 3;
   // Where the JM writes, in one line, why it exits non-zero (its worker reports it to the
   // master, which shows it in `tellus status` when the job fails of it). Empty: nowhere.
   std::string exit_reason_file;

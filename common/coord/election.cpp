@@ -36,10 +36,12 @@ struct LeaderElection::State {
   bool leader = false;
   std::string myNode;     // "" while we have none
   int64_t mySession = 0;  // the session that owns myNode
+  size_t position = 0;    // myNode's index in the order as last evaluated
   std::string watchedPredecessor;
   Subscription sessionEvents;
   Subscription predecessorWatch;
   Subscription ownWatch;
+  Subscription candidatesWatch;  // trackPosition only
 };
 
 namespace {
@@ -56,6 +58,7 @@ void stepDown(State& s) {
 void forgetNode(State& s) {
   s.myNode.clear();
   s.mySession = 0;
+  s.position = 0;
   s.ownWatch.cancel();
   s.predecessorWatch.cancel();
   s.watchedPredecessor.clear();
@@ -126,6 +129,7 @@ awaitable<Status> evaluate(std::shared_ptr<State> s) {
   if (s->stopped || s->myNode.empty()) co_return Status::ok();
   auto order = electionOrder(*kids);
   auto me = std::find(order.begin(), order.end(), baseName(s->myNode));
+  if (me != order.end()) s->position = static_cast<size_t>(me - order.begin());
   if (me == order.end()) {
     // Our node is gone (removed by someone, or our session ended): enter again.
     stepDown(*s);
@@ -210,6 +214,14 @@ Result<std::unique_ptr<LeaderElection>> LeaderElection::start(std::shared_ptr<Co
     }
     s->wake.set();
   });
+  if (state->options.trackPosition) {
+    auto watch = state->coordinator->watchChildren(state->electionPath, [weak = std::weak_ptr<State>(state)](
+                                                                            const std::vector<std::string>&) {
+      if (auto s = weak.lock()) s->wake.set();
+    });
+    if (!watch) return watch.status().prepend("election: watching the candidates");
+    state->candidatesWatch = std::move(*watch);
+  }
   asio::co_spawn(state->coordinator->executor(), campaign(state), [](std::exception_ptr e) {
     if (!e) return;
     try {
@@ -225,6 +237,15 @@ LeaderElection::~LeaderElection() { withdraw(); }
 
 bool LeaderElection::isLeader() const { return state_->leader && !state_->stopped; }
 
+std::optional<size_t> LeaderElection::position() const {
+  const State& s = *state_;
+  if (s.stopped || s.myNode.empty()) return std::nullopt;
+  if (s.leader) return 0;
+  // At the head but not leading: stepped down while the session is in doubt.
+  if (s.position == 0) return std::nullopt;
+  return s.position;
+}
+
 std::string LeaderElection::candidatePath() const { return state_->myNode; }
 
 void LeaderElection::withdraw() {
@@ -234,6 +255,7 @@ void LeaderElection::withdraw() {
   state_->sessionEvents.cancel();
   state_->predecessorWatch.cancel();
   state_->ownWatch.cancel();
+  state_->candidatesWatch.cancel();
   state_->wake.set();
 }
 

@@ -12,6 +12,7 @@
 // Everything runs on the coordinator's executor; callbacks are invoked there.
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,10 @@ struct ElectionOptions {
   std::chrono::milliseconds retryDelay{200};
   // Re-check the election even without events (belt and braces against lost wake-ups).
   std::chrono::milliseconds recheckInterval{10000};
+  // Keep position() exact: watch every candidate, not only the predecessor, so a change
+  // anywhere ahead re-evaluates (every candidate wakes on every change: for a few candidates,
+  // such as a job's JMs).
+  bool trackPosition = false;
 };
 
 struct ElectionCallbacks {
@@ -47,6 +52,11 @@ class LeaderElection {
   LeaderElection& operator=(const LeaderElection&) = delete;
 
   bool isLeader() const;
+  // This candidate's place in the election order as last evaluated: 0 while leading, 1 next in
+  // line, ...; nullopt without a node or after stepping down (session in doubt). Only the
+  // predecessor is watched (unless trackPosition), so the place can be behind when a node
+  // further ahead goes: it is never ahead of the true one.
+  std::optional<size_t> position() const;
   // This candidate's node path ("" while it has none).
   std::string candidatePath() const;
   // Stops campaigning: no callback afterwards; the candidate node is removed in the

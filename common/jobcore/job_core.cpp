@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "job/spec.h"
 #include "jobstate/residency.h"
 
@@ -31,7 +33,7 @@ AttemptEnd classifyRunTaskError(ErrorCode code) {
 
 bool Actions::empty() const {
   return launches.empty() && lostOutputs.empty() && !needSiteRecords && releases.empty() && !succeed && !fail &&
-         startJms.empty() && !request && !steal && !publish && readFinishRecords.empty() && !exit;
+         startJms.empty() && !request && !steal && !publish && readFinishRecords.empty() && !exit && !takeOver;
 }
 
 namespace {
@@ -301,11 +303,85 @@ void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionL
 void JobCore::onBecamePrimary(uint64_t epoch) {
   primary_ = true;
   epoch_ = epoch;
+  knownEpoch_ = std::max(knownEpoch_, epoch);
 }
 
 void JobCore::onLostPrimary() {
   primary_ = false;
   siteCapacities_.reset();
+}
+
+bool JobCore::onEpoch(uint64_t epoch, double now) {
+  if (!epochRead_ || epoch > knownEpoch_) {
+    // A new primary has just acted (bumped it): its window starts now, its heartbeats follow.
+    epochSeenAt_ = now;
+    heardAt_.reset();
+    heardFrom_.clear();
+  }
+  epochRead_ = true;
+  knownEpoch_ = std::max(knownEpoch_, epoch);
+  if (primary_ && epoch > epoch_) {
+    onLostPrimary();
+    return true;
+  }
+  return false;
+}
+
+void JobCore::onPrimaryHeartbeat(const std::string& site, uint64_t epoch, double now) {
+  // Only the primary of the epoch the node holds: an older one is fenced (it learns so from
+  // our reply), a newer one is not confirmed yet (our watch will show it; its next heartbeat
+  // counts). Keeping a dead primary "alive" this way needs the current epoch's number and a
+  // JM's certificate, and still leaves the election's session-expiry path.
+  if (!epochRead_ || epoch != knownEpoch_ || epoch == 0 || (primary_ && epoch == epoch_)) return;
+  heardAt_ = now;
+  heardFrom_ = site;
+}
+
+void JobCore::onElectionPosition(std::optional<size_t> position) { electionPosition_ = position; }
+
+void JobCore::onTakeOverEnded(bool won, double now) {
+  takingOver_ = false;
+  if (!won) takeOverNotBefore_ = now + config_.timings.takeOverRetryS;
+}
+
+void JobCore::decideTakeOver(double now, Actions& out) {
+  // Both conditional writes need what they check: the epoch and the status as read.
+  if (primary_ || takingOver_ || !epochRead_ || statusVersion_ < 0) return;
+  if (now < takeOverNotBefore_) {
+    wakeAt(takeOverNotBefore_, now, out);
+    return;
+  }
+  const double window = config_.timings.primaryMissS;
+  std::string why;
+  const bool byHeartbeats = electionPosition_ != size_t{0};
+  if (!byHeartbeats) {
+    // The last sign of life of the current primary: its heartbeat, or its epoch bump.
+    const double lastSign = std::max(epochSeenAt_, heardAt_.value_or(epochSeenAt_));
+    if (knownEpoch_ == 0) {
+      why = "elected, and the job has had no primary yet";
+    } else if (now - lastSign >= window) {
+      why = fmt::format("elected, and the primary of epoch {} was not heard for {:.3f} s", knownEpoch_, now - lastSign);
+    } else {
+      wakeAt(lastSign + window, now, out);
+      return;
+    }
+  } else if (window > 0 && heardAt_ && electionPosition_ == size_t{1}) {
+    // Only a primary we heard: one whose heartbeats never reached us (blocked, or this JM is
+    // new) is left to the election, or a JM cut off from it would take over again and again.
+    // Only the next in line: the others would take over from it in turn once the silent
+    // primary's session expires and the election moves on.
+    if (now - *heardAt_ >= window) {
+      why = fmt::format("the primary of epoch {} at {} missed its heartbeats for {:.3f} s", knownEpoch_, heardFrom_,
+                        now - *heardAt_);
+    } else {
+      wakeAt(*heardAt_ + window, now, out);
+      return;
+    }
+  } else {
+    return;
+  }
+  takingOver_ = true;
+  out.takeOver = TakeOver{knownEpoch_, byHeartbeats, byHeartbeats ? heardFrom_ : std::string(), std::move(why)};
 }
 
 // ---- resources ---------------------------------------------------------------------------
@@ -700,6 +776,7 @@ Actions JobCore::step(double now) {
     failReported_ = true;
   }
   noteReturningSites(now, out);
+  decideTakeOver(now, out);
   if (primary_) {
     decidePrimary(now, out);
   } else if (auto live = allLiveWorkers()) {

@@ -57,6 +57,12 @@ struct CoreTimings {
   // run anywhere (lossUndecided). The daemon sets it to its session timeout; 0 = at once.
   double lossSettleS = 0.0;
   uint32_t defaultMaxAttempts = 4; // when the spec sets none
+  // Takeover without waiting for a ZooKeeper session to expire: a secondary that heard the
+  // primary of the current epoch (onPrimaryHeartbeat) and then hears nothing this long takes
+  // over. The daemon sets heartbeat_interval_ms × heartbeat_misses; 0 = off (only the
+  // election leader takes over, at once: the simulator, which elects no one this way).
+  double primaryMissS = 0.0;
+  double takeOverRetryS = 0.2;     // after a takeover that did not land (ZooKeeper busy or away)
 };
 
 struct CoreConfig {
@@ -122,6 +128,15 @@ struct StealWork {
   std::vector<std::string> victims;  // sites to ask, in order, until one gives work
 };
 
+// Become primary: bump the epoch from `expectedEpoch` (a conditional write: of JMs taking over
+// from the same epoch exactly one wins), then onBecamePrimary; either way onTakeOverEnded.
+struct TakeOver {
+  uint64_t expectedEpoch = 0;
+  bool byHeartbeats = false;  // the primary missed its heartbeats (else: the election's leader)
+  std::string primarySite;    // byHeartbeats: where the silent primary is
+  std::string why;            // for the log
+};
+
 // What the driver must do now. Primary-only actions (releases, lostOutputs, succeed,
 // startJms) must be written fenced by the epoch, in this order: lostOutputs, releases, succeed.
 struct Actions {
@@ -136,6 +151,7 @@ struct Actions {
   std::optional<ContainerRequest> request;
   std::optional<StealWork> steal;
   bool publish = false;                  // desire/grant/role changed: rewrite our JmInfo
+  std::optional<TakeOver> takeOver;      // a secondary (or the election's leader) takes over
   // The primary must read these stages' finish records and call onFinishRecords().
   std::vector<uint32_t> readFinishRecords;
   // Nothing left to manage: the job is over (or deleted). Say goodbye to the master and exit
@@ -208,9 +224,25 @@ class JobCore {
   // incremental form of onParts, after a first onParts of the stage: it lists nothing).
   void onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location);
 
-  // -- election --
+  // -- election, epochs and the primary's liveness --
   void onBecamePrimary(uint64_t epoch);
   void onLostPrimary();
+  // The epoch node as read (its watch). A newer epoch starts a fresh window for its primary
+  // (which just acted); a primary of an older epoch is fenced: it stops acting as primary and
+  // this returns true (the driver withdraws it from the election).
+  bool onEpoch(uint64_t epoch, double now);
+  // A heartbeat from the primary of `epoch` at `site`. It counts only for the epoch the node
+  // holds as last read (a claim from the network is not trusted beyond that).
+  void onPrimaryHeartbeat(const std::string& site, uint64_t epoch, double now);
+  // This JM's place in the election (the ZooKeeper recipe; nullopt: none, or in doubt). The
+  // leader (0) takes over when the primary of the current epoch has been silent for
+  // primaryMissS (at once when there never was one). The next in line (1) takes over when it
+  // heard that primary and then missed it for primaryMissS: the JM the election would pick
+  // once the silent primary's session expires, so the new primary heads the election then.
+  void onElectionPosition(std::optional<size_t> position);
+  // The TakeOver action ended: won (onBecamePrimary was called) or not (retried after
+  // takeOverRetryS if still due).
+  void onTakeOverEnded(bool won, double now);
 
   // -- resources --
   void onGrants(const std::vector<pb::Container>& granted);
@@ -258,6 +290,8 @@ class JobCore {
   bool loaded() const { return loaded_; }
   bool primary() const { return primary_; }
   uint64_t epoch() const { return epoch_; }
+  // The newest epoch this JM knows of (the epoch node as read, or its own).
+  uint64_t knownEpoch() const { return knownEpoch_; }
   const jobstate::JobView& view() const { return view_; }
   const pb::JobStatus& status() const { return status_; }
   int32_t statusVersion() const { return statusVersion_; }
@@ -320,6 +354,8 @@ class JobCore {
   // nullopt while a released stage reading them is not listed (whether it is done is unknown).
   std::optional<bool> outputsNeeded(uint32_t u) const;
   void decidePrimary(double now, Actions& out);
+  // A secondary (or the election's leader) whose primary went silent takes over.
+  void decideTakeOver(double now, Actions& out);
   // Sites coming back from having no live worker: starts and ends their grace (siteReturnGraceS).
   void noteReturningSites(double now, Actions& out);
   // The output of task t of stage u is on a dead worker, but that is not (yet) a loss: no live
@@ -344,6 +380,17 @@ class JobCore {
   int32_t statusVersion_ = -1;
   bool primary_ = false;
   uint64_t epoch_ = 0;
+  // The primary's liveness as this JM sees it: the newest epoch known (epochRead_: the node
+  // was read at least once), when it was first seen (the new primary just acted), the last
+  // heartbeat of its primary and from where.
+  bool epochRead_ = false;
+  uint64_t knownEpoch_ = 0;
+  double epochSeenAt_ = 0;
+  std::optional<double> heardAt_;
+  std::string heardFrom_;
+  std::optional<size_t> electionPosition_;
+  bool takingOver_ = false;
+  double takeOverNotBefore_ = 0;
 
   std::map<TaskId, pb::RunningTask> markers_;
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks we did not launch

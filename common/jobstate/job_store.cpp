@@ -554,7 +554,8 @@ awaitable<Status> JobStore::fencedMulti(const std::string& jobId, int32_t epochV
   co_return done.status();
 }
 
-awaitable<Result<Versioned<uint64_t>>> JobStore::bumpEpoch(std::string jobId, int32_t statusVersion) {
+awaitable<Result<Versioned<uint64_t>>> JobStore::bumpEpoch(std::string jobId, int32_t statusVersion,
+                                                           uint64_t expected) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   auto node = co_await zk_.get(epochPath(jobId));
   if (!node) co_return node.error();
@@ -563,6 +564,11 @@ awaitable<Result<Versioned<uint64_t>>> JobStore::bumpEpoch(std::string jobId, in
     // Its version still fences whoever wrote it: counting on from 0 keeps the job going.
     spdlog::warn("job {}: malformed epoch '{}' in {}; counting from 0", jobId, node->data.substr(0, 32), epochPath(jobId));
     previous = 0;
+  }
+  // Someone took over since the caller looked: bumping again would fence that new primary.
+  if (*previous != expected) {
+    co_return makeError(ErrorCode::kConflict,
+                        fmt::format("job {}: the epoch is {} already, not {}", jobId, *previous, expected));
   }
   std::vector<coord::ZkOp> ops{coord::ZkOp::check(statusPath(jobId), statusVersion),
                                coord::ZkOp::set(epochPath(jobId), std::to_string(*previous + 1), node->stat.version)};

@@ -191,9 +191,11 @@ class JobStore {
 
   // ---- the primary's fenced writes: each applies only while the epoch node still has
   // `epochVersion` (checked in the same transaction); kConflict means a newer primary. ----
-  // Bumps the epoch (previous + 1) if the status is still at `statusVersion`: what makes an
-  // elected JM primary and fences the previous one. Returns the new epoch and its version.
-  Awaitable<Result<Versioned<uint64_t>>> bumpEpoch(std::string jobId, int32_t statusVersion);
+  // Bumps the epoch from `expected` to expected + 1 if the status is still at `statusVersion`
+  // and the epoch node still holds `expected` (set at the version read with it): what makes a
+  // JM primary and fences the previous one. Of JMs taking over from the same epoch at once
+  // exactly one wins; the others get kConflict. Returns the new epoch and its version.
+  Awaitable<Result<Versioned<uint64_t>>> bumpEpoch(std::string jobId, int32_t statusVersion, uint64_t expected);
   // Releases a stage: creates its taskMap (kAlreadyExists if released already).
   Awaitable<Status> createTaskMapFenced(std::string jobId, uint32_t stage, pb::TaskMap map, int32_t epochVersion);
   // Removes a lost output so that the task runs again (kNotFound if it is gone already): its

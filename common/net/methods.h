@@ -44,6 +44,7 @@ struct Jm {
   TELLUS_RPC_METHOD(Jm, Steal, net::Role::kWorker);
   TELLUS_RPC_METHOD(Jm, ContainerUsage, net::Role::kWorker);
   TELLUS_RPC_METHOD(Jm, Grants, net::Role::kMaster);
+  TELLUS_RPC_METHOD(Jm, Heartbeat, net::Role::kWorker);
 };
 
 using AllMethods =
@@ -52,7 +53,7 @@ using AllMethods =
                Master::Logs,
                Worker::LaunchJm, Worker::RunTask, Worker::Fetch, Worker::KillJobTasks, Worker::WriteDataset,
                Worker::ReadLog,
-               Jm::Steal, Jm::ContainerUsage, Jm::Grants>;
+               Jm::Steal, Jm::ContainerUsage, Jm::Grants, Jm::Heartbeat>;
 
 namespace detail {
 template <class Tuple>

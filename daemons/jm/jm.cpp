@@ -41,6 +41,8 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   core.timings.jmGraceS = c.jm_grace_ms / 1000.0;
   core.timings.jmRequestIntervalS = c.jm_request_interval_ms / 1000.0;
   core.timings.publishIntervalS = c.publish_interval_ms / 1000.0;
+  core.timings.primaryMissS = c.heartbeat_interval_ms * c.heartbeat_misses / 1000.0;
+  core.timings.takeOverRetryS = std::chrono::duration<double>(kTakeOverRetry).count();
   // The daemons of a deployment share one ZooKeeper configuration: the workers' sessions
   // expire within about this of each other.
   core.timings.lossSettleS = c.zookeeper.session_timeout_ms / 1000.0;
@@ -85,9 +87,16 @@ void JobManager::registerMetrics() {
                                      "Containers granted to or revoked from this JM by its master, by direction.",
                                      {"direction"});
   metrics_.failovers = &m.counter("tellus_jm_failovers_total",
-                                  "Times this JM took over as primary from a lost primary (epoch > 1).");
+                                  "Times this JM took over as primary from a lost primary (epoch > 1), by path: "
+                                  "heartbeats (the primary went silent) or election (its session expired).",
+                                  {"path"});
   metrics_.takeoverSeconds = &m.histogram(
-      "tellus_jm_takeover_seconds", "From winning the election to acting as primary (epoch bumped, retries included), in seconds.", {});
+      "tellus_jm_takeover_seconds",
+      "From deciding to take over (the primary missed its heartbeats, or the election was won) to acting as primary "
+      "(epoch bumped), in seconds.",
+      {});
+  metrics_.heartbeatsMissed = &m.counter("tellus_jm_heartbeats_missed_total",
+                                         "Heartbeats this primary sent that got no reply within the takeover window.");
   const auto labels = [this] {
     return std::vector<std::pair<std::string, std::string>>{{"job", config_.job_id}, {"site", config_.site}};
   };
@@ -120,6 +129,10 @@ Status JobManager::start() {
     core_.onUsage(r);
     return Result<pb::Empty>(pb::Empty());
   });
+  server_.handle<rpc::Jm::Heartbeat>([this](pb::JmHeartbeat beat, net::CallContext context)
+                                         -> awaitable<Result<pb::JmHeartbeatResponse>> {
+    co_return onHeartbeat(beat, context);
+  });
   server_.handle<rpc::Jm::Grants>([this](const pb::JmUpdateResponse& g) {
     countGrants(static_cast<std::size_t>(g.granted_size()));
     core_.onGrants({g.granted().begin(), g.granted().end()});
@@ -144,6 +157,7 @@ Status JobManager::start() {
   spdlog::info("JM of job {} at site {} ({}) serving on {}", config_.job_id, config_.site,
                config_.primary ? "started as primary" : "started as secondary", server_.address());
   server_.spawn(mainLoop(), "job manager loop");
+  server_.spawn(heartbeatLoop(), "heartbeats");
   return {};
 }
 
@@ -257,8 +271,8 @@ Status JobManager::watchJob() {
   return add(store_->watchEpoch(job,
                                 [this](const std::optional<Versioned<uint64_t>>& epoch) {
                                   epochNode_ = epoch;
-                                  if (epoch && core_.primary() && epoch->value > core_.epoch()) {
-                                    stepDown("the epoch moved to " + std::to_string(epoch->value));
+                                  if (epoch && core_.onEpoch(epoch->value, nowS())) {
+                                    stepDown(fmt::format("the epoch moved to {}", epoch->value));
                                   }
                                   wake();
                                 }),
@@ -439,12 +453,14 @@ awaitable<Status> JobManager::registerSelf() {
 void JobManager::joinElection() {
   if (election_ || server_.stopping()) return;
   coord::ElectionCallbacks callbacks;
-  callbacks.onElected = [this] {
-    if (!takingOver_) server_.spawn(takeOver(), "taking over as primary");
-  };
+  // Leading the election is one reason to take over; the core decides when (the main loop
+  // tells it our place before every step).
+  callbacks.onElected = [this] { wake(); };
   callbacks.onLost = [this] { stepDown("lost the election"); };
   coord::ElectionOptions options;
   options.recheckInterval = milliseconds(config_.safety_reread_ms);  // the watches do the work
+  // The next in line takes over on missed heartbeats: it must know it is (a job has a few JMs).
+  options.trackPosition = true;
   auto election = coord::LeaderElection::start(server_.sharedCoordinator(), JobStore::electionPath(config_.job_id),
                                                config_.site, std::move(callbacks), options);
   if (!election) {
@@ -454,43 +470,63 @@ void JobManager::joinElection() {
   election_ = std::move(election).value();
 }
 
-awaitable<void> JobManager::takeOver() {
-  takingOver_ = true;
-  // Timed from here, not per attempt: the retries below are part of the takeover.
-  const auto elected = Clock::now();
-  // Leading the election is not enough: the epoch bump is what fences the previous primary.
-  // (The awaited result is named: GCC 12 miscompiles co_await inside a condition.)
-  bool done = false;
-  while (!done && !server_.stopping() && election_ && election_->isLeader() && !core_.primary()) {
-    done = co_await takeOverEpoch(elected);
-    if (!done) co_await server_.sleepFor(kTakeOverRetry);
+awaitable<void> JobManager::takeOver(jobcore::TakeOver takeOver) {
+  const auto decided = Clock::now();
+  if (takeOver.byHeartbeats) {
+    // One direct call first: silence may be our own stall (a loaded host) or a lost message,
+    // and a takeover costs the job a failover. A dead VM refuses or times out within the
+    // interval. Alive and still on the epoch we would bump from: it keeps its role.
+    const bool alive = co_await primaryAnswers(takeOver);
+    if (server_.stopping()) co_return;
+    if (alive) {
+      spdlog::info("not taking over: the primary at {} answers", takeOver.primarySite);
+      core_.onPrimaryHeartbeat(takeOver.primarySite, takeOver.expectedEpoch, nowS());
+      core_.onTakeOverEnded(false, nowS());
+      co_return;
+    }
   }
-  if (done) {
-    spdlog::info("primary of job {} with epoch {}", config_.job_id, core_.epoch());
+  spdlog::warn("taking over as primary of job {}: {}", config_.job_id, takeOver.why);
+  // Only from the epoch the core saw (another JM that took over first makes this fail), and
+  // only while the job's status is the one this JM last read: a primary that finished the job
+  // and exited since leaves nothing to take over.
+  auto bumped = co_await store_->bumpEpoch(config_.job_id, core_.statusVersion(), takeOver.expectedEpoch);
+  if (server_.stopping()) co_return;
+  if (!bumped) {
+    spdlog::warn("taking over from epoch {}: {}", takeOver.expectedEpoch, bumped.message());
+    core_.onTakeOverEnded(false, nowS());
     wake();
+    co_return;
   }
-  takingOver_ = false;
-}
-
-awaitable<bool> JobManager::takeOverEpoch(Clock::time_point elected) {
-  // Only while the job's status is the one this JM last read: a primary that finished the job
-  // and exited since leaves the election to us, but there is nothing left to take over.
-  auto bumped = co_await store_->bumpEpoch(config_.job_id, core_.statusVersion());
-  if (!bumped) co_return false;
-  // The election may have been lost while the bump was in flight: the bump then fences us too.
-  if (!election_ || !election_->isLeader()) co_return false;
   epochVersion_ = bumped->stat.version;
   core_.onBecamePrimary(bumped->value);
+  core_.onTakeOverEnded(true, nowS());
   // Epoch 1 is the first primary; any later one replaced a primary that was lost.
   if (bumped->value > 1) {
-    metrics_.failovers->inc();
-    metrics_.takeoverSeconds->observe(std::chrono::duration<double>(Clock::now() - elected).count());
+    metrics_.failovers->inc({takeOver.byHeartbeats ? "heartbeats" : "election"});
+    metrics_.takeoverSeconds->observe(std::chrono::duration<double>(Clock::now() - decided).count());
   }
-  co_return true;
+  spdlog::info("primary of job {} with epoch {}", config_.job_id, core_.epoch());
+  wake();
+}
+
+awaitable<bool> JobManager::primaryAnswers(const jobcore::TakeOver& takeOver) {
+  auto jm = jms_.find(takeOver.primarySite);
+  if (jm == jms_.end()) co_return false;
+  auto ep = net::Endpoint::parse(jm->second.address());
+  if (!ep) co_return false;
+  // Epoch 0: a question, not a heartbeat (no JM is primary under 0; receivers count none).
+  pb::JmHeartbeat probe;
+  probe.set_job_id(config_.job_id);
+  probe.set_site(config_.site);
+  probe.set_epoch(0);
+  auto client = server_.client(*ep);
+  auto r = co_await client->call<rpc::Jm::Heartbeat>(probe, milliseconds(config_.heartbeat_interval_ms));
+  co_return r.isOk() && r->epoch() == takeOver.expectedEpoch;
 }
 
 void JobManager::stepDown(const std::string& why) {
-  if (core_.primary()) spdlog::warn("no longer primary: {}", why);
+  // (The core may have stepped down already, on a newer epoch: the fencing token says we were.)
+  if (core_.primary() || epochVersion_ >= 0) spdlog::warn("no longer primary: {}", why);
   core_.onLostPrimary();
   epochVersion_ = -1;
   // Fenced while still leading the election: rejoin at the back, so that the JM that bumped
@@ -500,6 +536,70 @@ void JobManager::stepDown(const std::string& why) {
     election_.reset();
   }
   wake();
+}
+
+// ---- heartbeats ------------------------------------------------------------------------------
+
+awaitable<void> JobManager::heartbeatLoop() {
+  const milliseconds interval(config_.heartbeat_interval_ms);
+  while (!server_.stopping()) {
+    // Without a session this JM may be fenced already: it does not vouch for itself.
+    if (core_.primary() && server_.zookeeperAvailable()) {
+      for (const auto& [site, info] : jms_) {
+        if (site == config_.site || heartbeatsInFlight_.count(site)) continue;
+        auto ep = net::Endpoint::parse(info.address());
+        if (!ep) continue;
+        heartbeatsInFlight_.insert(site);
+        server_.spawn(sendHeartbeat(site, *ep, core_.epoch()), "heartbeat");
+      }
+    }
+    co_await server_.sleepFor(interval);
+  }
+}
+
+awaitable<void> JobManager::sendHeartbeat(std::string site, net::Endpoint to, uint64_t epoch) {
+  pb::JmHeartbeat beat;
+  beat.set_job_id(config_.job_id);
+  beat.set_site(config_.site);
+  beat.set_epoch(epoch);
+  auto client = server_.client(to);
+  // Up to the whole window: a late heartbeat still counts where it arrives, and a call given up
+  // early may cost the connection (a new TLS handshake is slower still on a loaded host).
+  auto r = co_await client->call<rpc::Jm::Heartbeat>(
+      beat, milliseconds(uint64_t{config_.heartbeat_interval_ms} * config_.heartbeat_misses));
+  heartbeatsInFlight_.erase(site);
+  if (server_.stopping()) co_return;
+  if (!r) {
+    metrics_.heartbeatsMissed->inc();
+    // Perhaps a replaced JM at a new address: read its node again (as stealWork does).
+    if (r.error().code == ErrorCode::kUnavailable && jms_.erase(site) > 0) {
+      jmNames_ = std::vector<std::string>(jmSites_.begin(), jmSites_.end());
+      wake();
+    }
+    co_return;
+  }
+  if (r->epoch() > core_.epoch() && core_.primary() && !checkingEpoch_) server_.spawn(checkEpoch(), "epoch check");
+}
+
+awaitable<void> JobManager::checkEpoch() {
+  checkingEpoch_ = true;
+  auto epoch = co_await store_->epoch(config_.job_id);
+  checkingEpoch_ = false;
+  if (server_.stopping() || !epoch) co_return;
+  if (core_.onEpoch(epoch->value, nowS())) stepDown(fmt::format("the epoch moved to {}", epoch->value));
+}
+
+Result<pb::JmHeartbeatResponse> JobManager::onHeartbeat(const pb::JmHeartbeat& beat, const net::CallContext& context) {
+  // A JM speaks for its own site only (TLS: the site in its certificate), as in jm.Steal.
+  if (Status s = net::checkCallerSite(context.identity, beat.site()); !s) return s.error();
+  pb::JmHeartbeatResponse resp;
+  resp.set_epoch(core_.knownEpoch());
+  if (beat.job_id() != config_.job_id || !core_.loaded()) return resp;
+  const auto& sites = core_.status().sites();
+  if (std::find(sites.begin(), sites.end(), beat.site()) == sites.end() || beat.site() == config_.site) return resp;
+  // No wake-up: a heartbeat changes no decision now; the tick looks at the window.
+  core_.onPrimaryHeartbeat(beat.site(), beat.epoch(), nowS());
+  return resp;
 }
 
 Status JobManager::noteFence(Status written) {
@@ -568,6 +668,7 @@ awaitable<void> JobManager::mainLoop() {
     // a primary has acted (epoch > 0).
     if (!election_ && (config_.primary || (epochNode_ && epochNode_->value != 0))) joinElection();
     if (server_.stopping()) break;
+    core_.onElectionPosition(election_ ? election_->position() : std::nullopt);
     // The reads above may have outlasted the session (a read times out only after seconds).
     if (!server_.zookeeperAvailable()) continue;
     co_await execute(core_.step(nowS()));
@@ -664,6 +765,7 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
   if (actions.request && !requestInFlight_) server_.spawn(sendContainerRequest(*actions.request), "container request");
   for (auto& launch : actions.launches) server_.spawn(runTask(std::move(launch)), "task");
   if (actions.steal) server_.spawn(stealWork(*actions.steal), "steal");
+  if (actions.takeOver) server_.spawn(takeOver(std::move(*actions.takeOver)), "taking over as primary");
   if (actions.publish && registered_) (void)co_await registerSelf();
 }
 

@@ -60,10 +60,20 @@ class JobManager {
   boost::asio::awaitable<Status> registerSelf();
 
   void joinElection();
-  boost::asio::awaitable<void> takeOver();
-  // One attempt at the epoch bump; `elected` is when the election was won (for the metric).
-  boost::asio::awaitable<bool> takeOverEpoch(Clock::time_point elected);
+  // The core's TakeOver: one conditional epoch bump from the epoch it expects.
+  boost::asio::awaitable<void> takeOver(jobcore::TakeOver takeOver);
+  // The JM at the silent primary's site answers one jm.Heartbeat with epoch 0 (deadline
+  // heartbeat_interval_ms), still knowing no epoch past the one a takeover would bump from.
+  boost::asio::awaitable<bool> primaryAnswers(const jobcore::TakeOver& takeOver);
   void stepDown(const std::string& why);
+  // Heartbeats: the primary's loop (every heartbeat_interval_ms, to every other JM of the job),
+  // one call, and the handler.
+  boost::asio::awaitable<void> heartbeatLoop();
+  boost::asio::awaitable<void> sendHeartbeat(std::string site, net::Endpoint to, uint64_t epoch);
+  Result<pb::JmHeartbeatResponse> onHeartbeat(const pb::JmHeartbeat& beat, const net::CallContext& context);
+  // A heartbeat reply said the epoch moved past ours: read the node itself (a reply is no
+  // proof) and step down if so.
+  boost::asio::awaitable<void> checkEpoch();
   // The outcome of a fenced write: a lost fence (kConflict) means a newer primary.
   Status noteFence(Status written);
 
@@ -112,7 +122,8 @@ class JobManager {
     daemon::Counter* tasksGiven = nullptr;        // to thieves
     daemon::Counter* grantChanges = nullptr;      // by direction: granted / revoked
     daemon::Counter* failovers = nullptr;         // this JM took over as primary
-    daemon::Histogram* takeoverSeconds = nullptr;  // election won -> primary (epoch bumped)
+    daemon::Histogram* takeoverSeconds = nullptr;  // takeover decided -> primary (epoch bumped)
+    daemon::Counter* heartbeatsMissed = nullptr;   // heartbeats that got no reply in time
   };
   Metrics metrics_;
   std::size_t grantedContainers_ = 0;  // as of the last grant update (for grantChanges)
@@ -124,7 +135,8 @@ class JobManager {
   // on a later one is our own, left over while ZooKeeper had no quorum to expire it.
   int64_t registeredSession_ = 0;
   std::unique_ptr<coord::LeaderElection> election_;
-  bool takingOver_ = false;
+  std::set<std::string> heartbeatsInFlight_;  // by site: at most one call each
+  bool checkingEpoch_ = false;
   int32_t epochVersion_ = -1;  // version of the epoch node we wrote: the fencing token
   std::optional<jobstate::Versioned<uint64_t>> epochNode_;  // as last watched
 

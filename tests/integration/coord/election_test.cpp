@@ -61,14 +61,15 @@ struct Candidate {
 };
 
 Candidate startCandidate(IoThread& io, const std::string& connectString, Scoreboard& board, size_t index,
-                         std::chrono::milliseconds sessionTimeout = 4000ms) {
+                         std::chrono::milliseconds sessionTimeout = 4000ms, ElectionOptions electionOptions = {}) {
   Candidate c;
   c.client = std::make_unique<TestClient>(io, options(connectString, "/tellus-test", sessionTimeout));
   REQUIRE(c.client->run((*c.client)->waitConnected(10s)).isOk());
   auto election = io.call([&] {
     return LeaderElection::start(
         c.client->shared(), "/jobs/job-1/election", "jm-" + std::to_string(index),
-        {.onElected = [&board, index] { board.elected(index); }, .onLost = [&board, index] { board.lost(index); }});
+        {.onElected = [&board, index] { board.elected(index); }, .onLost = [&board, index] { board.lost(index); }},
+        electionOptions);
   });
   REQUIRE(election.isOk());
   c.election = std::move(*election);
@@ -85,6 +86,36 @@ void kill(IoThread& io, Candidate& c, Scoreboard& board, size_t index) {
 }
 
 }  // namespace
+
+TEST_CASE("trackPosition: a candidate's place follows a change ahead of its predecessor", "[integration][coord][election]") {
+  IoThread io;
+  auto server = harness::ZkServer::start();
+  REQUIRE(server.isOk());
+  Scoreboard board(3);
+  std::vector<Candidate> candidates;
+  ElectionOptions tracking;
+  tracking.trackPosition = true;
+  tracking.recheckInterval = std::chrono::hours(1);  // only the watches can move a place here
+  const auto positions = [&] {
+    return io.call([&] {
+      std::vector<std::optional<size_t>> out;
+      for (auto& c : candidates) out.push_back(c.election ? c.election->position() : std::nullopt);
+      return out;
+    });
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    candidates.push_back(startCandidate(io, (*server)->connectString(), board, i, 4000ms, tracking));
+    // One at a time, so that the order is known.
+    REQUIRE(eventually([&] { return positions().back() == std::optional<size_t>(i); }, 10s));
+  }
+  // The leader goes: the last candidate's predecessor is unchanged, yet it is next in line now.
+  kill(io, candidates[0], board, 0);
+  const std::vector<std::optional<size_t>> after{std::nullopt, size_t{0}, size_t{1}};
+  CHECK(eventually([&] { return positions() == after; }, 10s));
+  // Elections live on the io thread: end them there, not in the vector's destructor here.
+  kill(io, candidates[1], board, 1);
+  kill(io, candidates[2], board, 2);
+}
 
 TEST_CASE("three candidates: one leader at a time, succession on death", "[integration][coord][election]") {
   IoThread io;

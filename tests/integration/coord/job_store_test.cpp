@@ -158,8 +158,8 @@ TEST_CASE("JobStore: fenced writes apply only under the current epoch", "[integr
   REQUIRE(status.isOk());
 
   // A bump against a status that changed since it was read is refused.
-  CHECK(f.run(f.store->bumpEpoch(jobId, status->stat.version + 1)).error().code == ErrorCode::kConflict);
-  auto first = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+  CHECK(f.run(f.store->bumpEpoch(jobId, status->stat.version + 1, 0)).error().code == ErrorCode::kConflict);
+  auto first = f.run(f.store->bumpEpoch(jobId, status->stat.version, 0));
   REQUIRE(first.isOk());
   CHECK(first->value == 1);
   const int32_t staleFence = first->stat.version;
@@ -177,9 +177,13 @@ TEST_CASE("JobStore: fenced writes apply only under the current epoch", "[integr
   CHECK(f.run(f.store->createTaskMapFenced(jobId, 0, reduceTasks, staleFence)).code() == ErrorCode::kAlreadyExists);
 
   // A second JM takes over: the first one's token no longer opens any write.
-  auto second = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+  auto second = f.run(f.store->bumpEpoch(jobId, status->stat.version, 1));
   REQUIRE(second.isOk());
   CHECK(second->value == 2);
+  // A third JM that also saw epoch 1 go silent loses: only one takeover per epoch lands.
+  auto late = f.run(f.store->bumpEpoch(jobId, status->stat.version, 1));
+  CHECK(late.error().code == ErrorCode::kConflict);
+  CHECK(f.run(f.store->epoch(jobId))->value == 2);
   pb::JobStatus done = status->value;
   done.set_state(pb::JOB_SUCCEEDED);
   CHECK(f.run(f.store->createTaskMapFenced(jobId, 1, reduceTasks, staleFence)).code() == ErrorCode::kConflict);
@@ -209,7 +213,7 @@ TEST_CASE("JobStore: taskMap compare-and-set retries on the fresh map", "[integr
   StoreFixture f;
   const std::string jobId = f.createJob();
   auto status = f.run(f.store->status(jobId));
-  auto epoch = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+  auto epoch = f.run(f.store->bumpEpoch(jobId, status->stat.version, 0));
   REQUIRE(epoch.isOk());
   const pb::TaskMap allAtS1 = ownedBy({"s1", "s1"});
   REQUIRE(f.run(f.store->createTaskMapFenced(jobId, 0, allAtS1, epoch->stat.version)).isOk());

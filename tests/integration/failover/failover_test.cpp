@@ -337,6 +337,9 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
     const std::string metrics = harness::httpGet(primary.http_address(), "/metrics").body;
     INFO("new primary's /metrics:\n" << metrics);
     CHECK(harness::metricSum(metrics, "tellus_jm_failovers_total") == 1);
+    // Issue 12: it took over because the primary's heartbeats stopped, not when the dead VM's
+    // ZooKeeper session expired (its election node was still there).
+    CHECK(harness::metricSum(metrics, "tellus_jm_failovers_total", {"path=\"heartbeats\""}) == 1);
     CHECK(harness::metricSum(metrics, "tellus_jm_takeover_seconds_count") == 1);
     CHECK(harness::metricSum(metrics, "tellus_jm_takeover_seconds_bucket", {"le=\"+Inf\""}) == 1);
     CHECK(harness::metricSum(metrics, "tellus_jm_primary") == 1);
@@ -564,6 +567,74 @@ TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary
 
   requireCorrectEnd(*sc, jobId, {}, pjmSite, kEnd);
   // It noticed: the JM logged that it stepped down.
+  std::string logs = cluster.jmLogs(jobId, 1 << 20);
+  INFO(logs);
+  CHECK(logs.find("no longer primary") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// Issue 12: a pJM that is only slow. Paused (SIGSTOP), it misses its heartbeats; the next JM
+// in line takes over by bumping the epoch while the paused one's session, election node and
+// registration as primary still exist. It is resumed as soon as the new primary shows: it
+// must not act under its old epoch (its fenced writes fail, the new epoch's watch and the
+// heartbeat replies tell it), step down, and the job ends exact.
+TEST_CASE("a pJM paused briefly is replaced through its missed heartbeats; resumed, it is fenced and steps down",
+          "[integration][failover][heartbeats]") {
+  ScenarioOptions options;
+  for (const char* site : {"us-east", "eu-west", "ap-south"}) {
+    options.cluster.workerExtraYaml[site] = "jm_http_listen: 127.0.0.1:0\n";
+  }
+  auto sc = startScenario(options);
+  auto& cluster = sc->cluster();
+  const std::string pjmSite = cluster.sites()[0];
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
+  const std::string& jobId = job.id;
+  auto paused = cluster.signalJm(jobId, pjmSite, SIGSTOP);
+  INFO("pausing the pJM: " << whyNot(paused));
+  REQUIRE(paused.isOk());
+  REQUIRE(paused->role() == pb::JM_PRIMARY);
+  const auto pid = static_cast<pid_t>(paused->pid());
+  ResumeJmOnExit resumeOnExit(cluster, pid);
+
+  auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
+    auto p = s.currentPrimary();
+    return p && p->epoch() > paused->epoch() && p->pid() != pid;
+  }, kRecoveryDeadline);
+  INFO("waiting for a new primary: " << failureReport(elected, *sc, jobId));
+  REQUIRE(elected.isOk());
+  REQUIRE(cluster.signalJmPid(pid, SIGCONT).isOk());
+  const pb::JmInfo primary = *elected->currentPrimary();
+  CHECK(primary.site() != pjmSite);
+  CHECK(primary.epoch() == paused->epoch() + 1);
+  {
+    const std::string metrics = harness::httpGet(primary.http_address(), "/metrics").body;
+    INFO("new primary's /metrics:\n" << metrics);
+    CHECK(harness::metricSum(metrics, "tellus_jm_failovers_total", {"path=\"heartbeats\""}) == 1);
+  }
+
+  // The resumed JM rejoins as a secondary (or exits, if its session expired meanwhile and its
+  // site got a new JM); it never shows as primary again, and the new primary stays.
+  bool sawOldAsPrimary = false;
+  auto resolved = sc->waitFor(jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(pjmSite);
+    const bool oldJm = jm != s.jms.end() && jm->second.pid() == pid;
+    if (oldJm && jm->second.role() == pb::JM_PRIMARY && jm->second.epoch() > paused->epoch()) sawOldAsPrimary = true;
+    const bool rejoined = oldJm && jm->second.role() == pb::JM_SECONDARY;
+    const bool exited = !processAlive(pid) && jm != s.jms.end();
+    return s.settled() && (rejoined || exited);
+  }, kRecoveryDeadline);
+  INFO("waiting for the old primary to step down: " << failureReport(resolved, *sc, jobId));
+  REQUIRE(resolved.isOk());
+  CHECK_FALSE(sawOldAsPrimary);
+  CHECK(resolved->currentPrimary()->pid() == primary.pid());
+
+  const JobSnapshot end = requireCorrectEnd(*sc, jobId, {}, pjmSite, kEnd);
+  // Only the new primary released stages after the pause: each carries its epoch.
+  for (const auto& [s, map] : end.taskmaps) {
+    if (job.before.taskmaps.count(s)) continue;
+    CHECK(map.epoch() == primary.epoch());
+  }
   std::string logs = cluster.jmLogs(jobId, 1 << 20);
   INFO(logs);
   CHECK(logs.find("no longer primary") != std::string::npos);

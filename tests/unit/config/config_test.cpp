@@ -363,6 +363,8 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   c.zookeeper.credentials_file = "/etc/tellus/zk-credentials";
   c.tls.insecure = true;
   c.period_ms = 250;
+  c.heartbeat_interval_ms = 150;
+  c.heartbeat_misses = 4;
   c.log_level = "trace";
 
   auto back = parseJmConfig(toYaml(c), "jm.yaml");
@@ -380,6 +382,8 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   CHECK(back->zookeeper.credentials_file == c.zookeeper.credentials_file);
   CHECK_FALSE(back->zookeeper.insecure);
   CHECK(back->period_ms == c.period_ms);
+  CHECK(back->heartbeat_interval_ms == 150u);
+  CHECK(back->heartbeat_misses == 4u);
   CHECK(back->log_level == c.log_level);
 
   c.rpc.max_connections = 10;
@@ -415,6 +419,11 @@ TEST_CASE("JM config errors", "[unit][config]") {
   REQUIRE(r.isOk());
   CHECK(r->listen == "127.0.0.1:0");
   CHECK(r->period_ms == 1000u);
+  CHECK(r->heartbeat_interval_ms == 200u);
+  CHECK(r->heartbeat_misses == 3u);
+  CHECK_FALSE(jmError(good + "heartbeat_interval_ms: 5\n").empty());
+  CHECK_FALSE(jmError(good + "heartbeat_misses: 1\n").empty());
+  CHECK(parseJmConfig(good + "heartbeat_interval_ms: 10\nheartbeat_misses: 2\n", "jm.yaml").isOk());
   CHECK(jmError(good + "role: primary\n") == "jm.yaml:8: role: duplicate field (first given at line 3)");
   CHECK(jmError("job_id: job-1\nsite: a\nrole: leader\nmaster: h:1\nworker_id: w1\nzookeeper: {connect: 'h:2181', insecure: true}\ninsecure: true\n") ==
         "jm.yaml:3: role: expected primary or secondary, got 'leader'");

@@ -1143,3 +1143,219 @@ TEST_CASE("first listings: no lineage on outputs whose released reader stage is 
   REQUIRE(lost.lostOutputs.size() == 1);
   CHECK(lost.lostOutputs[0].task == TaskId{0, 0});
 }
+
+// ---- takeover by heartbeats (issue 12) ---------------------------------------------------------
+
+namespace {
+
+constexpr double kMissS = 0.6;  // heartbeat_interval_ms 200 × heartbeat_misses 3
+
+// A secondary next in line in the election (the primary leads it).
+JobCore heartbeatCoreAt(const std::string& site) {
+  CoreConfig c = configAt(site);
+  c.timings.primaryMissS = kMissS;
+  JobCore core = loadedWith(c);
+  core.onElectionPosition(1);
+  return core;
+}
+
+// The same for a job running at sites a, b and c.
+JobCore heartbeatCoreOfThreeSitesAt(const std::string& site) {
+  JobCore core = heartbeatCoreAt(site);
+  pb::JobStatus status = running();
+  status.add_sites(std::string("c"));
+  core.onStatus(status, 1);
+  core.onLiveWorkers("c", {"c-w1"});
+  core.onJms({"a", "b", "c"});
+  return core;
+}
+
+// The epoch node as ZooKeeper holds it: a bump lands only from the epoch it expects (the
+// driver's conditional write, JobStore::bumpEpoch).
+struct EpochNode {
+  uint64_t value = 1;
+  std::optional<uint64_t> bump(uint64_t expected) {
+    if (value != expected) return std::nullopt;
+    return ++value;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("takeover: a secondary that heard the primary and then misses it for the window takes over from that epoch",
+          "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("b");
+  CHECK_FALSE(core.onEpoch(1, 0));
+  core.onPrimaryHeartbeat("a", 1, 0.2);
+  auto quiet = core.step(0.7);
+  CHECK_FALSE(quiet.takeOver);
+  REQUIRE(quiet.wakeAt);
+  CHECK(*quiet.wakeAt == Approx(0.2 + kMissS));
+  auto missed = core.step(0.2 + kMissS + 0.01);
+  REQUIRE(missed.takeOver);
+  CHECK(missed.takeOver->expectedEpoch == 1);
+  CHECK(missed.takeOver->byHeartbeats);
+  CHECK(missed.takeOver->primarySite == "a");
+  // One takeover at a time.
+  CHECK_FALSE(core.step(1.0).takeOver);
+  core.onBecamePrimary(2);
+  core.onTakeOverEnded(true, 1.0);
+  CHECK(core.primary());
+  CHECK(core.epoch() == 2);
+  // Its own epoch read back from the watch does not fence it.
+  CHECK_FALSE(core.onEpoch(2, 1.1));
+  CHECK(core.primary());
+  CHECK(core.step(1.2).needSiteRecords);  // and it acts as primary
+}
+
+TEST_CASE("takeover: only the next in line takes over by heartbeats; one further back waits for its turn",
+          "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("b");
+  core.onElectionPosition(2);
+  core.onEpoch(1, 0);
+  core.onPrimaryHeartbeat("a", 1, 0.2);
+  CHECK_FALSE(core.step(5).takeOver);
+  core.onElectionPosition(std::nullopt);  // no node (a new session)
+  CHECK_FALSE(core.step(5).takeOver);
+  core.onElectionPosition(1);  // the JM ahead of it left
+  auto next = core.step(5);
+  REQUIRE(next.takeOver);
+  CHECK(next.takeOver->expectedEpoch == 1);
+}
+
+TEST_CASE("takeover: heartbeats within the window keep the primary; nothing is taken over", "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("b");
+  core.onEpoch(1, 0);
+  for (int i = 1; i <= 50; ++i) {
+    const double now = 0.2 * i;
+    core.onPrimaryHeartbeat("a", 1, now);
+    // A lost heartbeat or two is no takeover either.
+    CHECK_FALSE(core.step(now + 0.45).takeOver);
+  }
+  CHECK_FALSE(core.primary());
+}
+
+TEST_CASE("takeover: a primary never heard is left to the election; its leader takes over once the primary is silent",
+          "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("b");
+  core.onEpoch(1, 0);
+  // Heartbeats blocked (or this JM is new): no takeover on silence alone.
+  CHECK_FALSE(core.step(10).takeOver);
+  // Leading the election (the old primary's session expired): the silence counts.
+  core.onElectionPosition(0);
+  auto elected = core.step(10);
+  REQUIRE(elected.takeOver);
+  CHECK(elected.takeOver->expectedEpoch == 1);
+  CHECK_FALSE(elected.takeOver->byHeartbeats);
+  core.onTakeOverEnded(false, 10);  // ZooKeeper busy: asked again after takeOverRetryS
+  CHECK_FALSE(core.step(10.1).takeOver);
+  CHECK(core.step(10.25).takeOver);
+}
+
+TEST_CASE("takeover: the election's leader does not take over from a primary that is heard (a heartbeat takeover "
+          "happened before the old primary's session expired)",
+          "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("b");
+  core.onEpoch(1, 0);
+  core.onPrimaryHeartbeat("a", 1, 0.2);
+  core.onEpoch(2, 0.9);  // c took over
+  core.onElectionPosition(0);  // a's election node went with its session
+  CHECK_FALSE(core.step(1.0).takeOver);
+  for (int i = 0; i < 10; ++i) {
+    const double now = 1.0 + 0.2 * i;  // the last at 2.8
+    core.onPrimaryHeartbeat("c", 2, now);
+    CHECK_FALSE(core.step(now + 0.1).takeOver);
+  }
+  // c dies: the leader takes over from epoch 2 once it is silent for the window.
+  CHECK_FALSE(core.step(3.2).takeOver);
+  auto silent = core.step(2.8 + kMissS + 0.01);
+  REQUIRE(silent.takeOver);
+  CHECK(silent.takeOver->expectedEpoch == 2);
+}
+
+TEST_CASE("takeover: the first primary takes over at once when elected, without waiting for heartbeats",
+          "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("a");
+  core.onEpoch(0, 0);
+  core.onElectionPosition(0);
+  auto first = core.step(0);
+  REQUIRE(first.takeOver);
+  CHECK(first.takeOver->expectedEpoch == 0);
+}
+
+TEST_CASE("takeover: heartbeats off (primaryMissS 0) take over only by the election, at once", "[unit][jobcore][takeover]") {
+  JobCore core = loadedAt("b");
+  core.onEpoch(1, 0);
+  core.onPrimaryHeartbeat("a", 1, 0);
+  CHECK_FALSE(core.step(100).takeOver);
+  core.onElectionPosition(0);
+  CHECK(core.step(100).takeOver);
+}
+
+TEST_CASE("takeover: a heartbeat of an older or an unconfirmed newer epoch does not count", "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("b");
+  core.onEpoch(2, 0);
+  core.onPrimaryHeartbeat("a", 1, 0.1);  // the fenced primary
+  core.onPrimaryHeartbeat("c", 7, 0.1);  // not in ZooKeeper (yet)
+  CHECK_FALSE(core.step(5).takeOver);    // nothing heard of epoch 2's primary: left to the election
+  core.onPrimaryHeartbeat("c", 2, 5);
+  CHECK_FALSE(core.step(5.5).takeOver);
+  CHECK(core.step(5 + kMissS + 0.01).takeOver);
+}
+
+TEST_CASE("takeover: a primary that sees a newer epoch steps down and acts no more", "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("a");
+  core.onEpoch(0, 0);
+  core.onBecamePrimary(1);
+  CHECK_FALSE(core.onEpoch(1, 0.1));
+  auto acting = core.step(0.2);
+  CHECK(acting.needSiteRecords);
+  REQUIRE(acting.publish);
+  core.onPublished(core.desire(), static_cast<uint32_t>(core.granted()));
+  core.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
+  // Paused (SIGSTOP) past the window: b took over meanwhile; the epoch watch tells on resume.
+  CHECK(core.onEpoch(2, 5));
+  CHECK_FALSE(core.primary());
+  auto after = core.step(5);
+  CHECK(after.releases.empty());
+  CHECK_FALSE(after.needSiteRecords);
+  CHECK_FALSE(after.succeed);
+  CHECK_FALSE(after.takeOver);  // it never heard b: no takeover from it on silence
+  CHECK(after.publish);         // its role changed
+}
+
+// Two deciders at once: both next in line by their (stale) reading of the election, or the
+// leader and the next in line when the silent primary's session expires just then.
+TEST_CASE("takeover: two secondaries miss the primary at once; the conditional bump lets exactly one win, the other "
+          "stays secondary and keeps the winner",
+          "[unit][jobcore][takeover]") {
+  EpochNode zk;
+  JobCore b = heartbeatCoreOfThreeSitesAt("b");
+  JobCore c = heartbeatCoreOfThreeSitesAt("c");
+  for (JobCore* core : {&b, &c}) {
+    core->onEpoch(1, 0);
+    core->onPrimaryHeartbeat("a", 1, 0.2);
+  }
+  auto bDecides = b.step(1.0);
+  auto cDecides = c.step(1.0);
+  REQUIRE(bDecides.takeOver);
+  REQUIRE(cDecides.takeOver);
+  // Both bump from epoch 1: the first write lands, the second finds epoch 2 and fails.
+  auto bWon = zk.bump(bDecides.takeOver->expectedEpoch);
+  auto cWon = zk.bump(cDecides.takeOver->expectedEpoch);
+  REQUIRE(bWon);
+  CHECK_FALSE(cWon);
+  b.onBecamePrimary(*bWon);
+  b.onTakeOverEnded(true, 1.0);
+  c.onTakeOverEnded(false, 1.0);
+  CHECK_FALSE(c.onEpoch(zk.value, 1.05));  // the watch shows b's epoch
+  CHECK(b.primary());
+  CHECK_FALSE(c.primary());
+  // b heartbeats c: c never takes over from it, nor bumps from the stale epoch again.
+  for (double now = 1.1; now < 4; now += 0.2) {
+    c.onPrimaryHeartbeat("b", 2, now);
+    auto step = c.step(now + 0.1);
+    CHECK_FALSE(step.takeOver);
+  }
+  CHECK(zk.value == 2);
+}

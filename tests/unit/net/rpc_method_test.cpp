@@ -67,7 +67,9 @@ TEST_CASE("wire names are the ones every Tellus version has sent", "[unit][net]"
       "master.Heartbeat", "master.JmUpdate",      "worker.LaunchJm",  "worker.RunTask",    "worker.Fetch",
       "worker.KillJobTasks", "worker.WriteDataset", "jm.Steal",       "jm.ContainerUsage", "jm.Grants",
       // Added later (issue 15: `tellus logs`).
-      "master.Logs",     "worker.ReadLog"};
+      "master.Logs",     "worker.ReadLog",
+      // Added later (issue 12: direct heartbeats between a job's JMs).
+      "jm.Heartbeat"};
   std::set<std::string_view> current;
   std::apply([&](auto... tag) { (current.insert(decltype(tag)::kWireName), ...); }, rpc::AllMethods{});
   CHECK(current == historical);

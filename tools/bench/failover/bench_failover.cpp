@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -239,6 +240,20 @@ Json maxOf(const Json& runs, const std::string& field) {
   return most ? Json(*most) : Json(nullptr);
 }
 
+// The q-quantile by nearest rank (p95 of 10 runs: the 10th smallest), over every run: null
+// when a run has no value (it never got there, or failed), which no goal can meet.
+Json percentileOf(const Json& runs, const std::string& field, double q) {
+  std::vector<double> values;
+  for (const auto& r : runs) {
+    if (!r.contains(field) || !r[field].is_number()) return Json(nullptr);
+    values.push_back(r[field].get<double>());
+  }
+  if (values.empty()) return Json(nullptr);
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return Json(values[std::max<size_t>(rank, 1) - 1]);
+}
+
 }  // namespace
 }  // namespace tellus::failover
 
@@ -310,7 +325,10 @@ int main(int argc, char** argv) {
                               "first_task_launched_after_kill_done_at_failed_site_s"}) {
       if (scenario != "none") summary[std::string(field) + "_mean"] = meanOf(runs, field);
     }
-    if (scenario != "none") summary["new_jm_registered_s_max"] = maxOf(runs, "new_jm_registered_s");
+    if (scenario != "none") {
+      summary["new_jm_registered_s_max"] = maxOf(runs, "new_jm_registered_s");
+      summary["new_primary_s_p95"] = percentileOf(runs, "new_primary_s", 0.95);
+    }
     out["scenarios"][scenario] = summary;
   }
 
@@ -328,6 +346,10 @@ int main(int argc, char** argv) {
     Json acts = p["new_jm_registered_s_max"];
     goals["new_pjm_acts_within_3s_of_vm_kill"] = {{"measured_max_s", acts},
                                                   {"met", acts.is_number() && acts.get<double>() < 3.0}};
+    // Issue 12: sub-second takeover through the JMs' heartbeats, p95 over the runs.
+    Json p95 = p["new_primary_s_p95"];
+    goals["new_pjm_acts_within_1s_p95_of_vm_kill"] = {{"measured_p95_s", p95}, {"runs", p["runs"].size()},
+                                                      {"met", p95.is_number() && p95.get<double>() <= 1.0}};
     if (p.contains("job_time_ratio")) {
       double ratio = p["job_time_ratio"].get<double>();
       goals["pjm_vm_loss_halfway_under_1.1x"] = {{"measured_ratio", ratio}, {"met", ratio < 1.1}};
