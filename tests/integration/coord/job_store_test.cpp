@@ -556,7 +556,7 @@ TEST_CASE("JobStore: a batch learns what is taken from the stage's summary; a wr
     CHECK(summary(jobId) == std::set<uint32_t>{0, 1});
     // A removed record leaves the summary unknown; the next writer rebuilds it.
     auto status = f.run(f.store->status(jobId));
-    auto epoch = f.run(f.store->bumpEpoch(jobId, status->stat.version));
+    auto epoch = f.run(f.store->bumpEpoch(jobId, status->stat.version, 0));
     REQUIRE(epoch.isOk());
     const TaskId task0{0, 0};
     REQUIRE(f.run(f.store->removeOutputFenced(jobId, task0, epoch->stat.version)).isOk());
