@@ -985,9 +985,14 @@ awaitable<Status> JobStore::createJmRegistration(std::string jobId, pb::JmInfo i
   co_return created.status();
 }
 
-awaitable<Status> JobStore::updateJmRegistration(std::string jobId, pb::JmInfo info) {
+awaitable<Status> JobStore::updateJmRegistration(std::string jobId, pb::JmInfo info, int32_t epochVersion) {
   if (auto st = checkJobId(jobId); !st) co_return st;
   if (auto st = checkSite(info.site()); !st) co_return st;
+  if (info.role() == pb::JM_PRIMARY && epochVersion >= 0) {
+    std::vector<coord::ZkOp> ops{coord::ZkOp::set(jmPath(jobId, info.site()), info.SerializeAsString(), -1)};
+    Status fenced = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+    co_return fenced;
+  }
   auto set = co_await zk_.set(jmPath(jobId, info.site()), info.SerializeAsString(), -1);
   co_return set.status();
 }

@@ -244,7 +244,10 @@ class JobStore {
   // The registration's stat, nullopt when the site has none.
   Awaitable<Result<std::optional<coord::NodeStat>>> jmRegistration(std::string jobId, std::string site);
   Awaitable<Status> createJmRegistration(std::string jobId, pb::JmInfo info);
-  Awaitable<Status> updateJmRegistration(std::string jobId, pb::JmInfo info);
+  // A registration that says primary is written under the primary's fencing token (the epoch
+  // node's version, -1: none): kConflict once the epoch has moved, so a primary fenced while it
+  // was not running never advertises itself again.
+  Awaitable<Status> updateJmRegistration(std::string jobId, pb::JmInfo info, int32_t epochVersion = -1);
   Awaitable<Status> removeJmRegistration(std::string jobId, std::string site);
 
   // ---- watches (persistent: current value at once, then every change; see Coordinator) ----

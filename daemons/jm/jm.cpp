@@ -416,10 +416,15 @@ awaitable<Status> JobManager::registerSelf() {
   if (!stat) co_return stat.status();
   if (*stat && (*stat)->ephemeralOwner == server_.coordinator().sessionId()) {
     const pb::JmInfo current = info();
-    Status set = co_await store_->updateJmRegistration(config_.job_id, current);
+    Status set = co_await store_->updateJmRegistration(config_.job_id, current, epochVersion_);
     if (set) {
       registered_ = true;
       core_.onPublished(current.desire(), current.granted());
+    } else if (set.code() == ErrorCode::kConflict && current.role() == pb::JM_PRIMARY) {
+      // Fenced: a newer primary bumped the epoch (while we were paused, say). We register
+      // again as a secondary.
+      stepDown("the epoch moved: " + set.message());
+      registered_ = false;
     }
     co_return set;
   }
