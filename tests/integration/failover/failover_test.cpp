@@ -526,6 +526,28 @@ TEST_CASE("a master killed mid-job and restarted rebuilds its view; the job is u
 
 // ---------------------------------------------------------------------------------------------
 
+// `site`'s JM of the job, the primary, paused (SIGSTOP) until another JM is primary under a
+// newer epoch. The caller resumes it (ResumeJmOnExit; the cluster's teardown kills it anyway).
+struct PausedPrimary {
+  pb::JmInfo info;  // its registration when it was paused
+  pid_t pid = 0;
+  JobSnapshot elected;  // the first snapshot with the new primary
+};
+PausedPrimary pausePrimaryUntilReplaced(Scenario& sc, const std::string& jobId, const std::string& site) {
+  auto paused = sc.cluster().signalJm(jobId, site, SIGSTOP);
+  INFO("pausing the pJM: " << whyNot(paused));
+  REQUIRE(paused.isOk());
+  REQUIRE(paused->role() == pb::JM_PRIMARY);
+  const auto pid = static_cast<pid_t>(paused->pid());
+  auto elected = sc.waitFor(jobId, [&](const JobSnapshot& s) {
+    auto p = s.currentPrimary();
+    return p && p->epoch() > paused->epoch() && p->pid() != pid;
+  }, kRecoveryDeadline);
+  INFO("waiting for a new primary: " << failureReport(elected, sc, jobId));
+  REQUIRE(elected.isOk());
+  return {*paused, pid, std::move(elected).value()};
+}
+
 TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary again, and rejoins or exits",
           "[integration][failover][expiry]") {
   auto sc = startScenario();
@@ -533,21 +555,18 @@ TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary
   const std::string pjmSite = cluster.sites()[0];
   const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
   const std::string& jobId = job.id;
-  auto paused = cluster.signalJm(jobId, pjmSite, SIGSTOP);
-  INFO("pausing the pJM: " << whyNot(paused));
-  REQUIRE(paused.isOk());
-  REQUIRE(paused->role() == pb::JM_PRIMARY);
-  const auto pid = static_cast<pid_t>(paused->pid());
+  const PausedPrimary paused = pausePrimaryUntilReplaced(*sc, jobId, pjmSite);
+  const pid_t pid = paused.pid;
   ResumeJmOnExit resumeOnExit(cluster, pid);
-
-  // Its session expires; another JM takes over with a new epoch.
-  auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
-    auto p = s.currentPrimary();
-    return p && p->epoch() > paused->epoch() && p->pid() != pid;
+  CHECK(paused.elected.currentPrimary()->site() != pjmSite);
+  // Another JM took over (through missed heartbeats, before the session expired): the pause
+  // goes on until the paused JM's session has expired too (its registration went with it).
+  auto expired = sc->waitFor(jobId, [&](const JobSnapshot& s) {
+    auto jm = s.jms.find(pjmSite);
+    return jm == s.jms.end() || jm->second.pid() != pid;
   }, kRecoveryDeadline);
-  INFO("waiting for a new primary: " << failureReport(elected, *sc, jobId));
-  REQUIRE(elected.isOk());
-  CHECK(elected->currentPrimary()->site() != pjmSite);
+  INFO("waiting for the paused JM's session to expire: " << failureReport(expired, *sc, jobId));
+  REQUIRE(expired.isOk());
 
   REQUIRE(cluster.signalJmPid(pid, SIGCONT).isOk());
   // The old primary either rejoins as a secondary or, its site having a new JM, exits.
@@ -590,23 +609,13 @@ TEST_CASE("a pJM paused briefly is replaced through its missed heartbeats; resum
   const std::string pjmSite = cluster.sites()[0];
   const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
   const std::string& jobId = job.id;
-  auto paused = cluster.signalJm(jobId, pjmSite, SIGSTOP);
-  INFO("pausing the pJM: " << whyNot(paused));
-  REQUIRE(paused.isOk());
-  REQUIRE(paused->role() == pb::JM_PRIMARY);
-  const auto pid = static_cast<pid_t>(paused->pid());
+  const PausedPrimary paused = pausePrimaryUntilReplaced(*sc, jobId, pjmSite);
+  const pid_t pid = paused.pid;
   ResumeJmOnExit resumeOnExit(cluster, pid);
-
-  auto elected = sc->waitFor(jobId, [&](const JobSnapshot& s) {
-    auto p = s.currentPrimary();
-    return p && p->epoch() > paused->epoch() && p->pid() != pid;
-  }, kRecoveryDeadline);
-  INFO("waiting for a new primary: " << failureReport(elected, *sc, jobId));
-  REQUIRE(elected.isOk());
   REQUIRE(cluster.signalJmPid(pid, SIGCONT).isOk());
-  const pb::JmInfo primary = *elected->currentPrimary();
+  const pb::JmInfo primary = *paused.elected.currentPrimary();
   CHECK(primary.site() != pjmSite);
-  CHECK(primary.epoch() == paused->epoch() + 1);
+  CHECK(primary.epoch() == paused.info.epoch() + 1);
   {
     const std::string metrics = harness::httpGet(primary.http_address(), "/metrics").body;
     INFO("new primary's /metrics:\n" << metrics);
@@ -619,7 +628,7 @@ TEST_CASE("a pJM paused briefly is replaced through its missed heartbeats; resum
   auto resolved = sc->waitFor(jobId, [&](const JobSnapshot& s) {
     auto jm = s.jms.find(pjmSite);
     const bool oldJm = jm != s.jms.end() && jm->second.pid() == pid;
-    if (oldJm && jm->second.role() == pb::JM_PRIMARY && jm->second.epoch() > paused->epoch()) sawOldAsPrimary = true;
+    if (oldJm && jm->second.role() == pb::JM_PRIMARY && jm->second.epoch() > paused.info.epoch()) sawOldAsPrimary = true;
     const bool rejoined = oldJm && jm->second.role() == pb::JM_SECONDARY;
     const bool exited = !processAlive(pid) && jm != s.jms.end();
     return s.settled() && (rejoined || exited);
