@@ -48,6 +48,15 @@ std::unique_ptr<Scenario> startScenario(const ScenarioOptions& options = {}) {
   return std::move(sc).value();
 }
 
+// Every JM serves /metrics, so a new primary's takeover can be read off it.
+ScenarioOptions withJmMetrics() {
+  ScenarioOptions options;
+  for (const char* site : {"us-east", "eu-west", "ap-south"}) {
+    options.cluster.workerExtraYaml[site] = "jm_http_listen: 127.0.0.1:0\n";
+  }
+  return options;
+}
+
 // The job's first stage is under way: between `minDone` and half of its tasks done, with the
 // current primary settled, and `extra` holding.
 std::function<bool(const JobSnapshot&)> midFirstStage(std::function<bool(const JobSnapshot&)> extra = nullptr) {
@@ -308,12 +317,7 @@ TEST_CASE("an sJM that hangs past its session expiry is replaced through the pJM
 
 TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next stages and gets the site a new sJM",
           "[integration][failover][pjm]") {
-  ScenarioOptions options;
-  // Every JM serves /metrics, so the new primary's takeover can be read off it.
-  for (const char* site : {"us-east", "eu-west", "ap-south"}) {
-    options.cluster.workerExtraYaml[site] = "jm_http_listen: 127.0.0.1:0\n";
-  }
-  auto sc = startScenario(options);
+  auto sc = startScenario(withJmMetrics());
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
   const PrimaryVmKilled kill = killPrimaryVmMidFirstStage(*sc, pjmSite);
@@ -600,11 +604,7 @@ TEST_CASE("a pJM paused past its session expiry is fenced, never acts as primary
 // heartbeat replies tell it), step down, and the job ends exact.
 TEST_CASE("a pJM paused briefly is replaced through its missed heartbeats; resumed, it is fenced and steps down",
           "[integration][failover][heartbeats]") {
-  ScenarioOptions options;
-  for (const char* site : {"us-east", "eu-west", "ap-south"}) {
-    options.cluster.workerExtraYaml[site] = "jm_http_listen: 127.0.0.1:0\n";
-  }
-  auto sc = startScenario(options);
+  auto sc = startScenario(withJmMetrics());
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
   const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, pjmSite);
