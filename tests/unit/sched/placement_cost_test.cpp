@@ -1,4 +1,6 @@
 // Tetrium's placement with a cost weight: time + weight·money (TetriumOptions::costWeightSPerUnit).
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -34,7 +36,7 @@ std::vector<SiteResources> randomSites(std::mt19937& rng, std::size_t n) {
   std::uniform_int_distribution<int> slots(1, 40);
   std::uniform_real_distribution<double> bandwidth(0.2, 5.0);
   std::vector<SiteResources> sites;
-  for (std::size_t x = 0; x < n; ++x) sites.push_back({"s" + std::to_string(x), slots(rng), bandwidth(rng), bandwidth(rng)});
+  for (std::size_t x = 0; x < n; ++x) sites.push_back({fmt::format("s{}", x), slots(rng), bandwidth(rng), bandwidth(rng)});
   return sites;
 }
 
