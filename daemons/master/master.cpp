@@ -1754,10 +1754,17 @@ awaitable<void> Master::replaceJm(std::string jobId, bool crashed, std::string r
   pb::StartJmRequest req;
   req.set_job_id(jobId);
   req.set_role(pb::JM_SECONDARY);
+  // The JMs of other sites join the election only once a primary has acted (epoch > 0): if
+  // the first primary, ours as the submit site's, died before acting, its replacement must be
+  // the first primary again, or no JM of the job would ever stand.
+  auto status = co_await store_->status(jobId);
+  auto epoch = co_await store_->epoch(jobId);
+  const bool neverLed = status && epoch && status->value.submit_site() == config_.site && epoch->value == 0;
+  if (neverLed) req.set_role(pb::JM_PRIMARY);
   net::CallContext local;
   auto r = co_await startJm(req, local);
   if (r) {
-    spdlog::info("started a replacement JM for {} on {}", jobId, r->worker_id());
+    spdlog::info("started a replacement JM for {} on {} ({})", jobId, r->worker_id(), neverLed ? "primary: the first one died before acting" : "secondary");
   } else if (r.error().code != ErrorCode::kInvalidArgument) {
     spdlog::warn("cannot replace the JM of {}: {}", jobId, r.message());
     recordFailure(failures_, {daemon::nowUnixMs(), "jm-not-replaced", jobId, r.message()});
