@@ -38,6 +38,15 @@ Status writeAll(const std::filesystem::path& p, const std::string& s) {
 
 }  // namespace
 
+Status useOwnBuildDir() {
+  if (std::getenv("TELLUS_BUILD_DIR")) return Status::ok();
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return makeError(ErrorCode::kUnavailable, "set TELLUS_BUILD_DIR (cannot read /proc/self/exe: " + ec.message() + ")");
+  ::setenv("TELLUS_BUILD_DIR", self.parent_path().parent_path().c_str(), 1);
+  return Status::ok();
+}
+
 std::filesystem::path MiniCluster::binDir() const {
   const char* build = std::getenv("TELLUS_BUILD_DIR");
   return std::filesystem::path(build ? build : "build") / "bin";

@@ -30,6 +30,11 @@ namespace tellus::harness {
 // run unprivileged): for clusters whose jobs use exec. Off by default, as in a real site.
 inline constexpr const char* kExecEnabledYaml = "exec:\n  enabled: true\n  run_as_user: \"\"\n";
 
+// For programs run from a build tree (the benches): unless TELLUS_BUILD_DIR is set, the tree
+// this program was built in (it lives in <build>/bin), which is where MiniCluster looks for the
+// daemons. kUnavailable when /proc/self/exe cannot be read.
+Status useOwnBuildDir();
+
 struct MiniClusterOptions {
   int sites = 3;
   int workersPerSite = 2;

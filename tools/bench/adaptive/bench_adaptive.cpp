@@ -326,17 +326,11 @@ class Bench {
   Options options_;
 };
 
-// The build dir the daemons are found in (MiniCluster reads TELLUS_BUILD_DIR): the one this
-// binary was built in, <build>/bin/bench-adaptive, unless the caller set it.
-void locateBuildDir() {
-  if (std::getenv("TELLUS_BUILD_DIR")) return;
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) ::setenv("TELLUS_BUILD_DIR", self.parent_path().parent_path().c_str(), 1);
-}
-
 int run(const Options& options) {
-  locateBuildDir();
+  if (Status found = harness::useOwnBuildDir(); !found) {
+    std::cerr << "bench-adaptive: " << found.message() << "\n";
+    return 2;
+  }
   // Logs (the ZooKeeper client's) go to stderr: stdout carries only the JSON.
   initLogging("bench-adaptive", "warn");
   harness::MiniClusterOptions clusterOptions;

@@ -664,14 +664,9 @@ int main(int argc, char** argv) {
   if (seedOption->count() == 0) seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
   tellus::initLogging("bench-chaos", "warn");
   std::cerr << "bench-chaos: seed " << seed << "\n";
-  if (!std::getenv("TELLUS_BUILD_DIR")) {
-    std::error_code ec;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) {
-      std::cerr << "bench-chaos: set TELLUS_BUILD_DIR (cannot read /proc/self/exe: " << ec.message() << ")\n";
-      return 2;
-    }
-    ::setenv("TELLUS_BUILD_DIR", self.parent_path().parent_path().c_str(), 1);
+  if (tellus::Status found = tellus::harness::useOwnBuildDir(); !found) {
+    std::cerr << "bench-chaos: " << found.message() << "\n";
+    return 2;
   }
   Chaos chaos(bench, seed);
   tellus::Status ran = chaos.run();

@@ -287,14 +287,9 @@ int main(int argc, char** argv) {
     }
   }
   // The mini cluster finds the daemons through TELLUS_BUILD_DIR; by default, next to us.
-  if (!std::getenv("TELLUS_BUILD_DIR")) {
-    std::error_code ec;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) {
-      std::cerr << "bench-failover: set TELLUS_BUILD_DIR (cannot read /proc/self/exe: " << ec.message() << ")\n";
-      return 2;
-    }
-    ::setenv("TELLUS_BUILD_DIR", self.parent_path().parent_path().c_str(), 1);
+  if (tellus::Status found = tellus::harness::useOwnBuildDir(); !found) {
+    std::cerr << "bench-failover: " << found.message() << "\n";
+    return 2;
   }
 
   Json out;
