@@ -98,8 +98,9 @@ awaitable<Status> evaluate(std::shared_ptr<State> s) {
     forgetNode(*s);
   }
   if (s->myNode.empty()) {
-    Status ensured = co_await zk.ensurePath(s->electionPath);
-    if (!ensured.isOk()) co_return ensured;
+    // The election's path belongs to whoever made it (a job's, to its submission) and is not
+    // re-created here: candidates re-entering under a deleted job would resurrect it, and an
+    // operator's delete of the job would race them forever. Without it, retry until withdrawn.
     int64_t session = zk.sessionId();
     auto created =
         co_await zk.create(joinPath(s->electionPath, "n_" + s->token + "_"), s->data, CreateMode::kEphemeralSequential);
@@ -113,6 +114,8 @@ awaitable<Status> evaluate(std::shared_ptr<State> s) {
     } else if (created.error().code == ErrorCode::kUnavailable) {
       node = co_await findOwnNode(s);
       if (node.empty()) co_return created.status();
+    } else if (created.error().code == ErrorCode::kNotFound) {
+      co_return makeError(ErrorCode::kNotFound, "election " + s->electionPath + " does not exist");
     } else {
       co_return created.status();
     }

@@ -1,7 +1,8 @@
 #pragma once
 // Leader election over a Coordinator (the ZooKeeper recipe): each candidate creates an
-// ephemeral-sequential node under `electionPath`; the lowest sequence number leads; every
-// other candidate watches only its predecessor (no herd effect). Used by the JMs of a job to
+// ephemeral-sequential node under `electionPath` (which must exist: it is never created
+// here); the lowest sequence number leads; every other candidate watches only its
+// predecessor (no herd effect). Used by the JMs of a job to
 // elect the pJM (docs/design.md: /jobs/<jobId>/election/n_<token>_<seq>).
 //
 // Safety: a leader steps down (onLost) as soon as its session is in doubt — on disconnect

@@ -65,6 +65,7 @@ Candidate startCandidate(IoThread& io, const std::string& connectString, Scorebo
   Candidate c;
   c.client = std::make_unique<TestClient>(io, options(connectString, "/tellus-test", sessionTimeout));
   REQUIRE(c.client->run((*c.client)->waitConnected(10s)).isOk());
+  REQUIRE(c.client->run((*c.client)->ensurePath("/jobs/job-1/election")).isOk());
   auto election = io.call([&] {
     return LeaderElection::start(
         c.client->shared(), "/jobs/job-1/election", "jm-" + std::to_string(index),
@@ -115,6 +116,37 @@ TEST_CASE("trackPosition: a candidate's place follows a change ahead of its pred
   // Elections live on the io thread: end them there, not in the vector's destructor here.
   kill(io, candidates[1], board, 1);
   kill(io, candidates[2], board, 2);
+}
+
+TEST_CASE("a deleted election path is not re-created by its candidates", "[integration][coord][election]") {
+  // A job's election lives under the job's node: candidates re-entering after an operator
+  // deleted the job must not resurrect the job's nodes (they would race the delete forever).
+  IoThread io;
+  auto server = harness::ZkServer::start();
+  REQUIRE(server.isOk());
+  Scoreboard board(2);
+  ElectionOptions fast;
+  fast.retryDelay = 20ms;
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < 2; ++i) candidates.push_back(startCandidate(io, (*server)->connectString(), board, i, 4000ms, fast));
+  REQUIRE(eventually([&] { return board.leaders() == std::vector<size_t>{0}; }, 10s));
+  auto& zk = *candidates[0].client;
+  REQUIRE(zk.run(zk->removeRecursive("/jobs/job-1")).isOk());
+  // Both candidates lose their nodes and retry every 20 ms: over a second (some 50 tries
+  // each) the path stays gone.
+  REQUIRE(eventually([&] { return board.leaders().empty(); }, 10s));
+  const bool recreated = eventually(
+      [&] {
+        auto exists = zk.run(zk->exists("/jobs/job-1"));
+        return !exists || exists->has_value();
+      },
+      1s, 20ms);
+  CHECK_FALSE(recreated);
+  // Made again by its owner, the election goes on: someone leads.
+  REQUIRE(zk.run(zk->ensurePath("/jobs/job-1/election")).isOk());
+  CHECK(eventually([&] { return board.leaders().size() == 1; }, 10s));
+  kill(io, candidates[0], board, 0);
+  kill(io, candidates[1], board, 1);
 }
 
 TEST_CASE("three candidates: one leader at a time, succession on death", "[integration][coord][election]") {

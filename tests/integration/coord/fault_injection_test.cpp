@@ -56,6 +56,7 @@ TEST_CASE("an election survives a lost create reply without a duplicate candidat
   REQUIRE(server.isOk());
   TestClient zk(io, options((*server)->connectString()));
   REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
+  REQUIRE(zk.run(zk->ensurePath("/jobs/job-9/election")).isOk());
   auto faulty = std::make_shared<FaultInjectingCoordinator>(zk.shared());
   faulty->injectNext(Fault::kAfter, "create");  // the candidate node is made, the reply lost
 
