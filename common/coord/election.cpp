@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "coord/event_flag.h"
 #include "coord/paths.h"
@@ -128,17 +130,23 @@ awaitable<Status> evaluate(std::shared_ptr<State> s) {
     s->ownWatch = std::move(*watch);
   }
   auto kids = co_await zk.children(s->electionPath);
+  if (!kids && kids.error().code == ErrorCode::kNotFound && !s->stopped) {
+    // The election was deleted, our node with it.
+    stepDown(*s);
+    forgetNode(*s);
+  }
   if (!kids) co_return kids.status();
   if (s->stopped || s->myNode.empty()) co_return Status::ok();
   auto order = electionOrder(*kids);
   auto me = std::find(order.begin(), order.end(), baseName(s->myNode));
   if (me != order.end()) s->position = static_cast<size_t>(me - order.begin());
   if (me == order.end()) {
-    // Our node is gone (removed by someone, or our session ended): enter again.
+    // Our node is gone (removed by someone, or our session ended): enter again, after a pause
+    // (kConflict) — someone deleting the election's subtree (a job deleted) must be able to get
+    // past candidates that would re-enter at once, or its delete would never get through.
     stepDown(*s);
     forgetNode(*s);
-    s->wake.set();
-    co_return Status::ok();
+    co_return makeError(ErrorCode::kConflict, "election " + s->electionPath + ": our node was removed");
   }
   if (me == order.begin()) {
     s->predecessorWatch.cancel();
@@ -172,7 +180,13 @@ awaitable<void> campaign(std::shared_ptr<State> s) {
     if (s->stopped) break;
     if (!st.isOk()) {
       spdlog::warn("election {}: {}; retrying", s->electionPath, st.message());
-      co_await s->wake.waitFor(s->options.retryDelay);
+      if (st.code() == ErrorCode::kConflict) {
+        // Not cut short by wake-ups: the other candidates' nodes going wake us as well.
+        asio::steady_timer pause(s->coordinator->executor(), 5 * s->options.retryDelay);
+        co_await pause.async_wait(asio::use_awaitable);
+      } else {
+        co_await s->wake.waitFor(s->options.retryDelay);
+      }
       continue;
     }
     co_await s->wake.waitFor(s->options.recheckInterval);
