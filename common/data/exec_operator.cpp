@@ -290,12 +290,16 @@ Result<Confinement> resolveConfinement(const config::ExecConfig& exec) {
   return c;
 }
 
+// The private directories of process `pid`'s commands start so: a process killed before it
+// removed one (SIGKILL) leaves it behind, and its parent removes it by this name.
+std::string execDirPrefix(pid_t pid) { return fmt::format("tellus-exec-{}-", pid); }
+
 // A fresh private directory for one command, removed (with whatever the command left) when
 // the owner goes: after the command and its process tree have been killed and reaped.
 class PrivateDir {
  public:
   static Result<PrivateDir> create(const std::filesystem::path& parent, const Confinement& c) {
-    std::string pattern = (parent / "tellus-exec-XXXXXX").string();
+    std::string pattern = (parent / (execDirPrefix(::getpid()) + "XXXXXX")).string();
     if (::mkdtemp(pattern.data()) == nullptr) return systemError("creating a private directory in " + parent.string(), errno);
     PrivateDir dir(pattern);
     if (c.switchUser && ::chown(pattern.c_str(), c.uid, c.gid) != 0) {
@@ -572,5 +576,17 @@ Result<std::unique_ptr<Operator>> makeExec(ParamReader& params, const OperatorEn
 namespace tellus::data {
 
 Status checkExecConfinement(const config::ExecConfig& exec) { return internal::resolveConfinement(exec).status(); }
+
+size_t removeExecDirsOf(const std::filesystem::path& workDir, pid_t pid) {
+  const std::string prefix = internal::execDirPrefix(pid);
+  size_t removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(workDir, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::error_code ignored;  // best effort, as PrivateDir's own removal
+    if (std::filesystem::remove_all(e.path(), ignored) > 0) ++removed;
+  }
+  return removed;
+}
 
 }  // namespace tellus::data

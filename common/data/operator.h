@@ -26,7 +26,10 @@
 //                      with only PATH, HOME and TMPDIR in its environment.
 // The key/value aggregators (wordcount.reduce, sum) skip empty lines.
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <istream>
 #include <ostream>
 #include <map>
@@ -103,6 +106,12 @@ Status checkExecAllowed(const config::ExecConfig& exec, const std::string& cmd);
 // and the process can switch to it): a daemon's start-up check, so that a site enabling exec
 // with an impossible user fails at start rather than at every task.
 Status checkExecConfinement(const config::ExecConfig& exec);
+
+// Removes the private directories that exec commands run by process `pid` left in
+// `workDir` (each is named after the process that made it): what a process killed before its
+// cleanup ran left behind. Call only while `pid` cannot name another process (before it is
+// reaped). Returns how many were removed.
+size_t removeExecDirsOf(const std::filesystem::path& workDir, pid_t pid);
 
 // Names of the built-in operators, sorted.
 std::vector<std::string> operatorNames();

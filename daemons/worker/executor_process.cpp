@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "data/operator.h"
 #include "monitor/process_table.h"
 #include "util/log.h"
 
@@ -23,7 +24,8 @@ using asio::awaitable;
 
 Result<std::shared_ptr<ExecutorProcess>> ExecutorProcess::start(asio::any_io_executor io,
                                                                 const std::filesystem::path& program,
-                                                                const std::filesystem::path& dir) {
+                                                                const std::filesystem::path& dir,
+                                                                std::filesystem::path execWorkDir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return makeError(ErrorCode::kInternal, "cannot create " + dir.string() + ": " + ec.message());
@@ -47,17 +49,19 @@ Result<std::shared_ptr<ExecutorProcess>> ExecutorProcess::start(asio::any_io_exe
     ::close(sv[0]);
     return pidFd.error();  // the Subprocess kills and reaps the child as it goes
   }
-  return std::shared_ptr<ExecutorProcess>(new ExecutorProcess(std::move(io), std::move(child).value(), sv[0], *pidFd, dir));
+  return std::shared_ptr<ExecutorProcess>(
+      new ExecutorProcess(std::move(io), std::move(child).value(), sv[0], *pidFd, dir, std::move(execWorkDir)));
 }
 
 ExecutorProcess::ExecutorProcess(asio::any_io_executor io, proc::Subprocess process, int socketFd, int pidFd,
-                                 std::filesystem::path dir)
+                                 std::filesystem::path dir, std::filesystem::path execWorkDir)
     : io_(io),
       process_(std::move(process)),
       pid_(process_.pid()),
       socket_(io, asio::local::stream_protocol(), socketFd),
       pidFd_(io, pidFd),
       dir_(std::move(dir)),
+      execWorkDir_(std::move(execWorkDir)),
       done_(io) {}
 
 ExecutorProcess::~ExecutorProcess() = default;  // process_ kills and reaps a child still running
@@ -112,6 +116,13 @@ awaitable<void> ExecutorProcess::watchExit(std::shared_ptr<ExecutorProcess> self
   // A pidfd is readable once its process has ended.
   co_await self->pidFd_.async_wait(asio::posix::descriptor_base::wait_read,
                                    asio::redirect_error(asio::use_awaitable, ec));
+  // Ended but not reaped yet, so its pid still names it alone: what its exec commands left
+  // (it was killed before its own cleanup ran) goes now.
+  if (!ec && !self->execWorkDir_.empty()) {
+    if (size_t left = data::removeExecDirsOf(self->execWorkDir_, self->pid_); left > 0) {
+      spdlog::info("executor pid {} ended: removed {} private directories of its commands", self->pid_, left);
+    }
+  }
   auto status = self->process_.tryWait();
   if (!status) {
     // Only if waiting on the pidfd failed: end it ourselves (a short wait once SIGKILLed).

@@ -34,10 +34,13 @@ namespace tellus::worker {
 class ExecutorProcess : public std::enable_shared_from_this<ExecutorProcess> {
  public:
   // Starts `program --serve dir` with its socket on stdin and stderr appended to dir/stderr
-  // (dir is created). Errors name the step (socketpair, spawn, pidfd_open).
+  // (dir is created). Errors name the step (socketpair, spawn, pidfd_open). `execWorkDir`
+  // (empty: exec is off) is where its exec commands get their private directories: those a
+  // killed executor leaves there are removed when it has ended.
   static Result<std::shared_ptr<ExecutorProcess>> start(boost::asio::any_io_executor io,
                                                         const std::filesystem::path& program,
-                                                        const std::filesystem::path& dir);
+                                                        const std::filesystem::path& dir,
+                                                        std::filesystem::path execWorkDir);
   ~ExecutorProcess();
   ExecutorProcess(const ExecutorProcess&) = delete;
   ExecutorProcess& operator=(const ExecutorProcess&) = delete;
@@ -65,7 +68,7 @@ class ExecutorProcess : public std::enable_shared_from_this<ExecutorProcess> {
 
  private:
   ExecutorProcess(boost::asio::any_io_executor io, proc::Subprocess process, int socketFd, int pidFd,
-                  std::filesystem::path dir);
+                  std::filesystem::path dir, std::filesystem::path execWorkDir);
   // Ends the task in flight (if any, and not ended yet) with `result`.
   void finish(Result<pb::ExecutorReport> result);
   std::string deathMessage() const;
@@ -76,6 +79,7 @@ class ExecutorProcess : public std::enable_shared_from_this<ExecutorProcess> {
   boost::asio::local::stream_protocol::socket socket_;
   boost::asio::posix::stream_descriptor pidFd_;
   std::filesystem::path dir_;
+  std::filesystem::path execWorkDir_;
   ExecutorReportDecoder decoder_;
   uint64_t nextSeq_ = 0;
   struct InFlight {

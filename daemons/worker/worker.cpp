@@ -529,7 +529,8 @@ Result<std::shared_ptr<ExecutorProcess>> Worker::acquireExecutor(const std::stri
   // None idle (a first task, or Parades packs another task into the container): a new one.
   const auto started = std::chrono::steady_clock::now();
   auto dir = dataDir_ / "containers" / jobId / fmt::format("executor-c{}-{}", slot, ++nextRun_);
-  auto executor = ExecutorProcess::start(server_.runtime().io().get_executor(), binDir_ / "tellus-executor", dir);
+  auto executor = ExecutorProcess::start(server_.runtime().io().get_executor(), binDir_ / "tellus-executor", dir,
+                                        config_.exec.enabled ? config_.exec.work_dir : std::string());
   if (!executor) return executor.error();
   server_.spawn(ExecutorProcess::watchExit(*executor), "executor exit watcher");
   server_.spawn(ExecutorProcess::readReports(*executor), "executor report reader");

@@ -122,6 +122,19 @@ TEST_CASE("a long-lived executor killed mid-task: its task runs again and the jo
   bool commandsGone = harness::eventually(
       [&] { return std::none_of(commands.begin(), commands.end(), [](pid_t p) { return processAlive(p); }); }, 2s, 20ms);
   CHECK(commandsGone);
+  // Nor its private directory (exec's work_dir is /tmp here): the worker removes what a dead
+  // executor's commands left, by the executor's pid in the name.
+  const auto leftBy = [](pid_t pid) {
+    std::vector<std::string> left;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/tmp", ec)) {
+      if (e.path().filename().string().rfind(fmt::format("tellus-exec-{}-", pid), 0) == 0) left.push_back(e.path());
+    }
+    return left;
+  };
+  bool dirsGone = harness::eventually([&] { return leftBy(victim).empty(); }, 10s, 20ms);
+  INFO("left by the killed executor:" << joined(leftBy(victim)));
+  CHECK(dirsGone);
 
   auto end = sc.waitForEnd(*jobId, kJobDeadline);
   INFO("waiting for the end: " << (end.isOk() ? "" : end.message() + sc.diagnostics(*jobId)));
