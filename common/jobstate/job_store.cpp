@@ -813,13 +813,15 @@ awaitable<Result<std::set<uint32_t>>> JobStore::recordBatch(std::string jobId, u
                                         coord::CreateMode::kPersistentSequential));
     }
     for (const auto& item : batch) ops.push_back(coord::ZkOp::remove(attemptsPath(jobId) + "/" + item.location.attempt_id()));
-    if (markerSession != 0) {
+    // The markers go only while the session that wrote them lives: after its expiry they went
+    // with it, and a marker at the same path is another execution's (another worker's, or a
+    // later one of ours) — removing it would hide a running task from its JM.
+    if (markerSession != 0 && zk_.sessionId() == markerSession) {
       for (uint32_t task : markerTasks) {
         const std::string path = runningTaskPath(jobId, stage, task);
-        if (careful || zk_.sessionId() != markerSession) {
-          // Only a marker this session owns: after an expiry another worker may run the task.
+        if (careful) {
           auto stat = co_await zk_.exists(path);
-          if (!stat || !*stat || (*stat)->ephemeralOwner != zk_.sessionId()) continue;
+          if (!stat || !*stat || (*stat)->ephemeralOwner != markerSession) continue;
           ops.push_back(coord::ZkOp::remove(path, (*stat)->version));
         } else {
           ops.push_back(coord::ZkOp::remove(path));
@@ -956,10 +958,12 @@ awaitable<Status> JobStore::holdLandedMarker(std::string jobId, std::string mark
   co_return taken.error();
 }
 
-awaitable<Status> JobStore::removeRunningMarker(std::string jobId, TaskId task) {
+awaitable<Status> JobStore::removeRunningMarker(std::string jobId, TaskId task, int64_t markerSession) {
   if (auto st = checkJobId(jobId); !st) co_return st;
   const std::string markerPath = runningTaskPath(jobId, task.first, task.second);
   for (int attempt = 0;; ++attempt) {
+    // The marker went with the session that wrote it; one there now is another execution's.
+    if (zk_.sessionId() != markerSession) co_return Status::ok();
     auto removed = co_await zk_.remove(markerPath);
     if (removed || removed.code() == ErrorCode::kNotFound) co_return Status::ok();
     if (removed.code() != ErrorCode::kUnavailable || attempt >= retry_.retries) {

@@ -222,9 +222,11 @@ class JobStore {
   //     task recorded meanwhile goes in as audit-only (the first copy wins, none twice);
   //   - deletes each execution's audit node (attempts/<s>-<t>-<seq>): an execution is folded
   //     once, and only one that was started (audited);
-  //   - with `markerSession` (the session that wrote the tasks' running markers; 0: none),
-  //     deletes each task's marker that this session still owns, so a JM never sees a task
-  //     neither running nor recorded (after a session change each marker's owner is checked).
+  //   - with `markerSession` (the session that wrote every one of the tasks' running markers,
+  //     as it was when startAttempt returned; 0: none), deletes the markers in the same
+  //     transaction while that session is still ours, so a JM never sees a task neither
+  //     running nor recorded. Once it has expired they went with it, and whatever marker is at
+  //     a path now is another execution's: none is touched.
   // At most kMaxBatchTasks items. A lost reply is recognised on the retry (the executions are
   // folded already). Returns the tasks whose output it recorded.
   // `known`: the caller's cache of the stage's record nodes (nullptr: read them all).
@@ -237,8 +239,10 @@ class JobStore {
   // audit node's token, even when the session that made it is gone: one call, one audit node.
   Awaitable<Result<std::string>> startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
                                               std::string workerId);
-  // A missing marker is fine.
-  Awaitable<Status> removeRunningMarker(std::string jobId, TaskId task);
+  // Removes the task's marker written by `markerSession` (this client's session when
+  // startAttempt returned). A missing marker is fine; once that session has expired nothing is
+  // removed (the marker went with it; one there now is another execution's).
+  Awaitable<Status> removeRunningMarker(std::string jobId, TaskId task, int64_t markerSession);
 
   // ---- a JM's registration (ephemeral JmInfo per site) ----
   // The registration's stat, nullopt when the site has none.

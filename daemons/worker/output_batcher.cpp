@@ -50,16 +50,18 @@ awaitable<void> OutputBatcher::flush(Key key) {
     // The queue may have grown meanwhile: written up to maxTasks at a time.
     auto& q = queues_[key];
     q.due->reset();
-    const size_t n = std::min<size_t>(q.items.size(), options_.maxTasks);
+    // One batch, one marker session (recordBatch removes the markers only while it lives):
+    // executions of an older session go in a batch of their own, and the rest right after.
+    const size_t limit = std::min<size_t>(q.items.size(), options_.maxTasks);
+    size_t n = 1;
+    while (n < limit && q.sessions[n] == q.sessions.front()) ++n;
+    const int64_t session = q.sessions.front();
     std::vector<jobstate::BatchItem> batch(std::make_move_iterator(q.items.begin()),
                                            std::make_move_iterator(q.items.begin() + static_cast<std::ptrdiff_t>(n)));
     std::vector<int64_t> sessions(q.sessions.begin(), q.sessions.begin() + static_cast<std::ptrdiff_t>(n));
     q.items.erase(q.items.begin(), q.items.begin() + static_cast<std::ptrdiff_t>(n));
     q.sessions.erase(q.sessions.begin(), q.sessions.begin() + static_cast<std::ptrdiff_t>(n));
-    // Markers written under several sessions: each marker's owner is checked (-1 is no session).
-    const int64_t session =
-        std::all_of(sessions.begin(), sessions.end(), [&](int64_t id) { return id == sessions.front(); }) ? sessions.front() : -1;
-    if (q.items.size() >= options_.maxTasks) q.due->set();
+    if (q.items.size() >= options_.maxTasks || (!q.sessions.empty() && q.sessions.front() != session)) q.due->set();
     // Taken out while written (another stage's flush may evict entries meanwhile), put back after.
     jobstate::StageRecords known;
     if (auto it = known_.find(key); it != known_.end()) {

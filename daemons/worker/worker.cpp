@@ -677,6 +677,10 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   }
   auto attemptId = co_await jobStore_->startAttempt(req.job_id(), taskId, marker, config_.id);
   if (!attemptId) co_return attemptId.error();
+  // The marker is this session's (startAttempt makes sure): only while it lives do we remove
+  // the marker; after an expiry the path may hold another execution's (issue 12's chaos run:
+  // a resumed worker's batch deleted the marker of the task's re-run on another worker).
+  const int64_t markerSession = server_.coordinator().sessionId();
   addPhase(kZkStart, Clock::now() - phaseStart);
   phaseStart = Clock::now();
   auto& busy = busySlots_[req.container().slot()];
@@ -698,7 +702,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
                       : acquireExecutor(req.job_id(), req.container().slot());
   if (!executor) {
     if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
-    (void)co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
+    (void)co_await jobStore_->removeRunningMarker(req.job_id(), taskId, markerSession);
     co_return executor.error().prepend("starting executor");
   }
   std::string monitorKey = std::to_string(req.container().slot()) + "/" + req.job_id() + "/" +
@@ -718,7 +722,8 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   const auto executorWall = Clock::now() - phaseStart;
   if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
   if (--taskRuns_[runKey] <= 0) taskRuns_.erase(runKey);
-  auto result = co_await recordOutput(req, *attemptId, std::move(report), dir, executorWall, std::move(fetchedFrom));
+  auto result =
+      co_await recordOutput(req, *attemptId, markerSession, std::move(report), dir, executorWall, std::move(fetchedFrom));
   ++tasksRun_;
   if (!result) {
     ++tasksFailed_;
@@ -726,7 +731,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     // The marker of a failed task goes now, so a JM never sees it as running nor done (a
     // recorded output's marker goes with the batch that records it).
     phaseStart = Clock::now();
-    Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId);
+    Status unmarked = co_await jobStore_->removeRunningMarker(req.job_id(), taskId, markerSession);
     if (!unmarked) spdlog::warn("{}", unmarked.message());
     addPhase(kZkUnmark, Clock::now() - phaseStart);
   }
@@ -759,6 +764,7 @@ void Worker::removePartialOutputs(const pb::RunTaskRequest& req, const std::file
 }
 
 awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
+                                                            int64_t markerSession,
                                                             Result<pb::ExecutorReport> report,
                                                             std::filesystem::path dir,
                                                             std::chrono::steady_clock::duration executorWall,
@@ -791,7 +797,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   const bool stageIdle = std::none_of(taskRuns_.begin(), taskRuns_.end(), [&](const auto& run) {
     return std::get<0>(run.first) == req.job_id() && std::get<1>(run.first) == req.stage();
   });
-  batcher_->add(req.job_id(), req.stage(), jobstate::BatchItem{req.task(), loc, false}, server_.coordinator().sessionId(),
+  batcher_->add(req.job_id(), req.stage(), jobstate::BatchItem{req.task(), loc, false}, markerSession,
                 stageIdle);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed

@@ -60,7 +60,9 @@ class Worker {
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
   // After the executor's report (or its death): queue the output's record (batcher_).
+  // `markerSession`: the session that wrote the task's running marker.
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
+                                                                   int64_t markerSession,
                                                                    Result<pb::ExecutorReport> report,
                                                                    std::filesystem::path dir,
                                                                    std::chrono::steady_clock::duration executorWall,

@@ -380,7 +380,7 @@ TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integr
 
   // The marker goes through a connection loss before sending.
   f.faulty->injectNext(Fault::kBefore, "remove");
-  REQUIRE(f.run(f.store->removeRunningMarker(jobId, task)).isOk());
+  REQUIRE(f.run(f.store->removeRunningMarker(jobId, task, f.faulty->sessionId())).isOk());
   CHECK(f.run(f.store->runningTasks(jobId))->empty());
   CHECK(f.faulty->injectedFaults() == 3);
 
@@ -466,9 +466,9 @@ TEST_CASE("JobStore: a task's executions in the order they started, and who ran 
     auto id = f.run(f.store->startAttempt(jobId, TaskId{0, 1}, marker, worker));
     REQUIRE(id.isOk());
     started.push_back(*id);
-    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 1})).isOk());
+    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 1}, f.faulty->sessionId())).isOk());
     REQUIRE(f.run(f.store->startAttempt(jobId, TaskId{0, 10}, marker, "s9-w9")).isOk());
-    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 10})).isOk());
+    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 10}, f.faulty->sessionId())).isOk());
   }
   ZkClient& raw = **f.zk;
   // A foreign node under the task's prefix is skipped.
@@ -534,6 +534,22 @@ TEST_CASE("JobStore: a batch learns what is taken from the stage's summary; a wr
     CHECK(summary(jobId) == std::set<uint32_t>{0, 1});
     CHECK(f.run(f.store->outputTasks(jobId, 0)).error().code == ErrorCode::kUnavailable);  // the pending fault
     CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{0, 1});
+  }
+
+  SECTION("an execution whose marker's session expired leaves the marker at its path alone") {
+    // A worker resumed after its session expired records an execution of the old session,
+    // while the task's re-run (here: this session's marker) runs: the batch records the
+    // output but must not remove the re-run's marker, nor may the old execution's cleanup.
+    const std::string jobId = f.createJob();
+    const auto batch = executionOf(jobId, 0);
+    const int64_t expired = session + 1;  // not this client's session: one that is gone
+    CHECK(*f.run(f.store->recordBatch(jobId, 0, batch, expired)) == std::set<uint32_t>{0});
+    CHECK(*f.run(f.store->runningTasks(jobId)) == std::vector<TaskId>{{0, 0}});
+    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 0}, expired)).isOk());
+    CHECK(*f.run(f.store->runningTasks(jobId)) == std::vector<TaskId>{{0, 0}});
+    // The session that wrote it removes it.
+    REQUIRE(f.run(f.store->removeRunningMarker(jobId, TaskId{0, 0}, session)).isOk());
+    CHECK(f.run(f.store->runningTasks(jobId))->empty());
   }
 
   SECTION("a summary claiming a task no batch records: the batches decide") {
