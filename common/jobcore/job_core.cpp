@@ -32,7 +32,7 @@ AttemptEnd classifyRunTaskError(ErrorCode code) {
 }
 
 bool Actions::empty() const {
-  return launches.empty() && lostOutputs.empty() && !needSiteRecords && releases.empty() && !succeed && !fail &&
+  return launches.empty() && lostOutputs.empty() && reassignments.empty() && !needSiteRecords && releases.empty() && !succeed && !fail &&
          startJms.empty() && !request && !steal && !publish && readFinishRecords.empty() && !exit && !takeOver;
 }
 
@@ -309,6 +309,8 @@ void JobCore::onBecamePrimary(uint64_t epoch) {
 void JobCore::onLostPrimary() {
   primary_ = false;
   siteCapacities_.reset();
+  // A primary again later counts a site's absence afresh: it did not watch it meanwhile.
+  siteGoneSince_.clear();
 }
 
 bool JobCore::onEpoch(uint64_t epoch, double now) {
@@ -497,6 +499,17 @@ void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   view_.stages[removal.task.first].parts.erase(removal.task.second);
   notePart(removal.task.first, removal.task.second, false);
   refreshRunningElsewhere();
+}
+
+void JobCore::onTasksReassigned(const ReassignTasks& reassignment, const std::optional<pb::TaskMap>& map,
+                                int32_t version) {
+  reassigning_.erase(reassignment.stage);
+  if (!map || reassignment.stage >= view_.stages.size()) return;
+  auto& st = view_.stages[reassignment.stage];
+  if (st.taskmap && version < st.taskmapVersion) return;  // the watch brought a newer one
+  st.taskmap = *map;
+  st.taskmapVersion = version;
+  indexOwners(reassignment.stage);
 }
 
 void JobCore::onContainerRequestSent(const ContainerRequest& request) {
@@ -857,12 +870,97 @@ bool JobCore::lossUndecided(uint32_t u, uint32_t t, const pb::PartitionLocation&
   // its workers are down): the task that read it cannot run again anywhere before one is
   // back, so dropping its output gains nothing, and a site that comes back brings it too.
   if (!isDatasetStage(view_.spec, u) || static_cast<int>(t) >= view_.stages[u].inputs.partitions_size()) return false;
-  const auto& ref = view_.stages[u].inputs.partitions(static_cast<int>(t));
+  return rawInputLost(u, t, live);
+}
+
+bool JobCore::rawInputLost(uint32_t s, uint32_t t, const std::set<std::string>& live) const {
+  const auto& ref = view_.stages[s].inputs.partitions(static_cast<int>(t));
   if (live.count(ref.worker_id())) return false;
   for (const auto& replica : ref.replicas()) {
     if (live.count(replica.worker_id())) return false;
   }
   return true;
+}
+
+bool JobCore::inputsLive(uint32_t s, uint32_t t, const std::set<std::string>& live,
+                         std::map<uint32_t, bool>& shuffleLive) const {
+  if (isDatasetStage(view_.spec, s)) {
+    return static_cast<int>(t) < view_.stages[s].inputs.partitions_size() && !rawInputLost(s, t, live);
+  }
+  for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+    const int u = job::stageIndex(view_.spec, in.stage());
+    if (u < 0) return false;
+    const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
+    if (in.edge() == pb::EDGE_FORWARD) {
+      auto it = parts.find(t);
+      if (it == parts.end() || !live.count(it->second.worker_id())) return false;
+      continue;
+    }
+    // Every task of a shuffle reads every upstream output: decided once per upstream stage.
+    auto [cached, fresh] = shuffleLive.try_emplace(static_cast<uint32_t>(u), true);
+    if (fresh) {
+      for (const auto& [ut, loc] : parts) cached->second = cached->second && live.count(loc.worker_id()) > 0;
+    }
+    if (!cached->second) return false;
+  }
+  return true;
+}
+
+void JobCore::decideLostSites(double now, const std::set<std::string>& live, Actions& out) {
+  // Gone: no registered JM (none to answer a steal) and no live worker (none to run a task),
+  // both only after their sessions expired. Receivers: sites with a JM and live workers.
+  std::set<std::string> lost;
+  std::vector<std::string> receivers;
+  for (const auto& site : status_.sites()) {
+    const auto workers = liveWorkers_.find(site);
+    const bool known = workers != liveWorkers_.end();
+    if (site == config_.site || jms_.count(site) || !known || !workers->second.empty()) {
+      siteGoneSince_.erase(site);
+      if (site == config_.site || (jms_.count(site) && known && !workers->second.empty())) receivers.push_back(site);
+      continue;
+    }
+    const double since = siteGoneSince_.try_emplace(site, now).first->second;
+    if (now - since < config_.timings.siteLostS) {
+      wakeAt(since + config_.timings.siteLostS, now, out);
+      continue;
+    }
+    lost.insert(site);
+  }
+  if (lost.empty() || receivers.empty()) return;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    const auto& stage = view_.stages[s];
+    // Pinned stages stay with their site whatever happens to it (residency in meaning).
+    if (!listed(s) || !stage.taskmap || reassigning_.count(s) || (s < pinnedStages_.size() && pinnedStages_[s])) continue;
+    const auto& map = *stage.taskmap;
+    // Spread evenly: each task to the receiver owning the fewest unfinished tasks of the stage.
+    std::map<std::string, size_t> load;
+    for (const auto& site : receivers) load[site] = 0;
+    load[config_.site] = unfinishedHere_[s].size();
+    for (uint32_t t : unfinishedElsewhere_[s]) {
+      if (auto it = load.find(map.owner_site(static_cast<int>(t))); it != load.end()) ++it->second;
+    }
+    std::optional<ReassignTasks> reassignment;
+    std::map<uint32_t, bool> shuffleLive;
+    for (uint32_t t : unfinishedElsewhere_[s]) {
+      const std::string& owner = map.owner_site(static_cast<int>(t));
+      if (!lost.count(owner) || (reassignment && reassignment->from != owner)) continue;
+      const TaskId id{s, t};
+      // A marker: it may still be recorded (first copy wins); its session's end removes it.
+      if (markers_.count(id) || running_.count(id)) continue;
+      if (isDatasetStage(view_.spec, s) && stage.inputs.partitions(static_cast<int>(t)).residency_local()) continue;
+      // Only what can run elsewhere now: an input on a dead worker (lineage recomputes it, or
+      // it waits for the lost site with its raw data) would only fail there.
+      if (!inputsReady(s, t) || !inputsLive(s, t, live, shuffleLive)) continue;
+      auto to = std::min_element(receivers.begin(), receivers.end(),
+                                 [&](const auto& a, const auto& b) { return load[a] < load[b]; });
+      ++load[*to];
+      if (!reassignment) reassignment = ReassignTasks{s, owner, {}};
+      reassignment->to[*to].push_back(t);
+    }
+    if (!reassignment) continue;
+    reassigning_.insert(s);
+    out.reassignments.push_back(std::move(*reassignment));
+  }
 }
 
 std::optional<bool> JobCore::outputsNeeded(uint32_t u) const {
@@ -911,6 +1009,7 @@ void JobCore::decidePrimary(double now, Actions& out) {
         out.lostOutputs.push_back({{u, t}, loc.worker_id(), "its only copy was on dead worker " + loc.worker_id()});
       }
     }
+    decideLostSites(now, live, out);
   }
   if (!out.lostOutputs.empty()) return;  // release only on a state without known losses
   // Output records are trusted only once confirmed: nothing is released or finished on a

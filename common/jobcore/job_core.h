@@ -63,6 +63,11 @@ struct CoreTimings {
   // election leader takes over, at once: the simulator, which elects no one this way).
   double primaryMissS = 0.0;
   double takeOverRetryS = 0.2;     // after a takeover that did not land (ZooKeeper busy or away)
+  // A site of the job with no registered JM and no live worker for this long is lost: the
+  // primary gives its movable waiting tasks to the live sites (see ReassignTasks). Its JM and
+  // workers vanish only when their sessions expire, so the site was silent for a session
+  // timeout before this window starts. The daemon sets it from site_lost_after_ms.
+  double siteLostS = 6.0;
 };
 
 struct CoreConfig {
@@ -128,6 +133,16 @@ struct StealWork {
   std::vector<std::string> victims;  // sites to ask, in order, until one gives work
 };
 
+// The primary gives tasks of a lost site (CoreTimings::siteLostS) to live sites: one fenced
+// compare-and-set of the stage's taskMap moving each task of `to` that `from` still owns
+// (JobCore::moveTasks), then onTasksReassigned. Only tasks that can run elsewhere now: not
+// recorded, no running marker, not pinned by residency, inputs on live workers.
+struct ReassignTasks {
+  uint32_t stage = 0;
+  std::string from;                                // the lost site
+  std::map<std::string, std::vector<uint32_t>> to; // receiving site -> its tasks
+};
+
 // Become primary: bump the epoch from `expectedEpoch` (a conditional write: of JMs taking over
 // from the same epoch exactly one wins), then onBecamePrimary; either way onTakeOverEnded.
 struct TakeOver {
@@ -137,11 +152,13 @@ struct TakeOver {
   std::string why;            // for the log
 };
 
-// What the driver must do now. Primary-only actions (releases, lostOutputs, succeed,
-// startJms) must be written fenced by the epoch, in this order: lostOutputs, releases, succeed.
+// What the driver must do now. Primary-only actions (releases, lostOutputs, reassignments,
+// succeed, startJms) must be written fenced by the epoch, in this order: lostOutputs,
+// reassignments, releases, succeed.
 struct Actions {
   std::vector<LaunchTask> launches;
   std::vector<RemoveLostOutput> lostOutputs;
+  std::vector<ReassignTasks> reassignments;
   // The primary has stages to release: read every site's record and call onSiteRecords().
   bool needSiteRecords = false;
   std::vector<ReleaseStage> releases;
@@ -256,6 +273,9 @@ class JobCore {
   // ok: written (or already there); false: not written (fenced or unavailable).
   void onStageReleased(const ReleaseStage& release, bool ok);
   void onLostOutputRemoved(const RemoveLostOutput& removal, bool ok);
+  // The reassignment's fenced compare-and-set ended: `map` as written (nullopt: not written;
+  // decided afresh on a later step).
+  void onTasksReassigned(const ReassignTasks& reassignment, const std::optional<pb::TaskMap>& map, int32_t version);
   void onContainerRequestSent(const ContainerRequest& request);
   // The fail action's status write ended; when it did not land, the next step asks again.
   void onFailWritten(bool ok);
@@ -356,6 +376,14 @@ class JobCore {
   void decidePrimary(double now, Actions& out);
   // A secondary (or the election's leader) whose primary went silent takes over.
   void decideTakeOver(double now, Actions& out);
+  // Sites with no JM and no live worker for siteLostS: their movable waiting tasks go to the
+  // live sites (primary; ReassignTasks). `live`: every live worker of the job's sites.
+  void decideLostSites(double now, const std::set<std::string>& live, Actions& out);
+  // Every input of task t of stage s is on a live worker (a raw partition: it or a replica);
+  // `shuffleLive` caches, by upstream stage, whether all its outputs are.
+  bool inputsLive(uint32_t s, uint32_t t, const std::set<std::string>& live, std::map<uint32_t, bool>& shuffleLive) const;
+  // A raw partition's task input is on no live worker, neither it nor a replica.
+  bool rawInputLost(uint32_t s, uint32_t t, const std::set<std::string>& live) const;
   // Sites coming back from having no live worker: starts and ends their grace (siteReturnGraceS).
   void noteReturningSites(double now, Actions& out);
   // The output of task t of stage u is on a dead worker, but that is not (yet) a loss: no live
@@ -444,6 +472,11 @@ class JobCore {
   uint32_t publishedDesire_ = 0, publishedGranted_ = 0;
   bool publishedPrimary_ = false;
   std::optional<double> publishAskedAt_;  // when step() last asked for a publish
+
+  // Lost sites (primary): when each site was first seen with no JM and no live worker; the
+  // stages whose reassignment is being written.
+  std::map<std::string, double> siteGoneSince_;
+  std::set<uint32_t> reassigning_;
 
   // JM replacement (primary)
   std::map<std::string, double> jmMissingSince_;

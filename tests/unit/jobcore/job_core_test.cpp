@@ -1359,3 +1359,238 @@ TEST_CASE("takeover: two secondaries miss the primary at once; the conditional b
   }
   CHECK(zk.value == 2);
 }
+
+// ---- a lost site's movable tasks (issue 12 item 3) --------------------------------------------
+
+namespace {
+
+constexpr double kSiteLostS = 5.0;
+
+// The primary at a with stage 0 done (every output on a's workers: b's task was stolen) and
+// stage 1's two tasks owned by b, none running: b's tasks can run anywhere.
+JobCore primaryWithReduceAtB(bool primary = true) {
+  CoreConfig config = configAt("a");
+  config.timings.siteLostS = kSiteLostS;
+  JobCore core = loadedWith(config);
+  if (primary) {
+    releaseMaps(core, 0);
+  } else {
+    core.onTaskMap(0, mapStage(), 0);
+  }
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt(t % 2 == 0 ? "a-w1" : "a-w2");
+  core.onParts(0, parts);
+  pb::TaskMap reduce;
+  reduce.add_owner_site(std::string("b"));
+  reduce.add_owner_site(std::string("b"));
+  reduce.set_epoch(1);
+  core.onTaskMap(1, reduce, 0);
+  core.onParts(1, {});
+  return core;
+}
+
+// b's JM and workers vanish (their sessions expired).
+void cutOffB(JobCore& core) {
+  core.onLiveWorkers("b", {});
+  core.onJms({"a"});
+}
+
+// The taskMap as the driver's compare-and-set writes it.
+pb::TaskMap applied(const JobCore& core, const ReassignTasks& r) {
+  pb::TaskMap map = *core.view().stages[r.stage].taskmap;
+  for (const auto& [to, tasks] : r.to) JobCore::moveTasks(map, tasks, r.from, to);
+  return map;
+}
+
+}  // namespace
+
+TEST_CASE("lost site: after the window the primary gives its waiting tasks to the live sites, not before",
+          "[unit][jobcore][sitelost]") {
+  JobCore core = primaryWithReduceAtB();
+  cutOffB(core);
+  auto gone = core.step(10);
+  CHECK(gone.reassignments.empty());
+  REQUIRE(gone.wakeAt);
+  CHECK(*gone.wakeAt <= 10 + kSiteLostS);
+  CHECK(core.step(10 + kSiteLostS - 0.1).reassignments.empty());
+  auto lost = core.step(10 + kSiteLostS);
+  REQUIRE(lost.reassignments.size() == 1);
+  const auto& r = lost.reassignments[0];
+  CHECK(r.stage == 1);
+  CHECK(r.from == "b");
+  REQUIRE(r.to.size() == 1);
+  CHECK(r.to.at("a") == std::vector<uint32_t>{0, 1});
+  // Not decided again while the write is in flight.
+  CHECK(core.step(10 + kSiteLostS + 1).reassignments.empty());
+  // Written: the tasks are ours, and they run here.
+  const pb::TaskMap written = applied(core, r);
+  core.onTasksReassigned(r, written, 1);
+  CHECK(core.view().stages[1].taskmap->owner_site(0) == "a");
+  CHECK(core.view().stages[1].taskmap->owner_site(1) == "a");
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  auto run = core.step(10 + kSiteLostS + 2);
+  CHECK(run.reassignments.empty());
+  CHECK(launchedTasks(run) == std::set<TaskId>{{1, 0}, {1, 1}});
+}
+
+TEST_CASE("lost site: tasks are spread evenly over the live sites", "[unit][jobcore][sitelost]") {
+  // Three sites: c is cut off, a (the primary) and b share its four waiting tasks.
+  CoreConfig config = configAt("a");
+  config.timings.siteLostS = kSiteLostS;
+  JobCore core(config);
+  auto spec = wordcountSpec();
+  spec.mutable_stages(1)->set_tasks(4);
+  REQUIRE(core.onJobLoaded(spec, wordcountInputs()));
+  auto status = running();
+  status.add_sites(std::string("c"));
+  core.onStatus(status, 0);
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onLiveWorkers("c", {"c-w1"});
+  core.onJms({"a", "b", "c"});
+  core.onBecamePrimary(1);
+  core.onRunningMarkers({});
+  core.onTaskMap(0, mapStage(), 0);
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt("a-w1");
+  core.onParts(0, parts);
+  pb::TaskMap reduce;
+  for (int t = 0; t < 4; ++t) reduce.add_owner_site(std::string("c"));
+  core.onTaskMap(1, reduce, 0);
+  core.onParts(1, {});
+  core.onLiveWorkers("c", {});
+  core.onJms({"a", "b"});
+  CHECK(core.step(1).reassignments.empty());
+  auto lost = core.step(1 + kSiteLostS);
+  REQUIRE(lost.reassignments.size() == 1);
+  const auto& to = lost.reassignments[0].to;
+  REQUIRE(to.size() == 2);
+  CHECK(to.at("a").size() == 2);
+  CHECK(to.at("b").size() == 2);
+}
+
+TEST_CASE("lost site: running and recorded tasks stay where they are", "[unit][jobcore][sitelost]") {
+  JobCore core = primaryWithReduceAtB();
+  SECTION("running: its marker is still listed") {
+    pb::RunningTask marker;
+    marker.set_site("b");
+    *marker.mutable_container() = container("b-w1", 0, "b").id();
+    core.onRunningMarkers({{TaskId{1, 0}, marker}});
+  }
+  SECTION("recorded") { core.onParts(1, {{0, outputAt("a-w1")}}); }
+  cutOffB(core);
+  CHECK(core.step(1).reassignments.empty());
+  auto lost = core.step(1 + kSiteLostS);
+  REQUIRE(lost.reassignments.size() == 1);
+  CHECK(lost.reassignments[0].to.at("a") == std::vector<uint32_t>{1});
+}
+
+TEST_CASE("lost site: tasks pinned by residency, or whose input only the lost site holds, wait for it",
+          "[unit][jobcore][sitelost]") {
+  CoreConfig config = configAt("a");
+  config.timings.siteLostS = kSiteLostS;
+  SECTION("raw input on the lost site's workers only: it could not run elsewhere") {
+    JobCore core = loadedWith(config);
+    releaseMaps(core, 0);  // task 3 reads b-w1's partition
+    cutOffB(core);
+    CHECK(core.step(1).reassignments.empty());
+    CHECK(core.step(1 + kSiteLostS).reassignments.empty());
+  }
+  SECTION("a readable copy elsewhere: the task moves, unless its partition is residency-local") {
+    for (const bool pinned : {false, true}) {
+      JobCore core(config);
+      auto inputs = wordcountInputs(pinned);
+      inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("a-w2");
+      REQUIRE(core.onJobLoaded(wordcountSpec(), inputs));
+      core.onStatus(running(), 0);
+      core.onLiveWorkers("a", {"a-w1", "a-w2"});
+      core.onLiveWorkers("b", {"b-w1"});
+      core.onJms({"a", "b"});
+      listNothing(core);
+      releaseMaps(core, 0);
+      cutOffB(core);
+      CHECK(core.step(1).reassignments.empty());
+      auto lost = core.step(1 + kSiteLostS);
+      INFO("residency-local: " << pinned);
+      CHECK(lost.reassignments.size() == (pinned ? 0u : 1u));
+    }
+  }
+  SECTION("a stage pinned in meaning (it reads raw records copied from pinned data) stays") {
+    // identity copies b's pinned records: stage 1 is pinned at b; wordcount.map aggregates them.
+    for (const std::string op : {"identity", "wordcount.map"}) {
+      JobCore core(config);
+      auto spec = wordcountSpec();
+      spec.mutable_stages(0)->set_op(op);
+      auto inputs = wordcountInputs();
+      inputs[0].mutable_partitions(3)->set_residency_local(true);
+      REQUIRE(core.onJobLoaded(spec, inputs));
+      core.onStatus(running(), 0);
+      core.onLiveWorkers("a", {"a-w1", "a-w2"});
+      core.onLiveWorkers("b", {"b-w1"});
+      core.onJms({"a", "b"});
+      core.onBecamePrimary(1);
+      core.onRunningMarkers({});
+      core.onTaskMap(0, mapStage(), 0);
+      // Every input of stage 1 readable from a live worker: only the pinning keeps it at b.
+      std::map<uint32_t, pb::PartitionLocation> parts;
+      for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt("a-w1");
+      core.onParts(0, parts);
+      pb::TaskMap reduce;
+      reduce.add_owner_site(std::string("b"));
+      reduce.add_owner_site(std::string("b"));
+      core.onTaskMap(1, reduce, 0);
+      core.onParts(1, {});
+      cutOffB(core);
+      CHECK(core.step(1).reassignments.empty());
+      INFO("stage 0's op: " << op);
+      CHECK(core.step(1 + kSiteLostS).reassignments.size() == (op == "identity" ? 0u : 1u));
+    }
+  }
+}
+
+TEST_CASE("lost site: only the primary reassigns, and one fenced meanwhile stops", "[unit][jobcore][sitelost]") {
+  SECTION("a secondary") {
+    JobCore core = primaryWithReduceAtB(/*primary=*/false);
+    cutOffB(core);
+    CHECK(core.step(1).reassignments.empty());
+    CHECK(core.step(1 + kSiteLostS).reassignments.empty());
+  }
+  SECTION("a primary that learns of a newer epoch") {
+    JobCore core = primaryWithReduceAtB();
+    cutOffB(core);
+    CHECK(core.step(1).reassignments.empty());
+    CHECK(core.onEpoch(2, 2));  // fenced: it steps down
+    CHECK(core.step(1 + kSiteLostS).reassignments.empty());
+  }
+  SECTION("a write refused by the fence changes nothing") {
+    JobCore core = primaryWithReduceAtB();
+    cutOffB(core);
+    CHECK(core.step(1).reassignments.empty());
+    auto lost = core.step(1 + kSiteLostS);
+    REQUIRE(lost.reassignments.size() == 1);
+    core.onTasksReassigned(lost.reassignments[0], std::nullopt, -1);
+    core.onLostPrimary();
+    CHECK(core.view().stages[1].taskmap->owner_site(0) == "b");
+    CHECK(core.view().stages[1].taskmap->owner_site(1) == "b");
+    CHECK(core.step(2 + kSiteLostS).reassignments.empty());
+    // Primary again later: the window starts afresh.
+    core.onBecamePrimary(3);
+    CHECK(core.step(3 + kSiteLostS).reassignments.empty());
+    CHECK(core.step(3 + 2 * kSiteLostS).reassignments.size() == 1);
+  }
+}
+
+TEST_CASE("lost site: a site back before the window keeps its tasks, and the window starts afresh",
+          "[unit][jobcore][sitelost]") {
+  JobCore core = primaryWithReduceAtB();
+  cutOffB(core);
+  CHECK(core.step(1).reassignments.empty());
+  SECTION("its workers back") { core.onLiveWorkers("b", {"b-w1"}); }
+  SECTION("its JM back") { core.onJms({"a", "b"}); }
+  CHECK(core.step(3).reassignments.empty());
+  CHECK(core.step(1 + kSiteLostS).reassignments.empty());
+  cutOffB(core);
+  CHECK(core.step(4).reassignments.empty());
+  CHECK(core.step(4 + kSiteLostS - 0.1).reassignments.empty());
+  CHECK(core.step(4 + kSiteLostS).reassignments.size() == 1);
+}
