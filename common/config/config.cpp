@@ -488,6 +488,7 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.heartbeat_interval_ms =
         m.optional<uint32_t>("heartbeat_interval_ms", c.heartbeat_interval_ms, between<uint32_t>(10, 60'000));
     c.heartbeat_misses = m.optional<uint32_t>("heartbeat_misses", c.heartbeat_misses, between<uint32_t>(2, 100));
+    c.site_lost_after_ms = m.optional<uint32_t>("site_lost_after_ms", c.site_lost_after_ms);
     c.exit_reason_file = m.optional<std::string>("exit_reason_file", c.exit_reason_file);
     c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
@@ -541,6 +542,7 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "markers_coalesce_ms" << YAML::Value << c.markers_coalesce_ms;
   out << YAML::Key << "heartbeat_interval_ms" << YAML::Value << c.heartbeat_interval_ms;
   out << YAML::Key << "heartbeat_misses" << YAML::Value << c.heartbeat_misses;
+  out << YAML::Key << "site_lost_after_ms" << YAML::Value << c.site_lost_after_ms;
   if (!c.exit_reason_file.empty()) {
     out << YAML::Key << "exit_reason_file" << YAML::Value << YAML::DoubleQuoted << c.exit_reason_file;
   }

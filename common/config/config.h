@@ -209,6 +209,9 @@ struct JmConfig {
   // misses heartbeat_misses in a row takes over (window = interval × misses).
   uint32_t heartbeat_interval_ms = 200;
   uint32_t heartbeat_misses = 3;
+  // A site of the job with no registered JM and no live worker for this long is lost: the
+  // primary gives its movable waiting tasks to the live sites. 0: zookeeper.session_timeout_ms.
+  uint32_t site_lost_after_ms = 0;
   // Where the JM writes, in one line, why it exits non-zero (its worker reports it to the
   // master, which shows it in `tellus status` when the job fails of it). Empty: nowhere.
   std::string exit_reason_file;

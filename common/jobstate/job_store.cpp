@@ -649,7 +649,8 @@ awaitable<Status> JobStore::writeStatusFenced(std::string jobId, pb::JobStatus s
 // ---- compare-and-set ----------------------------------------------------------------------
 
 awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId, uint32_t stage,
-                                                               std::function<Status(pb::TaskMap&)> edit, int tries) {
+                                                               std::function<Status(pb::TaskMap&)> edit, int tries,
+                                                               std::optional<int32_t> epochVersion) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   const std::string path = taskmapPath(jobId, stage);
   Error lost{ErrorCode::kConflict, "not tried"};
@@ -658,12 +659,33 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId
     if (!current) co_return current.error();
     pb::TaskMap map = std::move(current->value);
     if (auto edited = edit(map); !edited) co_return edited.error();
-    auto set = co_await zk_.set(path, map.SerializeAsString(), current->stat.version);
-    if (set) co_return Versioned<pb::TaskMap>{std::move(map), *set};
+    std::string data = map.SerializeAsString();
+    if (!epochVersion) {
+      auto set = co_await zk_.set(path, std::move(data), current->stat.version);
+      if (set) co_return Versioned<pb::TaskMap>{std::move(map), *set};
+      lost = set.error();
+    } else {
+      std::vector<coord::ZkOp> ops{coord::ZkOp::check(epochPath(jobId), *epochVersion),
+                                   coord::ZkOp::set(path, std::move(data), current->stat.version)};
+      auto done = co_await zk_.multi(std::move(ops));
+      if (done) {
+        if (done->size() != 2 || !(*done)[1].stat) co_return makeError(ErrorCode::kInternal, "taskMap set: no stat returned");
+        co_return Versioned<pb::TaskMap>{std::move(map), *(*done)[1].stat};
+      }
+      lost = done.error();
+      if (lost.code == ErrorCode::kConflict) {
+        // Fenced (the epoch moved: final), or another writer won the map: the epoch tells.
+        auto epoch = co_await zk_.exists(epochPath(jobId));
+        if (!epoch) co_return epoch.error();
+        if (!*epoch || (*epoch)->version != *epochVersion) co_return lost;
+      }
+    }
     // Another writer won, or the reply was lost (our write may have landed): try again on
     // the map as it is now; `edit` recomputes from it.
-    if (set.error().code != ErrorCode::kConflict && set.error().code != ErrorCode::kUnavailable) co_return set.error();
-    lost = set.error();
+    if (lost.code != ErrorCode::kConflict && lost.code != ErrorCode::kUnavailable) co_return lost;
+  }
+  if (epochVersion) {
+    co_return makeError(ErrorCode::kUnavailable, fmt::format("stage {}'s taskMap kept changing: {}", stage, lost.message));
   }
   co_return lost;
 }

@@ -206,13 +206,17 @@ class JobStore {
   Awaitable<Status> removeOutputNodeFenced(std::string jobId, uint32_t stage, std::string name, int32_t epochVersion);
   Awaitable<Status> writeStatusFenced(std::string jobId, pb::JobStatus status, int32_t epochVersion);
 
-  // ---- unfenced compare-and-set ----
+  // ---- compare-and-set (a steal: unfenced; the primary's reassignment: fenced) ----
   // Reads the stage's taskMap, lets `edit` change it and writes it back if nobody wrote it
   // meanwhile; a lost race or a lost reply is tried again on the fresh map (so `edit` must
   // derive its change from the map it is given), up to `tries` times in all, then the last
   // error. `edit` returning an error stops without writing. Returns what was written.
+  // With `epochVersion` the write also checks the epoch node in the same multi, like the
+  // primary's other writes: kConflict means fenced by a newer primary (final); a map that kept
+  // changing through every try is kUnavailable (try again later).
   Awaitable<Result<Versioned<pb::TaskMap>>> casTaskMap(std::string jobId, uint32_t stage,
-                                                       std::function<Status(pb::TaskMap&)> edit, int tries);
+                                                       std::function<Status(pb::TaskMap&)> edit, int tries,
+                                                       std::optional<int32_t> epochVersion = std::nullopt);
 
   // ---- a worker's writes (retried through connection loss, see RetryPolicy) ----
   // Records finished executions of one stage as one batch node (stages/<s>/parts/b-<seq>), in

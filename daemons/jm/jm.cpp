@@ -46,6 +46,7 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   // The daemons of a deployment share one ZooKeeper configuration: the workers' sessions
   // expire within about this of each other.
   core.timings.lossSettleS = c.zookeeper.session_timeout_ms / 1000.0;
+  core.timings.siteLostS = (c.site_lost_after_ms > 0 ? c.site_lost_after_ms : c.zookeeper.session_timeout_ms) / 1000.0;
   // Output records in ZooKeeper can be forged or half-written: the primary checks them.
   core.verifyOutputs = true;
   return core;
@@ -708,6 +709,10 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     core_.onLostOutputRemoved(lost, gone);
     if (!gone) break;
   }
+  for (const auto& reassignment : actions.reassignments) {
+    const bool stillPrimary = co_await reassignTasks(reassignment);
+    if (!stillPrimary) break;  // fenced: the rest is not ours to write
+  }
   for (uint32_t s : actions.readFinishRecords) {
     auto records = co_await store_->finishRecords(config_.job_id, s);
     if (!records) {
@@ -772,6 +777,43 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
   if (actions.steal) server_.spawn(stealWork(*actions.steal), "steal");
   if (actions.takeOver) server_.spawn(takeOver(std::move(*actions.takeOver)), "taking over as primary");
   if (actions.publish && registered_) (void)co_await registerSelf();
+}
+
+awaitable<bool> JobManager::reassignTasks(const jobcore::ReassignTasks& reassignment) {
+  // One fenced compare-and-set of the taskMap: a task the lost site gave away meanwhile (it
+  // came back) is not moved, and a stale primary's write does not land.
+  constexpr int kReassignTries = 3;
+  size_t moved = 0;  // of the try that landed
+  std::function<Status(pb::TaskMap&)> moveToLiveSites = [&](pb::TaskMap& map) {
+    moved = 0;
+    for (const auto& [to, tasks] : reassignment.to) {
+      moved += jobcore::JobCore::moveTasks(map, tasks, reassignment.from, to).size();
+    }
+    return Status::ok();
+  };
+  Result<Versioned<pb::TaskMap>> cas = makeError(ErrorCode::kConflict, "not primary");
+  if (core_.primary()) {
+    cas = co_await store_->casTaskMap(config_.job_id, reassignment.stage, moveToLiveSites, kReassignTries, epochVersion_);
+  }
+  std::optional<pb::TaskMap> written;
+  int32_t version = -1;
+  if (cas) {
+    written = cas->value;
+    version = cas->stat.version;
+  }
+  core_.onTasksReassigned(reassignment, written, version);
+  if (!cas) {
+    spdlog::warn("giving stage {}'s tasks of lost site {} to other sites: {}", reassignment.stage, reassignment.from,
+                 cas.message());
+    Status outcome = noteFence(cas.status());
+    co_return outcome.code() != ErrorCode::kConflict;
+  }
+  std::string summary;
+  for (const auto& [to, tasks] : reassignment.to) summary += fmt::format(" {}:{}", to, tasks.size());
+  spdlog::info("site {} is lost: gave {} of its tasks of stage {} to{}", reassignment.from, moved, reassignment.stage,
+               summary);
+  wake();
+  co_return true;
 }
 
 awaitable<void> JobManager::readSiteRecords() {

@@ -79,6 +79,8 @@ class JobManager {
 
   boost::asio::awaitable<void> execute(jobcore::Actions actions);
   boost::asio::awaitable<void> readSiteRecords();
+  // Executes the primary's reassignment of a lost site's tasks; false when it was fenced.
+  boost::asio::awaitable<bool> reassignTasks(const jobcore::ReassignTasks& reassignment);
   boost::asio::awaitable<void> requestJm(std::string site);
   boost::asio::awaitable<void> sendContainerRequest(jobcore::ContainerRequest request);
   // Marks the job failed (unless it already ended); false when the write did not land.

@@ -188,6 +188,21 @@ TEST_CASE("JobStore: fenced writes apply only under the current epoch", "[integr
   done.set_state(pb::JOB_SUCCEEDED);
   CHECK(f.run(f.store->createTaskMapFenced(jobId, 1, reduceTasks, staleFence)).code() == ErrorCode::kConflict);
   CHECK(f.run(f.store->writeStatusFenced(jobId, done, staleFence)).code() == ErrorCode::kConflict);
+  // A lost site's tasks given away by the stale primary: refused, the map stays as it was.
+  std::function<Status(pb::TaskMap&)> giveS2sTasksToS1 = [](pb::TaskMap& map) {
+    for (auto& owner : *map.mutable_owner_site()) {
+      if (owner == "s2") owner = "s1";
+    }
+    return Status::ok();
+  };
+  const std::optional<int32_t> staleEpochVersion = staleFence;
+  auto staleMove = f.run(f.store->casTaskMap(jobId, 0, giveS2sTasksToS1, 3, staleEpochVersion));
+  CHECK(staleMove.error().code == ErrorCode::kConflict);
+  CHECK(f.run(f.store->taskMap(jobId, 0))->value.owner_site(1) == "s2");
+  const std::optional<int32_t> currentEpochVersion = second->stat.version;
+  auto move = f.run(f.store->casTaskMap(jobId, 0, giveS2sTasksToS1, 3, currentEpochVersion));
+  REQUIRE(move.isOk());
+  CHECK(f.run(f.store->taskMap(jobId, 0))->value.owner_site(1) == "s1");
   const std::vector<jobstate::BatchItem> recordTask1{{1, somewhere, false}};
   REQUIRE(f.run(f.store->recordBatch(jobId, 0, recordTask1, 0)).isOk());
   CHECK(f.run(f.store->removeOutputFenced(jobId, mapTask1, staleFence)).code() == ErrorCode::kConflict);

@@ -365,6 +365,7 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   c.period_ms = 250;
   c.heartbeat_interval_ms = 150;
   c.heartbeat_misses = 4;
+  c.site_lost_after_ms = 9000;
   c.log_level = "trace";
 
   auto back = parseJmConfig(toYaml(c), "jm.yaml");
@@ -384,6 +385,7 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   CHECK(back->period_ms == c.period_ms);
   CHECK(back->heartbeat_interval_ms == 150u);
   CHECK(back->heartbeat_misses == 4u);
+  CHECK(back->site_lost_after_ms == 9000u);
   CHECK(back->log_level == c.log_level);
 
   c.rpc.max_connections = 10;
@@ -421,6 +423,7 @@ TEST_CASE("JM config errors", "[unit][config]") {
   CHECK(r->period_ms == 1000u);
   CHECK(r->heartbeat_interval_ms == 200u);
   CHECK(r->heartbeat_misses == 3u);
+  CHECK(r->site_lost_after_ms == 0u);  // the session timeout
   CHECK_FALSE(jmError(good + "heartbeat_interval_ms: 5\n").empty());
   CHECK_FALSE(jmError(good + "heartbeat_misses: 1\n").empty());
   CHECK(parseJmConfig(good + "heartbeat_interval_ms: 10\nheartbeat_misses: 2\n", "jm.yaml").isOk());
