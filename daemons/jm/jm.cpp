@@ -152,6 +152,7 @@ Status JobManager::start() {
     if (e == coord::SessionEvent::kExpired) {
       stepDown("session expired");
       registered_ = false;
+      taskMapsStale_ = true;
     }
     wake();
   }));
@@ -675,6 +676,13 @@ awaitable<void> JobManager::mainLoop() {
     if (!election_ && (config_.primary || (epochNode_ && epochNode_->value != 0))) joinElection();
     if (server_.stopping()) break;
     core_.onElectionPosition(election_ ? election_->position() : std::nullopt);
+    if (taskMapsStale_) {
+      const bool reread = co_await rereadTaskMaps();
+      if (!reread) {  // no step on what the site owned before the session expired
+        co_await wake_.waitFor(milliseconds(config_.tick_ms));
+        continue;
+      }
+    }
     // The reads above may have outlasted the session (a read times out only after seconds).
     if (!server_.zookeeperAvailable()) continue;
     co_await execute(core_.step(nowS()));
@@ -709,9 +717,14 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     core_.onLostOutputRemoved(lost, gone);
     if (!gone) break;
   }
+  bool fenced = false;
   for (const auto& reassignment : actions.reassignments) {
+    if (fenced) {  // the rest is not ours to write
+      core_.onTasksReassigned(reassignment, std::nullopt, -1);
+      continue;
+    }
     const bool stillPrimary = co_await reassignTasks(reassignment);
-    if (!stillPrimary) break;  // fenced: the rest is not ours to write
+    fenced = !stillPrimary;
   }
   for (uint32_t s : actions.readFinishRecords) {
     auto records = co_await store_->finishRecords(config_.job_id, s);
@@ -805,6 +818,7 @@ awaitable<bool> JobManager::reassignTasks(const jobcore::ReassignTasks& reassign
   if (!cas) {
     spdlog::warn("giving stage {}'s tasks of lost site {} to other sites: {}", reassignment.stage, reassignment.from,
                  cas.message());
+    if (!core_.primary()) co_return false;
     Status outcome = noteFence(cas.status());
     co_return outcome.code() != ErrorCode::kConflict;
   }
@@ -813,6 +827,25 @@ awaitable<bool> JobManager::reassignTasks(const jobcore::ReassignTasks& reassign
   spdlog::info("site {} is lost: gave {} of its tasks of stage {} to{}", reassignment.from, moved, reassignment.stage,
                summary);
   wake();
+  co_return true;
+}
+
+awaitable<bool> JobManager::rereadTaskMaps() {
+  taskMapsStale_ = false;
+  for (uint32_t s = 0; s < core_.view().stages.size(); ++s) {
+    if (!core_.view().stages[s].taskmap) continue;  // not released when last seen: its watch delivers it
+    auto map = co_await store_->taskMap(config_.job_id, s);
+    if (map) {
+      core_.onTaskMap(s, map->value, map->stat.version);
+      continue;
+    }
+    // Gone (the job deleted or compacted) or malformed: the watches tell the core, which ends
+    // or fails the job on its next step. Unreachable: no step until it is read.
+    if (map.error().code != ErrorCode::kUnavailable && map.error().code != ErrorCode::kDeadlineExceeded) continue;
+    spdlog::warn("reading the taskMap of stage {} after the session expired: {}", s, map.message());
+    taskMapsStale_ = true;
+    co_return false;
+  }
   co_return true;
 }
 

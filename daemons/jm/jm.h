@@ -79,6 +79,8 @@ class JobManager {
 
   boost::asio::awaitable<void> execute(jobcore::Actions actions);
   boost::asio::awaitable<void> readSiteRecords();
+  // Reads every released stage's taskMap into the core; false when a read failed.
+  boost::asio::awaitable<bool> rereadTaskMaps();
   // Executes the primary's reassignment of a lost site's tasks; false when it was fenced.
   boost::asio::awaitable<bool> reassignTasks(const jobcore::ReassignTasks& reassignment);
   boost::asio::awaitable<void> requestJm(std::string site);
@@ -133,6 +135,10 @@ class JobManager {
   // Registration and election.
   bool registered_ = false;
   bool everRegistered_ = false;
+  // The session expired: the released stages' taskMaps are read before the next step. The
+  // primary may have given this site's tasks away meanwhile (a lost site); the re-armed
+  // watches deliver that too, but not necessarily before the first step on the new session.
+  bool taskMapsStale_ = false;
   // The session our registration node was last created under: a node of that session found
   // on a later one is our own, left over while ZooKeeper had no quorum to expire it.
   int64_t registeredSession_ = 0;
