@@ -1152,8 +1152,9 @@ bool Engine::stepJm(JobRt& job, int site) {
     return false;
   }
   // Workers never die in the simulation and every site's job manager runs from the start.
-  if (!actions.lostOutputs.empty() || !actions.startJms.empty()) {
-    fail(makeError(ErrorCode::kInternal, where() + ": a job manager asked for lineage or a new job manager"));
+  if (!actions.lostOutputs.empty() || !actions.startJms.empty() || !actions.reassignments.empty()) {
+    fail(makeError(ErrorCode::kInternal,
+                   where() + ": a job manager asked for lineage, a new job manager or a lost site's tasks moved"));
     return false;
   }
   if (actions.needSiteRecords) {
