@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "harness/eventually.h"
 #include "jobstate/job_store.h"
 
@@ -293,17 +295,28 @@ Result<std::string> Scenario::submit(const std::string& site) {
   char sleep[32];
   std::snprintf(sleep, sizeof(sleep), "%.3f", options_.taskSleepS);
   std::string name = "failover-" + std::to_string(++submitted_);
+  std::string side;
+  std::string mapInput = "input: {stage: slow}";
+  if (options_.sideTasks > 0) {
+    side = fmt::format(R"(
+  - name: side
+    op: exec
+    tasks: {}
+    params: {{cmd: "sleep {:.3f}"}})",
+                       options_.sideTasks, options_.sideSleepS);
+    mapInput = "inputs: [{stage: slow}, {stage: side}]";
+  }
   std::string spec = "name: " + name + R"(
 placement: proportional
 stages:
   - name: slow
     op: exec
     input: {dataset: corpus}
-    params: {cmd: "sleep )" + std::string(sleep) + R"(; cat"}
+    params: {cmd: "sleep )" + std::string(sleep) + R"(; cat"})" + side + R"(
   - name: map
     op: wordcount.map
     tasks: )" + std::to_string(options_.mapTasks) + R"(
-    input: {stage: slow}
+    )" + mapInput + R"(
   - name: reduce
     op: wordcount.reduce
     tasks: )" + std::to_string(options_.reduceTasks) + R"(

@@ -121,6 +121,12 @@ struct ScenarioOptions {
   uint32_t reduceTasks = 3;
   // Sites whose part of the corpus is put with `residency: local`.
   std::set<std::string> residencyLocalSites;
+  // With sideTasks > 0, a second stage (stage 1, "side") of that many tasks running
+  // `sleep <sideSleepS>` reads nothing and writes nothing; the map stage reads it too. It is
+  // released with the first stage, spread over every site, and never pinned: work any site
+  // may run (the word count is unchanged).
+  uint32_t sideTasks = 0;
+  double sideSleepS = 2.0;
 
   static harness::MiniClusterOptions defaultCluster();
 };

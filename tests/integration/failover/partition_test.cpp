@@ -1,7 +1,8 @@
 // Issue 12 items 3 and 4, on real ZooKeeper ensembles and real daemons as processes:
 //   - a region partition: every process of one site (its master, its workers with their JMs
 //     and executors, and its ZooKeeper voter) is stopped with SIGSTOP for longer than the
-//     session timeout, then resumed;
+//     session timeout, then resumed; meanwhile its movable tasks run at the other sites and
+//     its residency-pinned ones wait for it;
 //   - ZooKeeper quorum lost and regained: two of the three voters are stopped for longer than
 //     the session timeout, then resumed.
 // Each time the job must end with the exact word count, no finished task may run again, no
@@ -114,8 +115,9 @@ class ResumeVotersOnExit {
 
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("a region cut off past the session timeout and healed: the job ends exact, pinned tasks wait for their "
-          "site, nothing runs twice, the stale primary and master rejoin without a stale write",
+TEST_CASE("a region cut off past the session timeout and healed: the job ends exact, its movable tasks run at the "
+          "other sites, pinned tasks wait for their site, nothing runs twice, the stale primary and master rejoin "
+          "without a stale write",
           "[integration][partition]") {
   ScenarioOptions options;
   options.cluster.zkServers = 3;
@@ -124,6 +126,11 @@ TEST_CASE("a region cut off past the session timeout and healed: the job ends ex
   // site read pinned records: the stages after it may run anywhere.
   options.cluster.masterExtraYaml = "derived_operators: [exec]\n";
   options.residencyLocalSites = {"us-east"};
+  // Stage 1 reads nothing: released with the first stage and spread over the sites, the cut
+  // site's share of it is movable work the others must take over while it is away.
+  options.sideTasks = 24;
+  options.sideSleepS = 2.0;
+  constexpr uint32_t kSideStage = 1;
   auto started = Scenario::start(options);
   INFO("starting the scenario: " << whyNot(started));
   REQUIRE(started.isOk());
@@ -138,15 +145,28 @@ TEST_CASE("a region cut off past the session timeout and healed: the job ends ex
   auto jobId = sc->submit(cut);
   INFO(whyNot(jobId));
   REQUIRE(jobId.isOk());
+  // The side stage's tasks the cut site owns that neither ran nor run: what it must give up.
+  const auto waitingSideTasksOfCut = [&](const JobSnapshot& s) {
+    std::set<TaskId> waiting;
+    auto map = s.taskmaps.find(kSideStage);
+    if (map == s.taskmaps.end()) return waiting;
+    for (uint32_t t = 0; t < static_cast<uint32_t>(map->second.owner_site_size()); ++t) {
+      const TaskId id{kSideStage, t};
+      if (map->second.owner_site(static_cast<int>(t)) == cut && !s.parts.count(id) && !s.running.count(id)) {
+        waiting.insert(id);
+      }
+    }
+    return waiting;
+  };
   // The first stage under way, with outputs already recorded at the site to cut and a task
-  // running there.
+  // running there, and side tasks waiting there.
   auto before = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
     auto tasks = s.stageTasks.find(0);
     if (tasks == s.stageTasks.end() || !s.settled() || s.done(0) * 2 > tasks->second) return false;
     bool recordedThere = false, runningThere = false;
     for (const auto& [id, loc] : s.parts) recordedThere = recordedThere || loc.site() == cut;
     for (const auto& [id, m] : s.running) runningThere = runningThere || m.site() == cut;
-    return recordedThere && runningThere;
+    return recordedThere && runningThere && !waitingSideTasksOfCut(s).empty();
   }, kJobDeadline);
   INFO("waiting for the first stage: " << failureReport(before, *sc, *jobId));
   REQUIRE(before.isOk());
@@ -158,6 +178,10 @@ TEST_CASE("a region cut off past the session timeout and healed: the job ends ex
   auto after = sc->snapshot(*jobId);
   REQUIRE(after.isOk());
   const auto masterMark = markLogs(cluster, *jobId);
+  // Read with the site stopped: what it owned at the cut and had not started.
+  const std::set<TaskId> movable = waitingSideTasksOfCut(*after);
+  INFO("movable tasks of the cut site at the cut: " << movable.size());
+  REQUIRE(!movable.empty());
 
   // The rest of the system sees the site go: its JM's and workers' sessions expire, another
   // site's JM becomes primary under a new epoch.
@@ -189,6 +213,27 @@ TEST_CASE("a region cut off past the session timeout and healed: the job ends ex
     CHECK(progressed->parts.count({0, t}) == before->parts.count({0, t}));
   }
   CHECK(progressed->terminal() == false);
+  // Its movable tasks are given to the other sites (the primary rewrites the taskMap once the
+  // site has been gone for site_lost_after_ms) and recorded there, while it is still away.
+  auto taken = sc->waitFor(*jobId, [&](const JobSnapshot& s) {
+    for (const auto& id : movable) {
+      auto part = s.parts.find(id);
+      if (part == s.parts.end() || part->second.site() == cut) return false;
+    }
+    return true;
+  }, kJobDeadline);
+  INFO("the cut site's movable tasks during the cut: " << failureReport(taken, *sc, *jobId));
+  REQUIRE(taken.isOk());
+  for (const auto& id : movable) {
+    INFO("movable task " << taskName(id));
+    CHECK(taken->taskmaps.at(kSideStage).owner_site(static_cast<int>(id.second)) != cut);
+  }
+  for (uint32_t t = 0; t < static_cast<uint32_t>(firstMap.owner_site_size()); ++t) {
+    if (firstMap.owner_site(static_cast<int>(t)) != cut) continue;
+    INFO("pinned task 0/" << t << " of the cut site, once its movable tasks ran elsewhere");
+    CHECK(taken->parts.count({0, t}) == before->parts.count({0, t}));
+  }
+  CHECK(taken->terminal() == false);
 
   // Heal.
   REQUIRE(resumeOnExit.resume().isOk());
@@ -205,8 +250,19 @@ TEST_CASE("a region cut off past the session timeout and healed: the job ends ex
   CHECK(healed->jms.at(cut).role() == pb::JM_SECONDARY);
 
   // Tasks running at the cut site when it was cut may run again (their markers went with
-  // the workers' sessions); nothing else may, its recorded outputs included.
-  const auto end = requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*after}, cutWorkers), cluster.sites()[1], kEnd);
+  // the workers' sessions), and so may side tasks recorded there (their outputs' only copy
+  // was on a cut worker, and they read nothing pinned: lineage recomputes them); nothing
+  // else may, its pinned outputs and the movable tasks it gave up included.
+  std::set<TaskId> mayRunTwice = runningOn({&*before, &*after}, cutWorkers);
+  for (const auto& [id, loc] : after->parts) {
+    if (id.first == kSideStage && cutWorkers.count(loc.worker_id())) mayRunTwice.insert(id);
+  }
+  const auto end = requireCorrectEnd(*sc, *jobId, mayRunTwice, cluster.sites()[1], kEnd);
+  for (const auto& id : movable) {
+    INFO("movable task " << taskName(id));
+    REQUIRE(end.parts.count(id));
+    CHECK(end.parts.at(id).site() != cut);
+  }
 
   // The pinned tasks ran at their site.
   for (uint32_t t = 0; t < static_cast<uint32_t>(firstMap.owner_site_size()); ++t) {
