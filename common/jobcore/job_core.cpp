@@ -32,8 +32,8 @@ AttemptEnd classifyRunTaskError(ErrorCode code) {
 }
 
 bool Actions::empty() const {
-  return launches.empty() && lostOutputs.empty() && reassignments.empty() && !needSiteRecords && releases.empty() && !succeed && !fail &&
-         startJms.empty() && !request && !steal && !publish && readFinishRecords.empty() && !exit && !takeOver;
+  return launches.empty() && lostOutputs.empty() && reassignments.empty() && !needSiteRecords && releases.empty() &&
+         !succeed && !fail && startJms.empty() && !request && !steal && !publish && readFinishRecords.empty() && !exit && !takeOver;
 }
 
 namespace {
@@ -930,7 +930,8 @@ void JobCore::decideLostSites(double now, const std::set<std::string>& live, Act
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
     const auto& stage = view_.stages[s];
     // Pinned stages stay with their site whatever happens to it (residency in meaning).
-    if (!listed(s) || !stage.taskmap || reassigning_.count(s) || (s < pinnedStages_.size() && pinnedStages_[s])) continue;
+    const bool pinned = s < pinnedStages_.size() && pinnedStages_[s];
+    if (!listed(s) || !stage.taskmap || reassigning_.count(s) || pinned) continue;
     const auto& map = *stage.taskmap;
     // Spread evenly: each task to the receiver owning the fewest unfinished tasks of the stage.
     std::map<std::string, size_t> load;

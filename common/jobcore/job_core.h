@@ -381,7 +381,8 @@ class JobCore {
   void decideLostSites(double now, const std::set<std::string>& live, Actions& out);
   // Every input of task t of stage s is on a live worker (a raw partition: it or a replica);
   // `shuffleLive` caches, by upstream stage, whether all its outputs are.
-  bool inputsLive(uint32_t s, uint32_t t, const std::set<std::string>& live, std::map<uint32_t, bool>& shuffleLive) const;
+  bool inputsLive(uint32_t s, uint32_t t, const std::set<std::string>& live,
+                  std::map<uint32_t, bool>& shuffleLive) const;
   // A raw partition's task input is on no live worker, neither it nor a replica.
   bool rawInputLost(uint32_t s, uint32_t t, const std::set<std::string>& live) const;
   // Sites coming back from having no live worker: starts and ends their grace (siteReturnGraceS).

@@ -669,7 +669,9 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId
                                    coord::ZkOp::set(path, std::move(data), current->stat.version)};
       auto done = co_await zk_.multi(std::move(ops));
       if (done) {
-        if (done->size() != 2 || !(*done)[1].stat) co_return makeError(ErrorCode::kInternal, "taskMap set: no stat returned");
+        if (done->size() != 2 || !(*done)[1].stat) {
+          co_return makeError(ErrorCode::kInternal, "setting the taskMap: no stat returned");
+        }
         co_return Versioned<pb::TaskMap>{std::move(map), *(*done)[1].stat};
       }
       lost = done.error();
@@ -685,7 +687,8 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId
     if (lost.code != ErrorCode::kConflict && lost.code != ErrorCode::kUnavailable) co_return lost;
   }
   if (epochVersion) {
-    co_return makeError(ErrorCode::kUnavailable, fmt::format("stage {}'s taskMap kept changing: {}", stage, lost.message));
+    co_return makeError(ErrorCode::kUnavailable,
+                        fmt::format("stage {}'s taskMap kept changing: {}", stage, lost.message));
   }
   co_return lost;
 }

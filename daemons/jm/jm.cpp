@@ -806,7 +806,8 @@ awaitable<bool> JobManager::reassignTasks(const jobcore::ReassignTasks& reassign
   };
   Result<Versioned<pb::TaskMap>> cas = makeError(ErrorCode::kConflict, "not primary");
   if (core_.primary()) {
-    cas = co_await store_->casTaskMap(config_.job_id, reassignment.stage, moveToLiveSites, kReassignTries, epochVersion_);
+    cas = co_await store_->casTaskMap(config_.job_id, reassignment.stage, moveToLiveSites, kReassignTries,
+                                      epochVersion_);
   }
   std::optional<pb::TaskMap> written;
   int32_t version = -1;
