@@ -242,6 +242,24 @@ void writeRpcLimits(YAML::Emitter& out, const RpcLimitsConfig& r) {
   out << YAML::EndMap;
 }
 
+// The JM's timings, from a JM config or from the `jm:` section of a worker's.
+void readJmTuning(YamlMap& m, JmTuning& c) {
+  c.period_ms = m.optional<uint32_t>("period_ms", c.period_ms, kPositive);
+  c.tick_ms = m.optional<uint32_t>("tick_ms", c.tick_ms, kPositive);
+  c.steal_interval_ms = m.optional<uint32_t>("steal_interval_ms", c.steal_interval_ms, kPositive);
+  c.jm_grace_ms = m.optional<uint32_t>("jm_grace_ms", c.jm_grace_ms, kPositive);
+  c.jm_request_interval_ms = m.optional<uint32_t>("jm_request_interval_ms", c.jm_request_interval_ms, kPositive);
+  c.safety_reread_ms = m.optional<uint32_t>("safety_reread_ms", c.safety_reread_ms, kPositive);
+  c.publish_interval_ms = m.optional<uint32_t>("publish_interval_ms", c.publish_interval_ms, kPositive);
+  c.markers_coalesce_ms = m.optional<uint32_t>("markers_coalesce_ms", c.markers_coalesce_ms);
+  // Below 10 ms a heartbeat is mostly scheduling noise; above a minute the session timeout
+  // is the faster path anyway. Fewer than 2 misses takes over on one lost message.
+  c.heartbeat_interval_ms =
+      m.optional<uint32_t>("heartbeat_interval_ms", c.heartbeat_interval_ms, between<uint32_t>(10, 60'000));
+  c.heartbeat_misses = m.optional<uint32_t>("heartbeat_misses", c.heartbeat_misses, between<uint32_t>(2, 100));
+  c.site_lost_after_ms = m.optional<uint32_t>("site_lost_after_ms", c.site_lost_after_ms);
+}
+
 ExecConfig readExec(YamlMap& root) {
   ExecConfig e;
   auto m = root.optionalMap("exec");
@@ -448,6 +466,7 @@ Result<WorkerConfig> parseWorkerConfig(const std::string& yaml, const std::strin
     }
     c.rpc = readRpcLimits(m);
     c.exec = readExec(m);
+    if (auto jm = m.optionalMap("jm")) readJmTuning(*jm, c.jm);
     c.log_level = readLogLevel(m);
     c.log_format = readLogFormat(m);
     return c;
@@ -475,20 +494,7 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.worker_id = readSiteId(m, "worker_id", "a worker id");
     c.zookeeper = readZooKeeper(m);
     c.tls = readTls(m);
-    c.period_ms = m.optional<uint32_t>("period_ms", c.period_ms, kPositive);
-    c.tick_ms = m.optional<uint32_t>("tick_ms", c.tick_ms, kPositive);
-    c.steal_interval_ms = m.optional<uint32_t>("steal_interval_ms", c.steal_interval_ms, kPositive);
-    c.jm_grace_ms = m.optional<uint32_t>("jm_grace_ms", c.jm_grace_ms, kPositive);
-    c.jm_request_interval_ms = m.optional<uint32_t>("jm_request_interval_ms", c.jm_request_interval_ms, kPositive);
-    c.safety_reread_ms = m.optional<uint32_t>("safety_reread_ms", c.safety_reread_ms, kPositive);
-    c.publish_interval_ms = m.optional<uint32_t>("publish_interval_ms", c.publish_interval_ms, kPositive);
-    c.markers_coalesce_ms = m.optional<uint32_t>("markers_coalesce_ms", c.markers_coalesce_ms);
-    // Below 10 ms a heartbeat is mostly scheduling noise; above a minute the session timeout
-    // is the faster path anyway. Fewer than 2 misses takes over on one lost message.
-    c.heartbeat_interval_ms =
-        m.optional<uint32_t>("heartbeat_interval_ms", c.heartbeat_interval_ms, between<uint32_t>(10, 60'000));
-    c.heartbeat_misses = m.optional<uint32_t>("heartbeat_misses", c.heartbeat_misses, between<uint32_t>(2, 100));
-    c.site_lost_after_ms = m.optional<uint32_t>("site_lost_after_ms", c.site_lost_after_ms);
+    readJmTuning(m, c);
     c.exit_reason_file = m.optional<std::string>("exit_reason_file", c.exit_reason_file);
     c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);

@@ -152,6 +152,26 @@ struct MasterConfig {
   std::string log_level = "info";
 };
 
+// A JM's timings: in its own config, and set for the JMs a worker starts by the worker's
+// `jm:` section (so that an operator can tune failover windows per site).
+struct JmTuning {
+  uint32_t period_ms = 1000;           // L: Af period
+  uint32_t tick_ms = 100;              // in-memory decision tick (Parades' delays); no I/O
+  uint32_t steal_interval_ms = 300;    // at most one steal attempt per interval
+  uint32_t jm_grace_ms = 2000;         // a site's missing JM is requested after this long
+  uint32_t jm_request_interval_ms = 5000;  // and again at most this often
+  uint32_t safety_reread_ms = 30000;   // running markers and the election re-read this often (under watches)
+  uint32_t publish_interval_ms = 1000; // a changed desire/grant count is published at most this often
+  uint32_t markers_coalesce_ms = 250;  // running markers are re-listed at most this often
+  // The primary heartbeats the job's other JMs this often; a secondary that heard it and then
+  // misses heartbeat_misses in a row takes over (window = interval × misses).
+  uint32_t heartbeat_interval_ms = 200;
+  uint32_t heartbeat_misses = 3;
+  // A site of the job with no registered JM and no live worker for this long is lost: the
+  // primary gives its movable waiting tasks to the live sites. 0: zookeeper.session_timeout_ms.
+  uint32_t site_lost_after_ms = 0;
+};
+
 struct WorkerConfig {
   std::string id;                      // unique in the site (required)
   std::string site;                    // (required)
@@ -183,11 +203,12 @@ struct WorkerConfig {
   LimitsConfig limits;
   RpcLimitsConfig rpc;                 // also given to the JMs this worker starts
   ExecConfig exec;                     // must match the master's `exec` section
+  JmTuning jm;                         // `jm:` timings of the JMs this worker starts
   std::string log_level = "info";
   std::string log_format = "text";     // text | json; also given to the JMs this worker starts
 };
 
-struct JmConfig {
+struct JmConfig : JmTuning {
   std::string job_id;
   std::string site;
   bool primary = false;                // YAML: `role: primary|secondary`
@@ -197,21 +218,6 @@ struct JmConfig {
   std::string worker_id;               // worker the JM runs on
   ZooKeeperConfig zookeeper;
   TlsConfig tls;                       // or insecure: true
-  uint32_t period_ms = 1000;           // L: Af period
-  uint32_t tick_ms = 100;              // in-memory decision tick (Parades' delays); no I/O
-  uint32_t steal_interval_ms = 300;    // at most one steal attempt per interval
-  uint32_t jm_grace_ms = 2000;         // a site's missing JM is requested after this long
-  uint32_t jm_request_interval_ms = 5000;  // and again at most this often
-  uint32_t safety_reread_ms = 30000;   // running markers and the election re-read this often (under watches)
-  uint32_t publish_interval_ms = 1000; // a changed desire/grant count is published at most this often
-  uint32_t markers_coalesce_ms = 250;  // running markers are re-listed at most this often
-  // The primary heartbeats the job's other JMs this often; a secondary that heard it and then
-  // misses heartbeat_misses in a row takes over (window = interval × misses).
-  uint32_t heartbeat_interval_ms = 200;
-  uint32_t heartbeat_misses = 3;
-  // A site of the job with no registered JM and no live worker for this long is lost: the
-  // primary gives its movable waiting tasks to the live sites. 0: zookeeper.session_timeout_ms.
-  uint32_t site_lost_after_ms = 0;
   // Where the JM writes, in one line, why it exits non-zero (its worker reports it to the
   // master, which shows it in `tellus status` when the job fails of it). Empty: nowhere.
   std::string exit_reason_file;

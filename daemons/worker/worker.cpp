@@ -463,6 +463,7 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
                                                              running));
   }
   config::JmConfig jm;
+  static_cast<config::JmTuning&>(jm) = config_.jm;  // the site's timings (`jm:`)
   jm.job_id = req.job_id();
   jm.site = config_.site;
   jm.primary = req.role() == pb::JM_PRIMARY;

@@ -505,6 +505,55 @@ TEST_CASE("value rules", "[unit][config]") {
   CHECK_FALSE(isZkChroot("//"));
 }
 
+TEST_CASE("the example configs shipped in examples/config parse", "[unit][config]") {
+  auto master = loadMasterConfig(std::string(TELLUS_EXAMPLES_DIR) + "/master.yaml");
+  INFO((master ? std::string() : master.message()));
+  CHECK(master.isOk());
+  auto worker = loadWorkerConfig(std::string(TELLUS_EXAMPLES_DIR) + "/worker.yaml");
+  INFO((worker ? std::string() : worker.message()));
+  REQUIRE(worker.isOk());
+  CHECK(worker->jm.heartbeat_misses == 3u);
+}
+
+TEST_CASE("a worker's jm section sets the timings of the JMs it starts, checked as in a JM's own config",
+          "[unit][config]") {
+  auto plain = parseWorkerConfig(kWorker, "worker.yaml");
+  REQUIRE(plain.isOk());
+  CHECK(plain->jm.heartbeat_interval_ms == JmTuning{}.heartbeat_interval_ms);
+  CHECK(plain->jm.site_lost_after_ms == 0u);
+
+  auto tuned = parseWorkerConfig(
+      kWorker + "jm:\n  heartbeat_interval_ms: 500\n  heartbeat_misses: 4\n  site_lost_after_ms: 20000\n  tick_ms: 50\n",
+      "worker.yaml");
+  REQUIRE(tuned.isOk());
+  CHECK(tuned->jm.heartbeat_interval_ms == 500u);
+  CHECK(tuned->jm.heartbeat_misses == 4u);
+  CHECK(tuned->jm.site_lost_after_ms == 20000u);
+  CHECK(tuned->jm.tick_ms == 50u);
+  CHECK(tuned->jm.period_ms == JmTuning{}.period_ms);
+
+  // What the worker writes for its JMs carries them, and a JM reads them back.
+  JmConfig jm;
+  static_cast<JmTuning&>(jm) = tuned->jm;
+  jm.job_id = "job-0000000001";
+  jm.site = "eu-west";
+  jm.master = "10.0.0.1:7100";
+  jm.worker_id = "w1";
+  jm.zookeeper.connect = "zk1:2181";
+  jm.zookeeper.insecure = true;
+  jm.tls.insecure = true;
+  auto back = parseJmConfig(toYaml(jm), "jm.yaml");
+  INFO(toYaml(jm));
+  REQUIRE(back.isOk());
+  CHECK(back->heartbeat_interval_ms == 500u);
+  CHECK(back->heartbeat_misses == 4u);
+  CHECK(back->site_lost_after_ms == 20000u);
+
+  CHECK(workerError(kWorker + "jm:\n  heartbeat_misses: 1\n") ==
+        "worker.yaml:20: jm.heartbeat_misses: expected an integer in [2, 100], got '1'");
+  CHECK_THAT(workerError(kWorker + "jm:\n  job_id: job-1\n"), Catch::Contains("jm.job_id: unknown field"));
+}
+
 TEST_CASE("the exec section: off by default, typed, checked", "[unit][config]") {
   auto plain = parseWorkerConfig(kWorker, "worker.yaml");
   REQUIRE(plain.isOk());
