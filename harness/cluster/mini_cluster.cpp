@@ -199,6 +199,13 @@ std::string MiniCluster::masterAddress(const std::string& site) const {
   return it == masterAddresses_.end() ? "" : it->second;
 }
 
+std::vector<std::string> MiniCluster::siteNames(int count) {
+  const int known = static_cast<int>(std::size(kSiteNames));
+  std::vector<std::string> names;
+  for (int i = 0; i < std::min(count, known); ++i) names.emplace_back(kSiteNames[i]);
+  return names;
+}
+
 std::vector<std::string> MiniCluster::workers(const std::string& site) const {
   std::vector<std::string> out;
   for (const auto& [id, w] : workers_) {

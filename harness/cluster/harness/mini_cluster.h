@@ -79,6 +79,8 @@ class MiniCluster {
 
   // Site names: us-east, eu-west, ap-south, ...
   const std::vector<std::string>& sites() const { return sites_; }
+  // The names a cluster of `count` sites will have (for options keyed by site).
+  static std::vector<std::string> siteNames(int count);
   std::string masterAddress(const std::string& site) const;
   // Worker ids of a site: "<site>-w1", ...
   std::vector<std::string> workers(const std::string& site) const;
