@@ -253,9 +253,13 @@ void readJmTuning(YamlMap& m, JmTuning& c) {
   c.publish_interval_ms = m.optional<uint32_t>("publish_interval_ms", c.publish_interval_ms, kPositive);
   c.markers_coalesce_ms = m.optional<uint32_t>("markers_coalesce_ms", c.markers_coalesce_ms);
   // Below 10 ms a heartbeat is mostly scheduling noise; above a minute the session timeout
-  // is the faster path anyway. Fewer than 2 misses takes over on one lost message.
+  // is the faster path anyway. 0: none sent, takeovers wait for the primary's session to
+  // expire (as when every heartbeat is lost). Fewer than 2 misses takes over on one lost message.
   c.heartbeat_interval_ms =
-      m.optional<uint32_t>("heartbeat_interval_ms", c.heartbeat_interval_ms, between<uint32_t>(10, 60'000));
+      m.optional<uint32_t>("heartbeat_interval_ms", c.heartbeat_interval_ms, between<uint32_t>(0, 60'000));
+  if (m.ok() && c.heartbeat_interval_ms > 0 && c.heartbeat_interval_ms < 10) {
+    m.fail("heartbeat_interval_ms", fmt::format("expected 0 (off) or 10 to 60000, got {}", c.heartbeat_interval_ms));
+  }
   c.heartbeat_misses = m.optional<uint32_t>("heartbeat_misses", c.heartbeat_misses, between<uint32_t>(2, 100));
   c.site_lost_after_ms = m.optional<uint32_t>("site_lost_after_ms", c.site_lost_after_ms);
 }

@@ -159,7 +159,7 @@ Status JobManager::start() {
   spdlog::info("JM of job {} at site {} ({}) serving on {}", config_.job_id, config_.site,
                config_.primary ? "started as primary" : "started as secondary", server_.address());
   server_.spawn(mainLoop(), "job manager loop");
-  server_.spawn(heartbeatLoop(), "heartbeats");
+  if (config_.heartbeat_interval_ms > 0) server_.spawn(heartbeatLoop(), "heartbeats");
   return {};
 }
 

@@ -552,6 +552,12 @@ TEST_CASE("a worker's jm section sets the timings of the JMs it starts, checked 
   CHECK(workerError(kWorker + "jm:\n  heartbeat_misses: 1\n") ==
         "worker.yaml:20: jm.heartbeat_misses: expected an integer in [2, 100], got '1'");
   CHECK_THAT(workerError(kWorker + "jm:\n  job_id: job-1\n"), Catch::Contains("jm.job_id: unknown field"));
+  // 0: no heartbeats (takeovers wait for the primary's session to expire); 1..9 is noise.
+  auto off = parseWorkerConfig(kWorker + "jm:\n  heartbeat_interval_ms: 0\n", "worker.yaml");
+  REQUIRE(off.isOk());
+  CHECK(off->jm.heartbeat_interval_ms == 0u);
+  CHECK(workerError(kWorker + "jm:\n  heartbeat_interval_ms: 5\n") ==
+        "worker.yaml:20: jm.heartbeat_interval_ms: expected 0 (off) or 10 to 60000, got 5");
 }
 
 TEST_CASE("the exec section: off by default, typed, checked", "[unit][config]") {

@@ -8,10 +8,9 @@
 //                  [--containers 2] [--repeats 1] [--timeline] [--block-heartbeats]
 //                  [--scenarios none,pjm-vm,pjm-process,sjm-vm,worker]
 //
-// --block-heartbeats: the JMs' heartbeat window is set beyond any run (every worker's `jm:`
-// section: heartbeat_interval_ms 60000 × heartbeat_misses 100), as if every heartbeat were
-// lost: a takeover then waits for the silent primary's ZooKeeper session to expire (issue 12:
-// ≤ 3 s on that path).
+// --block-heartbeats: the JMs send no heartbeats (every worker's `jm:` section says
+// heartbeat_interval_ms: 0), as if every one were lost: a takeover then waits for the silent
+// primary's ZooKeeper session to expire (issue 12: ≤ 3 s on that path).
 //
 // Scenarios (the failure lands when half of the first stage is done):
 //   none         no failure: the baseline job time
@@ -84,7 +83,7 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
   options.linesPerPartition = 40;
   if (bench.blockHeartbeats) {
     for (const auto& site : harness::MiniCluster::siteNames(options.cluster.sites)) {
-      options.cluster.workerExtraYaml[site] += "jm:\n  heartbeat_interval_ms: 60000\n  heartbeat_misses: 100\n";
+      options.cluster.workerExtraYaml[site] += "jm:\n  heartbeat_interval_ms: 0\n";
     }
   }
   auto sc = Scenario::start(options);
