@@ -71,6 +71,19 @@ std::string workerError(const std::string& yaml) {
   return r.message();
 }
 
+// A JM config with what a worker always fills in (insecure, for brevity).
+JmConfig minimalJm(const std::string& site) {
+  JmConfig jm;
+  jm.job_id = "job-1";
+  jm.site = site;
+  jm.master = "127.0.0.1:7100";
+  jm.worker_id = "w1";
+  jm.zookeeper.connect = "zk:2181";
+  jm.zookeeper.insecure = true;
+  jm.tls.insecure = true;
+  return jm;
+}
+
 std::string jmError(const std::string& yaml) {
   auto r = parseJmConfig(yaml, "jm.yaml");
   REQUIRE_FALSE(r.isOk());
@@ -533,15 +546,8 @@ TEST_CASE("a worker's jm section sets the timings of the JMs it starts, checked 
   CHECK(tuned->jm.period_ms == JmTuning{}.period_ms);
 
   // What the worker writes for its JMs carries them, and a JM reads them back.
-  JmConfig jm;
+  JmConfig jm = minimalJm("eu-west");
   static_cast<JmTuning&>(jm) = tuned->jm;
-  jm.job_id = "job-0000000001";
-  jm.site = "eu-west";
-  jm.master = "10.0.0.1:7100";
-  jm.worker_id = "w1";
-  jm.zookeeper.connect = "zk1:2181";
-  jm.zookeeper.insecure = true;
-  jm.tls.insecure = true;
   auto back = parseJmConfig(toYaml(jm), "jm.yaml");
   INFO(toYaml(jm));
   REQUIRE(back.isOk());
@@ -672,13 +678,7 @@ TEST_CASE("every daemon config has a tls section or an explicit insecure: true",
   CHECK(insecure->tls.insecure);
 
   // A worker hands its files to the JMs it starts: the JM config carries them through.
-  JmConfig jm;
-  jm.job_id = "job-1";
-  jm.site = "a";
-  jm.master = "127.0.0.1:7100";
-  jm.worker_id = "w1";
-  jm.zookeeper.connect = "localhost:2181";
-  jm.zookeeper.insecure = true;
+  JmConfig jm = minimalJm("a");
   jm.tls = tls->tls;
   auto back = parseJmConfig(toYaml(jm), "jm.yaml");
   INFO((back.isOk() ? std::string() : back.message()));
@@ -714,14 +714,7 @@ TEST_CASE("HTTP listeners, http_jobs and log_format", "[unit][config]") {
   CHECK(workerError(std::string(kWorker) + "jm_http_listen: 127.0.0.1:9200\n")
             .ends_with("jm_http_listen: expected host:0 (each JM binds a free port)"));
 
-  JmConfig jm;
-  jm.job_id = "job-1";
-  jm.site = "us-east";
-  jm.master = "127.0.0.1:7100";
-  jm.worker_id = "w1";
-  jm.zookeeper.connect = "zk:2181";
-  jm.zookeeper.insecure = true;
-  jm.tls.insecure = true;
+  JmConfig jm = minimalJm("us-east");
   jm.http_listen = "127.0.0.1:0";
   jm.log_format = "json";
   auto back = parseJmConfig(toYaml(jm), "jm.yaml");

@@ -1389,6 +1389,18 @@ JobCore primaryWithReduceAtB(bool primary = true) {
   return core;
 }
 
+// The JMs of `sites` registered, this core primary, and stage 0 released and done (every
+// output on a-w1).
+void primaryWithMapsDoneAtA(JobCore& core, const std::set<std::string>& sites) {
+  core.onJms(sites);
+  core.onBecamePrimary(1);
+  core.onRunningMarkers({});
+  core.onTaskMap(0, mapStage(), 0);
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt("a-w1");
+  core.onParts(0, parts);
+}
+
 // b's JM and workers vanish (their sessions expired).
 void cutOffB(JobCore& core) {
   core.onLiveWorkers("b", {});
@@ -1447,13 +1459,7 @@ TEST_CASE("lost site: tasks are spread evenly over the live sites", "[unit][jobc
   core.onLiveWorkers("a", {"a-w1", "a-w2"});
   core.onLiveWorkers("b", {"b-w1"});
   core.onLiveWorkers("c", {"c-w1"});
-  core.onJms({"a", "b", "c"});
-  core.onBecamePrimary(1);
-  core.onRunningMarkers({});
-  core.onTaskMap(0, mapStage(), 0);
-  std::map<uint32_t, pb::PartitionLocation> parts;
-  for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt("a-w1");
-  core.onParts(0, parts);
+  primaryWithMapsDoneAtA(core, {"a", "b", "c"});
   pb::TaskMap reduce;
   for (int t = 0; t < 4; ++t) reduce.add_owner_site(std::string("c"));
   core.onTaskMap(1, reduce, 0);
@@ -1527,14 +1533,8 @@ TEST_CASE("lost site: tasks pinned by residency, or whose input only the lost si
       core.onStatus(running(), 0);
       core.onLiveWorkers("a", {"a-w1", "a-w2"});
       core.onLiveWorkers("b", {"b-w1"});
-      core.onJms({"a", "b"});
-      core.onBecamePrimary(1);
-      core.onRunningMarkers({});
-      core.onTaskMap(0, mapStage(), 0);
       // Every input of stage 1 readable from a live worker: only the pinning keeps it at b.
-      std::map<uint32_t, pb::PartitionLocation> parts;
-      for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt("a-w1");
-      core.onParts(0, parts);
+      primaryWithMapsDoneAtA(core, {"a", "b"});
       pb::TaskMap reduce;
       reduce.add_owner_site(std::string("b"));
       reduce.add_owner_site(std::string("b"));
