@@ -87,14 +87,17 @@ CoreConfig configAt(const std::string& site) {
 
 // A loaded core with `config` that sees the job running with both sites' workers alive, but
 // was not told any listing of outputs or running markers yet.
-JobCore unlistedWith(const CoreConfig& config, bool pinned = false) {
+JobCore unlistedWith(const CoreConfig& config, const std::vector<pb::StageInputs>& inputs) {
   JobCore core(config);
-  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs(pinned)));
+  REQUIRE(core.onJobLoaded(wordcountSpec(), inputs));
   core.onStatus(running(), 0);
   core.onLiveWorkers("a", {"a-w1", "a-w2"});
   core.onLiveWorkers("b", {"b-w1"});
   core.onJms({"a", "b"});
   return core;
+}
+JobCore unlistedWith(const CoreConfig& config, bool pinned = false) {
+  return unlistedWith(config, wordcountInputs(pinned));
 }
 
 // The first listings of a job that has no output and nothing running yet.
@@ -1504,14 +1507,9 @@ TEST_CASE("lost site: tasks pinned by residency, or whose input only the lost si
   }
   SECTION("a readable copy elsewhere: the task moves, unless its partition is residency-local") {
     for (const bool pinned : {false, true}) {
-      JobCore core(config);
       auto inputs = wordcountInputs(pinned);
       inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("a-w2");
-      REQUIRE(core.onJobLoaded(wordcountSpec(), inputs));
-      core.onStatus(running(), 0);
-      core.onLiveWorkers("a", {"a-w1", "a-w2"});
-      core.onLiveWorkers("b", {"b-w1"});
-      core.onJms({"a", "b"});
+      JobCore core = unlistedWith(config, inputs);
       listNothing(core);
       releaseMaps(core, 0);
       cutOffB(core);
