@@ -547,11 +547,22 @@ awaitable<Status> JobStore::overwriteStatus(std::string jobId, pb::JobStatus sta
 
 // ---- fenced writes --------------------------------------------------------------------------
 
-awaitable<Status> JobStore::fencedMulti(const std::string& jobId, int32_t epochVersion, std::vector<coord::ZkOp> ops) {
-  if (auto st = checkJobId(jobId); !st) co_return st;
+awaitable<Result<std::vector<coord::ZkOpResult>>> JobStore::fencedMulti(const std::string& jobId, int32_t epochVersion,
+                                                                         std::vector<coord::ZkOp> ops) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  const size_t count = ops.size();
   ops.insert(ops.begin(), coord::ZkOp::check(epochPath(jobId), epochVersion));
   auto done = co_await zk_.multi(std::move(ops));
-  co_return done.status();
+  if (!done) co_return done.error();
+  if (done->size() != count + 1) co_return makeError(ErrorCode::kInternal, "a fenced write: results missing");
+  done->erase(done->begin());  // the check's
+  co_return std::move(done).value();
+}
+
+awaitable<Result<bool>> JobStore::epochMoved(const std::string& jobId, int32_t epochVersion) {
+  auto epoch = co_await zk_.exists(epochPath(jobId));
+  if (!epoch) co_return epoch.error();
+  co_return !*epoch || (*epoch)->version != epochVersion;
 }
 
 awaitable<Result<Versioned<uint64_t>>> JobStore::bumpEpoch(std::string jobId, int32_t statusVersion,
@@ -580,8 +591,8 @@ awaitable<Result<Versioned<uint64_t>>> JobStore::bumpEpoch(std::string jobId, in
 
 awaitable<Status> JobStore::createTaskMapFenced(std::string jobId, uint32_t stage, pb::TaskMap map, int32_t epochVersion) {
   std::vector<coord::ZkOp> ops{coord::ZkOp::create(taskmapPath(jobId, stage), map.SerializeAsString())};
-  Status st = co_await fencedMulti(jobId, epochVersion, std::move(ops));
-  co_return st;
+  auto written = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+  co_return written.status();
 }
 
 awaitable<Status> JobStore::removeOutputFenced(std::string jobId, TaskId task, int32_t epochVersion) {
@@ -621,11 +632,12 @@ awaitable<Status> JobStore::removeOutputFenced(std::string jobId, TaskId task, i
       ops.push_back(coord::ZkOp::create(batchPrefixPath(jobId, s), std::move(data).value(), coord::CreateMode::kPersistentSequential));
     }
     if (ops.size() == 1) co_return makeError(ErrorCode::kNotFound, fmt::format("task {}/{} has no recorded output", s, t));
-    Status st = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+    auto done = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+    Status st = done.status();
     if (st || st.code() != ErrorCode::kConflict) co_return st;
     // Fenced (the epoch moved: final), or the stage's records changed under us: again.
-    auto epoch = co_await zk_.exists(epochPath(jobId));
-    if (!epoch || !*epoch || (*epoch)->version != epochVersion) co_return st;
+    auto moved = co_await epochMoved(jobId, epochVersion);
+    if (!moved || *moved) co_return st;
   }
   co_return makeError(ErrorCode::kConflict, fmt::format("task {}/{}: the stage's records kept changing", s, t));
 }
@@ -636,14 +648,14 @@ awaitable<Status> JobStore::removeOutputNodeFenced(std::string jobId, uint32_t s
   // The record version moves too: a batch being written on what this node claimed retries.
   std::vector<coord::ZkOp> ops{coord::ZkOp::set(partsPath(jobId, stage), "", -1),
                                coord::ZkOp::remove(partsPath(jobId, stage) + "/" + name)};
-  Status st = co_await fencedMulti(jobId, epochVersion, std::move(ops));
-  co_return st;
+  auto written = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+  co_return written.status();
 }
 
 awaitable<Status> JobStore::writeStatusFenced(std::string jobId, pb::JobStatus status, int32_t epochVersion) {
   std::vector<coord::ZkOp> ops{coord::ZkOp::set(statusPath(jobId), status.SerializeAsString(), -1)};
-  Status st = co_await fencedMulti(jobId, epochVersion, std::move(ops));
-  co_return st;
+  auto written = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+  co_return written.status();
 }
 
 // ---- compare-and-set ----------------------------------------------------------------------
@@ -665,21 +677,18 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId
       if (set) co_return Versioned<pb::TaskMap>{std::move(map), *set};
       lost = set.error();
     } else {
-      std::vector<coord::ZkOp> ops{coord::ZkOp::check(epochPath(jobId), *epochVersion),
-                                   coord::ZkOp::set(path, std::move(data), current->stat.version)};
-      auto done = co_await zk_.multi(std::move(ops));
+      std::vector<coord::ZkOp> ops{coord::ZkOp::set(path, std::move(data), current->stat.version)};
+      auto done = co_await fencedMulti(jobId, *epochVersion, std::move(ops));
       if (done) {
-        if (done->size() != 2 || !(*done)[1].stat) {
-          co_return makeError(ErrorCode::kInternal, "setting the taskMap: no stat returned");
-        }
-        co_return Versioned<pb::TaskMap>{std::move(map), *(*done)[1].stat};
+        if (!done->front().stat) co_return makeError(ErrorCode::kInternal, "setting the taskMap: no stat returned");
+        co_return Versioned<pb::TaskMap>{std::move(map), *done->front().stat};
       }
       lost = done.error();
       if (lost.code == ErrorCode::kConflict) {
         // Fenced (the epoch moved: final), or another writer won the map: the epoch tells.
-        auto epoch = co_await zk_.exists(epochPath(jobId));
-        if (!epoch) co_return epoch.error();
-        if (!*epoch || (*epoch)->version != *epochVersion) co_return lost;
+        auto moved = co_await epochMoved(jobId, *epochVersion);
+        if (!moved) co_return moved.error();
+        if (*moved) co_return lost;
       }
     }
     // Another writer won, or the reply was lost (our write may have landed): try again on
@@ -1019,8 +1028,8 @@ awaitable<Status> JobStore::updateJmRegistration(std::string jobId, pb::JmInfo i
   if (auto st = checkSite(info.site()); !st) co_return st;
   if (info.role() == pb::JM_PRIMARY && epochVersion >= 0) {
     std::vector<coord::ZkOp> ops{coord::ZkOp::set(jmPath(jobId, info.site()), info.SerializeAsString(), -1)};
-    Status fenced = co_await fencedMulti(jobId, epochVersion, std::move(ops));
-    co_return fenced;
+    auto written = co_await fencedMulti(jobId, epochVersion, std::move(ops));
+    co_return written.status();
   }
   auto set = co_await zk_.set(jmPath(jobId, info.site()), info.SerializeAsString(), -1);
   co_return set.status();

@@ -297,8 +297,12 @@ class JobStore {
   // The node at `path` decoded as M (bounded in size).
   template <class M>
   Awaitable<Result<Versioned<M>>> read(std::string path);
-  // ops after a check of the epoch's version, in one transaction.
-  Awaitable<Status> fencedMulti(const std::string& jobId, int32_t epochVersion, std::vector<coord::ZkOp> ops);
+  // ops after a check of the epoch's version, in one transaction; the results of `ops`.
+  Awaitable<Result<std::vector<coord::ZkOpResult>>> fencedMulti(const std::string& jobId, int32_t epochVersion,
+                                                                std::vector<coord::ZkOp> ops);
+  // After a fenced write's kConflict: whether the epoch moved (the writer is fenced: final)
+  // rather than another writer having won the data (worth another try).
+  Awaitable<Result<bool>> epochMoved(const std::string& jobId, int32_t epochVersion);
   // Brings `known` up to the stage's record nodes as listed now (one listing, a read per new node).
   Awaitable<Status> refreshRecords(const std::string& jobId, uint32_t stage, StageRecords& known);
   // Waits for the session to come back before another try of a write (RetryPolicy).
