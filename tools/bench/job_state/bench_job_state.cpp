@@ -21,6 +21,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -40,22 +41,58 @@ using namespace std::chrono_literals;
 struct Footprint {
   size_t znodes = 0;
   size_t bytes = 0;
-  Json toJson() const { return Json{{"znodes", znodes}, {"bytes", bytes}}; }
+  // The same, per kind of node: the path below the job with per-task and per-site names
+  // collapsed ("stages/*/parts/b-*"), so the largest contributors are visible.
+  std::map<std::string, std::pair<size_t, size_t>> byKind;
+  Json toJson() const {
+    Json kinds = Json::object();
+    for (const auto& [kind, zb] : byKind) kinds[kind] = Json{{"znodes", zb.first}, {"bytes", zb.second}};
+    return Json{{"znodes", znodes}, {"bytes", bytes}, {"by_kind", kinds}};
+  }
 };
 
+// "stages/0/parts/b-0000000003" -> "stages/*/parts/b-*": children of the directories that
+// hold one node per stage, task, execution, site or candidate share one kind.
+std::string kindOf(const std::string& relative) {
+  std::string kind, parent;
+  size_t from = 0;
+  while (from <= relative.size()) {
+    size_t slash = relative.find('/', from);
+    if (slash == std::string::npos) slash = relative.size();
+    std::string part = relative.substr(from, slash - from);
+    if (parent == "stages" || parent == "running" || parent == "attempts" || parent == "jms" ||
+        parent == "election") {
+      part = "*";
+    } else if (parent == "parts") {
+      part = part.starts_with(jobstate::kBatchPrefix) ? std::string(jobstate::kBatchPrefix) + "*" : "*";
+    }
+    kind += (kind.empty() ? "" : "/") + part;
+    parent = relative.substr(from, slash - from);
+    from = slash + 1;
+  }
+  return kind;
+}
+
 // The subtree under `path` (the root included). Nodes that vanish during the walk are skipped.
-Footprint walk(harness::ZkReader& zk, const std::string& path) {
+Footprint walk(harness::ZkReader& zk, const std::string& path, const std::string& relative = "") {
   Footprint f;
   auto node = zk.get(path);
   if (!node) return f;
   f.znodes = 1;
   f.bytes = path.size() - path.rfind('/') - 1 + node->data.size();
+  auto& own = f.byKind[relative.empty() ? std::string(".") : kindOf(relative)];
+  own.first += 1;
+  own.second += f.bytes;
   auto children = zk.children(path);
   if (!children) return f;
   for (const auto& c : *children) {
-    Footprint sub = walk(zk, path + "/" + c);
+    Footprint sub = walk(zk, path + "/" + c, relative.empty() ? c : relative + "/" + c);
     f.znodes += sub.znodes;
     f.bytes += sub.bytes;
+    for (const auto& [kind, zb] : sub.byKind) {
+      f.byKind[kind].first += zb.first;
+      f.byKind[kind].second += zb.second;
+    }
   }
   return f;
 }
