@@ -20,7 +20,7 @@ struct Terminal {
 // bad input. Errors are one line on `err`.
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, Terminal terminal = {});
 
-// "tellus <version> (git <describe>)", fixed when the build was configured.
+// "tellus <version> (git <describe>)", the describe taken when the binary was built.
 std::string versionString();
 
 }  // namespace tellus::cli
