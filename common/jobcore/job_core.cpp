@@ -63,6 +63,7 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
   view_.jobId = config_.jobId;
   view_.spec = spec;
   view_.stages.assign(stages, StageView{});
+  partWorkers_.assign(stages, {});
   unfinishedHere_.assign(stages, {});
   unfinishedElsewhere_.assign(stages, {});
   finishKeys_.assign(stages, {});
@@ -184,7 +185,7 @@ void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLoca
     if (listed.count(t) && !parts.count(t)) removed.push_back(t);
   }
   for (uint32_t t : removed) {
-    known.erase(t);
+    erasePart(stage, t);
     notePart(stage, t, false);
   }
   std::set<uint32_t> present;
@@ -193,7 +194,7 @@ void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLoca
     // A record for a task the stage does not have would make it look complete.
     if (t >= tasks) continue;
     present.insert(t);
-    known[t] = loc;
+    setPart(stage, t, loc);
     notePart(stage, t, true);
   }
   listed = std::move(present);
@@ -286,13 +287,42 @@ void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>
 
 void JobCore::onJms(const std::set<std::string>& sites) { jms_ = sites; }
 
+void JobCore::setPart(uint32_t s, uint32_t t, const pb::PartitionLocation& location) {
+  auto& parts = view_.stages[s].parts;
+  auto it = parts.find(t);
+  if (it != parts.end()) erasePart(s, it);
+  parts.emplace(t, location);
+  ++partWorkers_[s][location.worker_id()];
+}
+
+std::map<uint32_t, pb::PartitionLocation>::iterator JobCore::erasePart(
+    uint32_t s, std::map<uint32_t, pb::PartitionLocation>::iterator it) {
+  auto& counts = partWorkers_[s];
+  auto count = counts.find(it->second.worker_id());
+  if (count != counts.end() && --count->second == 0) counts.erase(count);
+  return view_.stages[s].parts.erase(it);
+}
+
+void JobCore::erasePart(uint32_t s, uint32_t t) {
+  auto& parts = view_.stages[s].parts;
+  auto it = parts.find(t);
+  if (it != parts.end()) erasePart(s, it);
+}
+
+bool JobCore::partsAllOn(uint32_t s, const std::set<std::string>& live) const {
+  for (const auto& [worker, count] : partWorkers_[s]) {
+    if (!live.count(worker)) return false;
+  }
+  return true;
+}
+
 void JobCore::onSiteRecords(const std::vector<pb::SiteInfo>& sites) { siteCapacities_ = siteCapacities(sites); }
 
 void JobCore::onSiteCapacities(std::vector<SiteCapacity> sites) { siteCapacities_ = std::move(sites); }
 
 void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location) {
   if (stage >= view_.stages.size()) return;
-  view_.stages[stage].parts[task] = location;
+  setPart(stage, task, location);
   notePart(stage, task, true);
   listedParts_[stage].insert(task);
   runningElsewhere_.erase({stage, task});
@@ -444,7 +474,7 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
   switch (end) {
     case AttemptEnd::kSucceeded:
       if (location != nullptr && id.first < view_.stages.size()) {
-        view_.stages[id.first].parts[id.second] = *location;
+        setPart(id.first, id.second, *location);
         notePart(id.first, id.second, true);
       }
       break;
@@ -496,7 +526,7 @@ void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   finishKeys_[removal.task.first].erase(removal.task.second);
   verified_[removal.task.first].erase(removal.task.second);
   untrusted_[removal.task.first].erase(removal.task.second);
-  view_.stages[removal.task.first].parts.erase(removal.task.second);
+  erasePart(removal.task.first, removal.task.second);
   notePart(removal.task.first, removal.task.second, false);
   refreshRunningElsewhere();
 }
@@ -799,7 +829,7 @@ Actions JobCore::step(double now) {
     const auto stages = static_cast<uint32_t>(view_.stages.size());
     for (uint32_t u = 0; u < stages; ++u) {
       // Before the stage's first listing, a part no listing showed is no sign of a removal.
-      if (!listed(u) || !outputsNeeded(u).value_or(false)) continue;
+      if (!listed(u) || partsAllOn(u, *live) || !outputsNeeded(u).value_or(false)) continue;
       auto& parts = view_.stages[u].parts;
       const auto& listed = listedParts_[u];
       for (auto it = parts.begin(); it != parts.end();) {
@@ -808,7 +838,7 @@ Actions JobCore::step(double now) {
           ++it;
           continue;
         }
-        it = parts.erase(it);
+        it = erasePart(u, it);
         notePart(u, t, false);
       }
     }
@@ -989,9 +1019,10 @@ void JobCore::decidePrimary(double now, Actions& out) {
       // Not on a stage whose outputs (or whose readers' outputs) were not listed yet: removing
       // a record removed already, or one a done stage no longer needs, would re-run its task.
       // An output on a dead worker there is a loss not decided yet: it holds releases too.
+      if (partsAllOn(u, live)) continue;  // no output of this stage is on a dead worker
       const auto needed = listed(u) ? outputsNeeded(u) : std::nullopt;
       if (!needed) {
-        for (const auto& [t, loc] : view_.stages[u].parts) unreachable = unreachable || !live.count(loc.worker_id());
+        unreachable = true;
         continue;
       }
       if (!*needed) continue;

@@ -352,6 +352,15 @@ class JobCore {
   // every task of the job).
   void indexOwners(uint32_t s);
   void notePart(uint32_t s, uint32_t t, bool recorded);
+  // Every change of a stage's parts (view_.stages[s].parts) goes through these two, which keep
+  // partWorkers_ in step.
+  void setPart(uint32_t s, uint32_t t, const pb::PartitionLocation& location);
+  std::map<uint32_t, pb::PartitionLocation>::iterator erasePart(uint32_t s,
+                                                                std::map<uint32_t, pb::PartitionLocation>::iterator it);
+  void erasePart(uint32_t s, uint32_t t);
+  // Whether every part of stage s is on a worker in `live`: the common case, answered without
+  // walking the parts (a step would otherwise cost O(finished tasks) per stage).
+  bool partsAllOn(uint32_t s, const std::set<std::string>& live) const;
   void decideLaunches(double now, Actions& out);
   void wakeAt(double when, double now, Actions& out) const;
   // Every upstream output task t of stage s reads is recorded (cheaper than taskInputs).
@@ -424,6 +433,7 @@ class JobCore {
   std::map<TaskId, pb::RunningTask> markers_;
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks we did not launch
   std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts the last listing showed, by stage
+  std::vector<std::map<std::string, uint32_t>> partWorkers_;  // by stage: parts per worker id
   // The gate of listed(): by stage, whether onParts ever came; whether onRunningMarkers did.
   // A JM's watches deliver these after it may first step (a replacement JM re-ran finished
   // tasks on a step before them), so the core waits for them rather than the driver's ordering.
