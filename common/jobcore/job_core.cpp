@@ -825,7 +825,12 @@ Actions JobCore::step(double now) {
   } else if (auto live = allLiveWorkers()) {
     // Our own task's output, known from its end before any listing showed it, on a worker
     // that is dead since: the primary drops the record (or already did, before we listed
-    // it), so no listing will take it away here. Forget it, and run the task again.
+    // it), so no listing will take it away here. Forget it, and run the task again — but,
+    // as the primary, only once the worker has been missing for lossSettleS: a worker stopped
+    // past its session's expiry answers the RunTask it finds on resuming before its liveness
+    // node is back, and its output is not lost (bench-chaos worker-stop re-ran such a task at
+    // once, on that same worker).
+    std::erase_if(vanishedAt_, [&](const auto& kv) { return live->count(kv.first) > 0; });
     const auto stages = static_cast<uint32_t>(view_.stages.size());
     for (uint32_t u = 0; u < stages; ++u) {
       // Before the stage's first listing, a part no listing showed is no sign of a removal.
@@ -835,6 +840,12 @@ Actions JobCore::step(double now) {
       for (auto it = parts.begin(); it != parts.end();) {
         const uint32_t t = it->first;
         if (listed.count(t) || live->count(it->second.worker_id()) || lossUndecided(u, t, it->second, *live)) {
+          ++it;
+          continue;
+        }
+        const double vanished = vanishedAt_.try_emplace(it->second.worker_id(), now).first->second;
+        if (now - vanished < config_.timings.lossSettleS) {
+          wakeAt(vanished + config_.timings.lossSettleS, now, out);
           ++it;
           continue;
         }

@@ -460,7 +460,8 @@ class JobCore {
   bool failReported_ = false;
   bool deleted_ = false;
   bool outsider_ = false;  // this JM's site is not among the job's
-  std::map<std::string, double> vanishedAt_;  // worker holding a needed output -> first seen not live
+  // Worker holding a needed output (the primary's) or our own unlisted one -> first seen not live.
+  std::map<std::string, double> vanishedAt_;
 
   // Output trust (verifyOutputs), by stage: each part's finish key as last listed, the parts
   // confirmed (task -> the key confirmed), those found untrusted, stages being read.

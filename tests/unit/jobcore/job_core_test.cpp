@@ -402,6 +402,55 @@ TEST_CASE("an output known only from our own task's end, on a worker that died s
   CHECK(again.launches[0].container.id().worker_id() == other);
 }
 
+TEST_CASE("our own task's output on a worker missing for less than lossSettleS is kept: no re-run on a resumed worker",
+          "[unit][jobcore]") {
+  // bench-chaos worker-stop: a RunTask reached a stopped worker; resumed past its session's
+  // expiry, it ran the task and answered before its liveness node was back. The owner took
+  // the output as lost at once and ran the task again on that same worker.
+  for (bool comesBack : {true, false}) {
+    INFO((comesBack ? "the worker's node is back within the settle" : "the worker stays missing"));
+    CoreConfig config = configAt("b");
+    config.timings.lossSettleS = 2.0;
+    JobCore core(config);
+    auto inputs = wordcountInputs();
+    inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("b-w2");
+    REQUIRE(core.onJobLoaded(wordcountSpec(), inputs));
+    core.onStatus(running(), 0);
+    core.onLiveWorkers("a", {"a-w1", "a-w2"});
+    core.onLiveWorkers("b", {"b-w1", "b-w2"});
+    core.onJms({"a", "b"});
+    listNothing(core);
+    pb::TaskMap map;
+    for (const char* site : {"a", "a", "a", "b"}) map.add_owner_site(site);
+    map.set_epoch(1);
+    core.onTaskMap(0, map, 0);
+    core.onGrants({container("b-w1", 0, "b")});
+    auto launched = core.step(1);
+    REQUIRE(launched.launches.size() == 1);
+    REQUIRE(launched.launches[0].task == TaskId{0, 3});
+    core.onLiveWorkers("b", {"b-w2"});  // b-w1's session expired while it was stopped
+    const auto output = outputAt("b-w1", "b");
+    core.onTaskEnded(launched.launches[0], AttemptEnd::kSucceeded, &output, "", 5);
+    auto resumed = core.step(5);
+    CHECK(resumed.launches.empty());
+    CHECK(core.view().stages[0].parts.count(3));
+    REQUIRE(resumed.wakeAt);
+    CHECK(*resumed.wakeAt <= 5 + config.timings.lossSettleS);
+    CHECK(core.step(6.9).launches.empty());
+    if (comesBack) {
+      core.onLiveWorkers("b", {"b-w1", "b-w2"});  // its new session published it again
+      CHECK(core.step(7.5).launches.empty());
+      CHECK(core.step(20).launches.empty());
+      CHECK(core.view().stages[0].parts.count(3));
+    } else {
+      auto again = core.step(7.1);
+      CHECK_FALSE(core.view().stages[0].parts.count(3));
+      REQUIRE(again.launches.size() == 1);
+      CHECK(again.launches[0].task == TaskId{0, 3});
+    }
+  }
+}
+
 TEST_CASE("a secondary decides no lineage, releases or JM replacements", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   core.onTaskMap(0, [] {
