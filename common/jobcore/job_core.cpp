@@ -475,6 +475,7 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
     case AttemptEnd::kSucceeded:
       if (location != nullptr && id.first < view_.stages.size()) {
         setPart(id.first, id.second, *location);
+        unconfirmedSince_.erase(id);  // a new output: its worker was not seen missing since
         notePart(id.first, id.second, true);
       }
       break;
@@ -823,32 +824,43 @@ Actions JobCore::step(double now) {
   if (primary_) {
     decidePrimary(now, out);
   } else if (auto live = allLiveWorkers()) {
-    // Our own task's output, known from its end before any listing showed it, on a worker
-    // that is dead since: the primary drops the record (or already did, before we listed
-    // it), so no listing will take it away here. Forget it, and run the task again — but,
-    // as the primary, only once the worker has been missing for lossSettleS: a worker stopped
-    // past its session's expiry answers the RunTask it finds on resuming before its liveness
-    // node is back, and its output is not lost (bench-chaos worker-stop re-ran such a task at
-    // once, on that same worker).
-    std::erase_if(vanishedAt_, [&](const auto& kv) { return live->count(kv.first) > 0; });
+    // Our own task's output, known from its end before any listing showed it, whose worker
+    // went missing since: the primary may drop its record before we list it (no listing would
+    // take it away here), or the worker may have died before recording it. Once its worker is
+    // seen missing, a listing must show it within lossSettleS (what the primary gives a missing
+    // worker), back or not; else it is forgotten and its task runs again. Not at once: a worker
+    // resumed past its session's expiry answers a RunTask before its liveness node is back and
+    // records the output a moment later (bench-chaos worker-stop re-ran such a task at once,
+    // on that same worker).
+    std::erase_if(unconfirmedSince_, [&](const auto& kv) {
+      const auto& [u, t] = kv.first;
+      return u >= view_.stages.size() || !view_.stages[u].parts.count(t) || listedParts_[u].count(t);
+    });
     const auto stages = static_cast<uint32_t>(view_.stages.size());
     for (uint32_t u = 0; u < stages; ++u) {
       // Before the stage's first listing, a part no listing showed is no sign of a removal.
-      if (!listed(u) || partsAllOn(u, *live) || !outputsNeeded(u).value_or(false)) continue;
+      if (!listed(u) || !outputsNeeded(u).value_or(false)) continue;
+      // Nothing to look at when every part is on a live worker and none is being watched.
+      const auto watchedHere = unconfirmedSince_.lower_bound(TaskId{u, 0});
+      if (partsAllOn(u, *live) && (watchedHere == unconfirmedSince_.end() || watchedHere->first.first != u)) continue;
       auto& parts = view_.stages[u].parts;
       const auto& listed = listedParts_[u];
       for (auto it = parts.begin(); it != parts.end();) {
         const uint32_t t = it->first;
-        if (listed.count(t) || live->count(it->second.worker_id()) || lossUndecided(u, t, it->second, *live)) {
+        auto since = unconfirmedSince_.find({u, t});
+        const bool watched = since != unconfirmedSince_.end();
+        if (listed.count(t) || (!watched && live->count(it->second.worker_id())) ||
+            lossUndecided(u, t, it->second, *live)) {
           ++it;
           continue;
         }
-        const double vanished = vanishedAt_.try_emplace(it->second.worker_id(), now).first->second;
-        if (now - vanished < config_.timings.lossSettleS) {
-          wakeAt(vanished + config_.timings.lossSettleS, now, out);
+        if (!watched) since = unconfirmedSince_.emplace(TaskId{u, t}, now).first;
+        if (now - since->second < config_.timings.lossSettleS) {
+          wakeAt(since->second + config_.timings.lossSettleS, now, out);
           ++it;
           continue;
         }
+        unconfirmedSince_.erase(since);
         it = erasePart(u, it);
         notePart(u, t, false);
       }

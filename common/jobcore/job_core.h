@@ -460,8 +460,10 @@ class JobCore {
   bool failReported_ = false;
   bool deleted_ = false;
   bool outsider_ = false;  // this JM's site is not among the job's
-  // Worker holding a needed output (the primary's) or our own unlisted one -> first seen not live.
-  std::map<std::string, double> vanishedAt_;
+  std::map<std::string, double> vanishedAt_;  // worker holding a needed output -> first seen not live
+  // A secondary's own outputs known only from their task's end whose worker was seen missing
+  // since -> when first seen so: forgotten (and re-run) after lossSettleS unless listed first.
+  std::map<TaskId, double> unconfirmedSince_;
 
   // Output trust (verifyOutputs), by stage: each part's finish key as last listed, the parts
   // confirmed (task -> the key confirmed), those found untrusted, stages being read.
