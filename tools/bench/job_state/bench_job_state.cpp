@@ -7,27 +7,34 @@
 // overhead). Printed as one JSON document on stdout; progress on stderr. Not a test.
 //
 //   bench-job-state [--tasks 1000] [--workers 2] [--containers 4] [--retention-ms -1]
-//                   [--status-samples 0]
+//                   [--status-samples 0] [--after-finish]
 //
 // --status-samples N (issue 10: `tellus status` of a 100,000-task job within 1 s): instead of
 // running the job to its end, times N `tellus status JOB` calls (the summary) and N
 // `tellus status JOB --tasks --task-limit 1000` calls (one page) while it runs, 5 s apart,
-// then kills the job; `tellus sites` is timed alongside as the floor of any call. Above the
-// default task limits the master's limits are raised to --tasks.
+// then kills the job; `tellus sites` is timed alongside as the floor of any call. With
+// --after-finish the job runs to its end instead and N more of each are timed once it has
+// finished. Either way the stage's taskMap node is measured (bytes) once released, or the
+// job's state and error are reported when no taskMap appears. Above the default task limits
+// the master's limits are raised to --tasks.
 
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "harness/eventually.h"
 #include "harness/mini_cluster.h"
+#include "jobstate/job_store.h"
 #include "jobstate/job_view.h"
 #include "jobstate/paths.h"
 #include "util/log.h"
@@ -106,39 +113,117 @@ std::pair<double, int> timedCli(harness::MiniCluster& cluster, const std::vector
   return {ms, r.exitCode};
 }
 
-int sampleStatus(harness::MiniCluster& cluster, const std::string& jobId, uint32_t tasks, int samples) {
+struct Phase {
+  std::vector<double> summaryMs, pageMs, sitesMs;
+  int failures = 0;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+Json phaseJson(const Phase& phase, Json rows) {
+  const auto stats = [](const std::vector<double>& v) {
+    return Json{{"p50_ms", percentile(v, 0.5)}, {"max_ms", v.empty() ? 0 : *std::max_element(v.begin(), v.end())}};
+  };
+  return Json{{"samples", std::move(rows)},
+              {"status", stats(phase.summaryMs)},
+              {"status_tasks_page", stats(phase.pageMs)},
+              {"sites", stats(phase.sitesMs)},
+              {"failed_calls", phase.failures}};
+}
+
+// One sample: the summary, one page of tasks, and `tellus sites` (the floor: a call that reads
+// no job state: CLI start, TLS handshake, one round trip).
+Json sampleOnce(harness::MiniCluster& cluster, const std::string& jobId, Phase& phase,
+                std::chrono::steady_clock::time_point start) {
+  auto done = cluster.zkReader().run(cluster.zkReader().jobs().outputTasks(jobId, 0));
+  auto [summaryMs, summaryExit] = timedCli(cluster, {"status", jobId});
+  auto [pageMs, pageExit] = timedCli(cluster, {"status", jobId, "--tasks", "--task-limit", "1000"});
+  auto [sitesMs, sitesExit] = timedCli(cluster, {"sites"});
+  phase.summaryMs.push_back(summaryMs);
+  phase.pageMs.push_back(pageMs);
+  phase.sitesMs.push_back(sitesMs);
+  phase.failures += (summaryExit != 0) + (pageExit != 0) + (sitesExit != 0);
+  Json row{{"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+           {"done_tasks", done ? done->size() : 0},
+           {"status_ms", summaryMs},
+           {"status_exit", summaryExit},
+           {"status_tasks_page_ms", pageMs},
+           {"status_tasks_page_exit", pageExit},
+           {"sites_ms", sitesMs},
+           {"sites_exit", sitesExit}};
+  std::cerr << row.dump() << "\n";
+  return row;
+}
+
+// The stage's taskMap node once the stage is released: its size in bytes; or, when none
+// appears, what became of the job (the release failed).
+Json measureTaskMap(harness::MiniCluster& cluster, const std::string& jobId) {
   auto& zk = cluster.zkReader();
-  Json rows = Json::array();
-  double worstSummary = 0, worstPage = 0;
+  std::optional<size_t> bytes;
+  pb::JobStatus status;
+  harness::eventually(
+      [&] {
+        if (auto node = zk.get(jobstate::taskmapPath(jobId, 0))) {
+          bytes = node->data.size();
+          return true;
+        }
+        auto st = zk.run(zk.jobs().status(jobId));
+        if (st) status = st->value;
+        return st && jobstate::isTerminal(st->value.state());
+      },
+      120s, 100ms);
+  if (bytes) return Json{{"taskmap_bytes", *bytes}, {"node_limit_bytes", jobstate::kMaxNodeBytes}};
+  return Json{{"taskmap_bytes", nullptr},
+              {"node_limit_bytes", jobstate::kMaxNodeBytes},
+              {"job_state", jobstate::jobStateName(status.state())},
+              {"job_error", status.error()}};
+}
+
+int sampleStatus(harness::MiniCluster& cluster, const std::string& jobId, uint32_t tasks, int samples, bool afterFinish) {
+  auto& zk = cluster.zkReader();
   const auto start = std::chrono::steady_clock::now();
+  Json out{{"tasks", tasks}, {"taskmap", measureTaskMap(cluster, jobId)}};
+  std::cerr << out["taskmap"].dump() << "\n";
+  if (out["taskmap"]["taskmap_bytes"].is_null()) {
+    std::cout << out.dump(2) << std::endl;
+    return 1;
+  }
+  Phase running;
+  Json runningRows = Json::array();
   for (int i = 0; i < samples; ++i) {
     // The pace of the samples, not a race fix: the job advances in between.
     std::this_thread::sleep_for(5s);
-    auto done = zk.run(zk.jobs().outputTasks(jobId, 0));
-    auto [summaryMs, summaryExit] = timedCli(cluster, {"status", jobId});
-    auto [pageMs, pageExit] = timedCli(cluster, {"status", jobId, "--tasks", "--task-limit", "1000"});
-    // The floor: a call that reads no job state (CLI start, TLS handshake, one round trip).
-    auto [sitesMs, sitesExit] = timedCli(cluster, {"sites"});
-    worstSummary = std::max(worstSummary, summaryMs);
-    worstPage = std::max(worstPage, pageMs);
-    Json row{{"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
-             {"done_tasks", done ? done->size() : 0},
-             {"status_ms", summaryMs},
-             {"status_exit", summaryExit},
-             {"status_tasks_page_ms", pageMs},
-             {"status_tasks_page_exit", pageExit},
-             {"sites_ms", sitesMs},
-             {"sites_exit", sitesExit}};
-    std::cerr << row.dump() << "\n";
-    rows.push_back(std::move(row));
+    runningRows.push_back(sampleOnce(cluster, jobId, running, start));
   }
-  auto killed = cluster.tellus({"kill", jobId});
-  Json out{{"tasks", tasks},
-           {"status_samples", std::move(rows)},
-           {"worst_status_ms", worstSummary},
-           {"worst_status_tasks_page_ms", worstPage},
-           {"kill_exit", killed.exitCode},
-           {"goal", Json{{"status_ms", 1000}}}};
+  out["running"] = phaseJson(running, std::move(runningRows));
+  if (afterFinish) {
+    pb::JobState state = pb::JOB_RUNNING;
+    const bool ended = harness::eventually(
+        [&] {
+          auto status = zk.run(zk.jobs().status(jobId));
+          if (status) state = status->value.state();
+          return status && jobstate::isTerminal(state);
+        },
+        1800s, 500ms);
+    out["job_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out["final_state"] = jobstate::jobStateName(state);
+    if (!ended || state != pb::JOB_SUCCEEDED) {
+      std::cerr << "the job did not succeed (" << jobstate::jobStateName(state) << ")\n";
+      std::cout << out.dump(2) << std::endl;
+      return 1;
+    }
+    Phase finished;
+    Json finishedRows = Json::array();
+    for (int i = 0; i < samples; ++i) finishedRows.push_back(sampleOnce(cluster, jobId, finished, start));
+    out["finished"] = phaseJson(finished, std::move(finishedRows));
+  } else {
+    out["kill_exit"] = cluster.tellus({"kill", jobId}).exitCode;
+  }
+  out["goal"] = Json{{"status_ms", 1000}};
   std::cout << out.dump(2) << std::endl;
   return 0;
 }
@@ -149,14 +234,16 @@ int run(int argc, char** argv) {
   int containers = 4;
   int64_t retentionMs = -1;
   int statusSamples = 0;
+  bool afterFinish = false;
   CLI::App app{"ZooKeeper state of a job of no-op tasks while it runs, finished, compacted (JSON)"};
-  app.add_option("--tasks", tasks, "tasks of the job")->check(CLI::Range(1u, 100000u));
+  app.add_option("--tasks", tasks, "tasks of the job")->check(CLI::Range(1u, 1000000u));
   app.add_option("--workers", workers, "workers of the site")->check(CLI::Range(1, 16));
   app.add_option("--containers", containers, "containers per worker")->check(CLI::Range(1, 64));
   app.add_option("--retention-ms", retentionMs,
                  "the masters' job_state_retention_ms; measure the compacted job too (-1: leave the default, do not wait)");
   app.add_option("--status-samples", statusSamples, "time this many `tellus status` calls while the job runs, then kill it")
       ->check(CLI::Range(0, 100));
+  app.add_flag("--after-finish", afterFinish, "with --status-samples: run the job to its end and time as many calls then");
   CLI11_PARSE(app, argc, argv);
   initLogging("bench-job-state", "warn");
 
@@ -192,7 +279,7 @@ int run(int argc, char** argv) {
   std::cerr << "job " << jobId << "\n";
   const auto start = std::chrono::steady_clock::now();
 
-  if (statusSamples > 0) return sampleStatus(cluster, jobId, tasks, statusSamples);
+  if (statusSamples > 0) return sampleStatus(cluster, jobId, tasks, statusSamples, afterFinish);
 
   // While it runs: the largest footprint seen (the last walks before the end carry ~all tasks).
   Footprint running;
