@@ -70,9 +70,14 @@ struct WanLink {
 // write anything (ZooKeeper or disk). YAML: a `limits:` map in the master's and the worker's
 // config (docs/config.md says which daemon enforces which). The defaults keep every ZooKeeper
 // node of a job, and the site record, well below ZooKeeper's 1 MiB node limit.
+// The most max_tasks_per_stage may be: a stage's taskMap node (jobstate::encodeTaskMap, one
+// byte per task behind a table of at most 256 sites) stays below ZooKeeper's 1 MiB node limit
+// with room for the request around it; batch_codec.cpp checks the worst case at compile time.
+inline constexpr uint32_t kMaxTasksPerStage = 900000;
+
 struct LimitsConfig {
   uint32_t max_stages_per_job = 64;
-  uint32_t max_tasks_per_stage = 10000;   // also the bucket count a task may write
+  uint32_t max_tasks_per_stage = 10000;   // also the bucket count a task may write; <= kMaxTasksPerStage
   uint32_t max_tasks_per_job = 20000;     // dataset stages count one task per partition
   uint32_t max_spec_bytes = 65536;        // the encoded JobSpec
   uint32_t max_partitions_per_put = 1000;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "config/config.h"
 #include "config/values.h"
 #include "jobstate/job_store.h"
 
@@ -17,6 +18,40 @@ namespace {
 constexpr std::string_view kBatchMagic{"TOB1", 4};
 constexpr std::string_view kSummaryMagic{"TJS1", 4};
 constexpr std::string_view kRecordedMagic{"TRT1", 4};
+constexpr std::string_view kTaskMapMagic{"TTM1", 4};
+
+// What a taskMap node may hold at worst: magic, zlib's worst case (compressBound) over the
+// epoch, the site table, the count and a byte per task. It must leave room in ZooKeeper's
+// request for the path and a fenced multi's other ops, as createJob does (kMaxCreateJobBytes).
+constexpr size_t kMaxTaskMapRawBytes = 10 + 2 + kMaxTaskMapSites * (1 + kMaxSiteBytes) + 5 + config::kMaxTasksPerStage;
+static_assert(kTaskMapMagic.size() + kMaxTaskMapRawBytes + (kMaxTaskMapRawBytes >> 12) + (kMaxTaskMapRawBytes >> 14) +
+                      (kMaxTaskMapRawBytes >> 25) + 13 <=
+                  kMaxCreateJobBytes,
+              "config::kMaxTasksPerStage tasks must fit a taskMap node");
+static_assert(kMaxTaskMapSites <= 256, "an owner index is one byte");
+
+void putVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// Consumes a varint from the front of `in`; nullopt when truncated or longer than 64 bits.
+std::optional<uint64_t> takeVarint(std::string_view& in) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < in.size() && i < 10; ++i) {
+    const auto byte = static_cast<uint8_t>(in[i]);
+    if (i == 9 && byte > 1) return std::nullopt;
+    v |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
+    if ((byte & 0x80) == 0) {
+      in.remove_prefix(i + 1);
+      return v;
+    }
+  }
+  return std::nullopt;
+}
 
 Result<std::string> compressNode(std::string_view magic, const std::string& raw) {
   uLongf size = compressBound(static_cast<uLong>(raw.size()));
@@ -354,6 +389,78 @@ Result<JobFinal> decodeSummary(const std::string& bytes, const std::string& path
     job.stages.push_back(std::move(stage));
   }
   return job;
+}
+
+Result<std::string> encodeTaskMap(const pb::TaskMap& map) {
+  if (static_cast<size_t>(map.owner_site_size()) > config::kMaxTasksPerStage) {
+    return makeError(ErrorCode::kInvalidArgument, fmt::format("a taskMap of {} tasks, over the limit of {}",
+                                                              map.owner_site_size(), config::kMaxTasksPerStage));
+  }
+  std::map<std::string_view, uint8_t> index;
+  std::vector<std::string_view> sites;
+  std::string owners;
+  owners.reserve(static_cast<size_t>(map.owner_site_size()));
+  for (const auto& site : map.owner_site()) {
+    auto it = index.find(site);
+    if (it == index.end()) {
+      if (!isUsageSite(site)) {
+        return makeError(ErrorCode::kInvalidArgument, fmt::format("a taskMap owner '{}' is not a site id", site.substr(0, 64)));
+      }
+      if (sites.size() == kMaxTaskMapSites) {
+        return makeError(ErrorCode::kInvalidArgument, fmt::format("a taskMap of more than {} sites", kMaxTaskMapSites));
+      }
+      it = index.emplace(site, static_cast<uint8_t>(sites.size())).first;
+      sites.push_back(site);
+    }
+    owners.push_back(static_cast<char>(it->second));
+  }
+  std::string raw;
+  raw.reserve(owners.size() + 64);
+  putVarint(raw, map.epoch());
+  putVarint(raw, sites.size());
+  for (auto site : sites) {
+    putVarint(raw, site.size());
+    raw.append(site);
+  }
+  putVarint(raw, owners.size());
+  raw += owners;
+  return compressNode(kTaskMapMagic, raw);
+}
+
+Result<pb::TaskMap> decodeTaskMap(const std::string& bytes, const std::string& path) {
+  const auto bad = [&](std::string_view what) {
+    return makeError(ErrorCode::kInternal, fmt::format("malformed TaskMap in {}: {}", path, what));
+  };
+  auto raw = inflateNode(kTaskMapMagic, bytes, path);
+  if (!raw) return bad(raw.message());
+  std::string_view in(*raw);
+  pb::TaskMap map;
+  auto epoch = takeVarint(in);
+  auto siteCount = takeVarint(in);
+  if (!epoch || !siteCount) return bad("truncated");
+  if (*siteCount > kMaxTaskMapSites) return bad(fmt::format("{} sites, more than {}", *siteCount, kMaxTaskMapSites));
+  map.set_epoch(*epoch);
+  std::vector<std::string> sites;
+  for (uint64_t i = 0; i < *siteCount; ++i) {
+    auto size = takeVarint(in);
+    if (!size || *size > in.size()) return bad("truncated");
+    std::string site(in.substr(0, *size));
+    in.remove_prefix(*size);
+    if (!isUsageSite(site)) return bad("an owner that is not a site id");
+    if (std::find(sites.begin(), sites.end(), site) != sites.end()) return bad("a site listed twice");
+    sites.push_back(std::move(site));
+  }
+  auto tasks = takeVarint(in);
+  if (!tasks) return bad("truncated");
+  if (*tasks > config::kMaxTasksPerStage) return bad(fmt::format("{} tasks, more than {}", *tasks, config::kMaxTasksPerStage));
+  if (in.size() != *tasks) return bad(fmt::format("{} owners for {} tasks", in.size(), *tasks));
+  map.mutable_owner_site()->Reserve(static_cast<int>(*tasks));
+  for (char c : in) {
+    const auto owner = static_cast<uint8_t>(c);
+    if (owner >= sites.size()) return bad("an owner index out of range");
+    map.add_owner_site(sites[owner]);
+  }
+  return map;
 }
 
 bool RecordedTaskSet::insert(uint32_t task) {

@@ -1,8 +1,10 @@
 #pragma once
-// The compact encodings of a job's finished work (pure, no I/O): an output batch
-// (stages/<s>/parts/b-<seq>: the executions of one stage one JM recorded together) and a
-// compacted job's summary (/jobs/<id>/summary). Both are a protobuf message (OutputBatch,
-// JobSummary in tellus.proto) compressed with zlib behind a 4-byte magic. Workers are stored
+// The compact encodings of a job's large nodes (pure, no I/O): an output batch
+// (stages/<s>/parts/b-<seq>: the executions of one stage one JM recorded together), a
+// compacted job's summary (/jobs/<id>/summary), and a stage's taskMap
+// (stages/<s>/taskmap). Batch and summary are a protobuf message (OutputBatch, JobSummary in
+// tellus.proto), the taskMap a site table and one byte per task; each is compressed with zlib
+// behind a 4-byte magic. Workers are stored
 // once per node and referred to by index; attempt ids as their sequence number; times as
 // offsets. Decoding is bounded (the node by kMaxNodeBytes, the inflated message by
 // kMaxInflatedBytes) and validated (magic, indices, column lengths, tasks), so a node that
@@ -80,6 +82,20 @@ class RecordedTaskSet {
 Result<std::string> encodeRecordedTasks(uint32_t stage, const RecordedTaskSet& tasks);
 // kInternal naming `path` for anything that is not encodeRecordedTasks' output for `stage`.
 Result<RecordedTaskSet> decodeRecordedTasks(uint32_t stage, const std::string& bytes, const std::string& path);
+
+// A stage's taskMap node: its owner sites once each (at most kMaxTaskMapSites site ids), then
+// one byte per task naming its owner's index, and the epoch; a 100,000-task map whose owners
+// are every site in turn is ~100 kB before zlib, where the plain TaskMap message took ~1.1 MB
+// with 9-character site names (over the node limit). config::kMaxTasksPerStage is the most
+// tasks a node holds. kInvalidArgument for a map over config::kMaxTasksPerStage tasks or
+// kMaxTaskMapSites sites, or naming something that is not a site id.
+inline constexpr size_t kMaxTaskMapSites = 256;
+Result<std::string> encodeTaskMap(const pb::TaskMap& map);
+// kInternal naming `path` ("malformed TaskMap in ...") for anything encodeTaskMap did not
+// write: bad magic or zlib stream, a table or count out of bounds, a site that is not a site
+// id or appears twice, an owner index out of the table, fewer or more owners than the count.
+// The count is checked against the stage's tasks by whoever knows the stage (JobCore).
+Result<pb::TaskMap> decodeTaskMap(const std::string& bytes, const std::string& path);
 
 // A finished job, as its summary keeps it.
 struct StageFinal {

@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <memory>
+#include <type_traits>
 
 #include "coord/election.h"
 #include "jobstate/job_view.h"
@@ -38,6 +39,17 @@ Status checkSite(const std::string& site) {
   return makeError(ErrorCode::kInvalidArgument, "bad site name '" + site + "'");
 }
 
+// A node's bytes as M: the message itself, but a taskMap in its compact encoding (too large
+// as a plain TaskMap for a large stage).
+template <class M>
+Result<M> decodeStored(const std::string& bytes, const std::string& path) {
+  if constexpr (std::is_same_v<M, pb::TaskMap>) {
+    return decodeTaskMap(bytes, path);
+  } else {
+    return decodeNode<M>(bytes, path);
+  }
+}
+
 }  // namespace
 
 std::optional<uint64_t> parseEpoch(std::string_view text) {
@@ -66,7 +78,7 @@ template <class M>
 awaitable<Result<Versioned<M>>> JobStore::read(std::string path) {
   auto node = co_await zk_.get(path);
   if (!node) co_return node.error();
-  auto value = decodeNode<M>(node->data, path);
+  auto value = decodeStored<M>(node->data, path);
   if (!value) co_return value.error();
   co_return Versioned<M>{std::move(value).value(), node->stat};
 }
@@ -590,7 +602,9 @@ awaitable<Result<Versioned<uint64_t>>> JobStore::bumpEpoch(std::string jobId, in
 }
 
 awaitable<Status> JobStore::createTaskMapFenced(std::string jobId, uint32_t stage, pb::TaskMap map, int32_t epochVersion) {
-  std::vector<coord::ZkOp> ops{coord::ZkOp::create(taskmapPath(jobId, stage), map.SerializeAsString())};
+  auto data = encodeTaskMap(map);
+  if (!data) co_return data.error().prepend(fmt::format("the taskMap of stage {}", stage));
+  std::vector<coord::ZkOp> ops{coord::ZkOp::create(taskmapPath(jobId, stage), std::move(data).value())};
   auto written = co_await fencedMulti(jobId, epochVersion, std::move(ops));
   co_return written.status();
 }
@@ -671,7 +685,9 @@ awaitable<Result<Versioned<pb::TaskMap>>> JobStore::casTaskMap(std::string jobId
     if (!current) co_return current.error();
     pb::TaskMap map = std::move(current->value);
     if (auto edited = edit(map); !edited) co_return edited.error();
-    std::string data = map.SerializeAsString();
+    auto encoded = encodeTaskMap(map);
+    if (!encoded) co_return encoded.error().prepend(fmt::format("the taskMap of stage {}", stage));
+    std::string data = std::move(encoded).value();
     if (!epochVersion) {
       auto set = co_await zk_.set(path, std::move(data), current->stat.version);
       if (set) co_return Versioned<pb::TaskMap>{std::move(map), *set};
@@ -1054,7 +1070,7 @@ Result<coord::Subscription> watchValue(coord::Coordinator& zk, const std::string
       callback(std::optional<Versioned<M>>());
       return;
     }
-    auto value = decodeNode<M>(node->data, path);
+    auto value = decodeStored<M>(node->data, path);
     if (!value) {
       spdlog::warn("{}", value.message());
       callback(value.error());

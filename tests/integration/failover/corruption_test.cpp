@@ -115,7 +115,9 @@ std::vector<Fault> faults(harness::MiniCluster& cluster) {
                  [](harness::ZkReader& zk, const std::string& job, const JobSnapshot&) {
                    pb::TaskMap map;
                    map.add_owner_site("mars");
-                   return zk.set(jobstate::taskmapPath(job, 0), map.SerializeAsString());
+                   auto node = jobstate::encodeTaskMap(map);
+                   if (!node) return node.status();
+                   return zk.set(jobstate::taskmapPath(job, 0), *node);
                  },
                  {Outcome::kFails, "its taskMap"}});
   all.push_back({"a garbage status",

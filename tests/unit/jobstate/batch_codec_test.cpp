@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "config/config.h"
 #include "jobstate/job_store.h"
 
 using namespace tellus;
@@ -341,4 +342,128 @@ TEST_CASE("a stage's recorded tasks round-trip, small, bounded; anything else is
   huge.set_stage(2);
   huge.set_bitmap(std::string(kMaxRecordedTasks / 8 + 1, '\xff'));
   CHECK_FALSE(decodeRecordedTasks(2, framed("TRT1", huge.SerializeAsString()), "/p").isOk());
+}
+
+namespace {
+
+// A taskMap of `tasks` tasks whose owners are `sites` in turn (the worst case for zlib: no runs).
+pb::TaskMap taskMapOf(uint32_t tasks, const std::vector<std::string>& sites, uint64_t epoch = 7) {
+  pb::TaskMap map;
+  map.set_epoch(epoch);
+  for (uint32_t t = 0; t < tasks; ++t) map.add_owner_site(sites[t % sites.size()]);
+  return map;
+}
+
+std::string varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+
+// The raw body of a taskMap node: epoch, site table, count, then `owners` as given.
+std::string taskMapBody(const std::vector<std::string>& sites, uint64_t count, const std::string& owners) {
+  std::string raw = varint(1) + varint(sites.size());
+  for (const auto& s : sites) raw += varint(s.size()) + s;
+  return raw + varint(count) + owners;
+}
+
+}  // namespace
+
+TEST_CASE("a taskMap round-trips, epoch and every owner in order", "[jobstate][taskmap]") {
+  for (const auto& map : {taskMapOf(0, {"us-east-1"}, 0), taskMapOf(1, {"eu-west-1"}),
+                          taskMapOf(1000, {"us-east-1", "eu-west-1", "ap-south-1"}, 42)}) {
+    auto node = encodeTaskMap(map);
+    REQUIRE(node.isOk());
+    auto back = decodeTaskMap(*node, "/jobs/j/stages/0/taskmap");
+    REQUIRE(back.isOk());
+    CHECK(back->SerializeAsString() == map.SerializeAsString());
+  }
+  // 256 distinct sites (every index a byte can hold), each 64 characters long.
+  std::vector<std::string> many;
+  for (int i = 0; i < 256; ++i) many.push_back(fmt::format("{:0>64}", i));
+  const pb::TaskMap wide = taskMapOf(5000, many, UINT64_MAX);
+  auto node = encodeTaskMap(wide);
+  REQUIRE(node.isOk());
+  auto back = decodeTaskMap(*node, "/p");
+  REQUIRE(back.isOk());
+  CHECK(back->SerializeAsString() == wide.SerializeAsString());
+}
+
+TEST_CASE("a 100,000-task taskMap fits a node with room to spare; the largest allowed stage fits too", "[jobstate][taskmap]") {
+  const std::vector<std::string> sites{"us-east-1", "eu-west-1", "ap-south-1", "sa-east-1"};
+  const pb::TaskMap plain = taskMapOf(100000, sites);
+  CHECK(plain.ByteSizeLong() > kMaxNodeBytes);  // what the node held before: over the limit
+  auto node = encodeTaskMap(plain);
+  REQUIRE(node.isOk());
+  CHECK(node->size() < 20 * 1024);  // the owners repeat: zlib folds them
+  auto back = decodeTaskMap(*node, "/p");
+  REQUIRE(back.isOk());
+  CHECK(back->owner_site_size() == 100000);
+  CHECK(back->owner_site(99999) == "sa-east-1");
+
+  // The worst case: 256 sites of 64 characters, owners in an order zlib cannot fold.
+  std::vector<std::string> many;
+  for (int i = 0; i < 256; ++i) many.push_back(fmt::format("{:0>64}", i));
+  pb::TaskMap worst;
+  uint32_t x = 12345;
+  for (uint32_t t = 0; t < config::kMaxTasksPerStage; ++t) {
+    x = x * 1103515245u + 12345u;
+    worst.add_owner_site(many[(x >> 16) % many.size()]);
+  }
+  auto largest = encodeTaskMap(worst);
+  REQUIRE(largest.isOk());
+  CHECK(largest->size() <= kMaxCreateJobBytes);
+  auto decoded = decodeTaskMap(*largest, "/p");
+  REQUIRE(decoded.isOk());
+  CHECK(decoded->owner_site_size() == worst.owner_site_size());
+}
+
+TEST_CASE("a taskMap that cannot be encoded is refused", "[jobstate][taskmap]") {
+  CHECK(encodeTaskMap(taskMapOf(config::kMaxTasksPerStage + 1, {"s1"})).error().code == ErrorCode::kInvalidArgument);
+  std::vector<std::string> many;
+  for (int i = 0; i < 257; ++i) many.push_back(fmt::format("s{}", i));
+  CHECK(encodeTaskMap(taskMapOf(257, many)).error().code == ErrorCode::kInvalidArgument);
+  CHECK(encodeTaskMap(taskMapOf(2, {"s1", "Not/A-Site"})).error().code == ErrorCode::kInvalidArgument);
+  CHECK(encodeTaskMap(taskMapOf(1, {std::string(65, 'a')})).error().code == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("a node that is not a taskMap encodeTaskMap wrote is an error naming it", "[jobstate][taskmap]") {
+  const std::string path = "/jobs/j/stages/0/taskmap";
+  auto error = [&](const std::string& bytes) {
+    auto r = decodeTaskMap(bytes, path);
+    return r.isOk() ? std::string() : r.message();
+  };
+  auto node = encodeTaskMap(taskMapOf(1000, {"us-east-1", "eu-west-1"}));
+  REQUIRE(node.isOk());
+  // Every message names the node and what it is, as the corruption test expects.
+  CHECK_THAT(error(""), Catch::Contains("malformed TaskMap in " + path));
+  CHECK_THAT(error("garbage!"), Catch::Contains("malformed TaskMap in " + path));
+  // The plain TaskMap message of before is not read.
+  CHECK_FALSE(error(taskMapOf(3, {"s1"}).SerializeAsString()).empty());
+  CHECK_FALSE(error(node->substr(0, node->size() - 3)).empty());  // truncated zlib stream
+  CHECK_FALSE(error(*node + "x").empty());                       // trailing bytes
+  std::string flipped = *node;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x55);
+  CHECK_FALSE(error(flipped).empty());
+  CHECK_FALSE(error(framed("TOB1", taskMapBody({"s1"}, 1, std::string(1, '\0')))).empty());  // a batch's magic
+
+  // The body itself. A well-formed one first, so each case below fails for its own reason.
+  const std::vector<std::string> two{"s1", "s2"};
+  CHECK(error(framed("TTM1", taskMapBody(two, 3, std::string("\0\1\0", 3)))).empty());
+  CHECK_THAT(error(framed("TTM1", taskMapBody(two, 3, std::string("\0\2\0", 3)))), Catch::Contains("out of range"));
+  CHECK_THAT(error(framed("TTM1", taskMapBody(two, 4, std::string("\0\1\0", 3)))), Catch::Contains("3 owners for 4 tasks"));
+  CHECK_THAT(error(framed("TTM1", taskMapBody(two, 2, std::string("\0\1\0", 3)))), Catch::Contains("3 owners for 2 tasks"));
+  CHECK_THAT(error(framed("TTM1", taskMapBody(two, config::kMaxTasksPerStage + 1, ""))), Catch::Contains("more than"));
+  CHECK_THAT(error(framed("TTM1", taskMapBody({"s1", "s1"}, 1, std::string(1, '\0')))), Catch::Contains("twice"));
+  CHECK_THAT(error(framed("TTM1", taskMapBody({"s1", "x/y"}, 1, std::string(1, '\0')))), Catch::Contains("not a site id"));
+  CHECK_THAT(error(framed("TTM1", taskMapBody({""}, 1, std::string(1, '\0')))), Catch::Contains("not a site id"));
+  CHECK_THAT(error(framed("TTM1", varint(1) + varint(kMaxTaskMapSites + 1))), Catch::Contains("sites, more than"));
+  // Cut anywhere in the header: epoch, table size, a site's length or name, the count.
+  const std::string body = taskMapBody(two, 3, "");
+  for (size_t cut = 0; cut < body.size(); ++cut) CHECK_THAT(error(framed("TTM1", body.substr(0, cut))), Catch::Contains("truncated"));
+  CHECK_THAT(error(framed("TTM1", std::string(11, '\xff'))), Catch::Contains("truncated"));  // a varint past 64 bits
+  // Oversize: a node over the limit, and a body inflating without bound.
+  CHECK_THAT(error("TTM1" + std::string(kMaxNodeBytes, 'x')), Catch::Contains("more than a node may"));
+  CHECK_THAT(error(framed("TTM1", std::string(kMaxInflatedBytes + 1, '\0'))), Catch::Contains("inflates beyond"));
 }
