@@ -189,6 +189,11 @@ LimitsConfig readLimits(YamlMap& root) {
   if (!m) return l;
   l.max_stages_per_job = m->optional<uint32_t>("max_stages_per_job", l.max_stages_per_job, kPositive);
   l.max_tasks_per_stage = m->optional<uint32_t>("max_tasks_per_stage", l.max_tasks_per_stage, kPositive);
+  if (l.max_tasks_per_stage > kMaxTasksPerStage) {
+    m->fail("max_tasks_per_stage",
+            fmt::format("{} is over {}, the most tasks a stage's taskMap holds in one ZooKeeper node (1 MiB)",
+                        l.max_tasks_per_stage, kMaxTasksPerStage));
+  }
   l.max_tasks_per_job = m->optional<uint32_t>("max_tasks_per_job", l.max_tasks_per_job, kPositive);
   l.max_spec_bytes = m->optional<uint32_t>("max_spec_bytes", l.max_spec_bytes, between<uint32_t>(1, 1u << 20));
   l.max_partitions_per_put = m->optional<uint32_t>("max_partitions_per_put", l.max_partitions_per_put, kPositive);

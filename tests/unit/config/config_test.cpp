@@ -645,6 +645,13 @@ TEST_CASE("limits: documented defaults, every field settable, bad values named",
   CHECK_THAT(masterError(kMinimalMaster + "limits:\n  max_site_record_bytes: 2000000\n"),
              Catch::Contains("max_site_record_bytes"));
   CHECK_THAT(masterError(kMinimalMaster + "limits:\n  max_taks_per_stage: 5\n"), Catch::Contains("max_taks_per_stage"));
+  // A stage whose taskMap could not fit one node: refused in one line naming the maximum.
+  const std::string tooMany = masterError(kMinimalMaster + "limits:\n  max_tasks_per_stage: 900001\n");
+  CHECK_THAT(tooMany, Catch::Contains("limits.max_tasks_per_stage: 900001 is over 900000"));
+  CHECK(tooMany.find('\n') == std::string::npos);
+  auto largest = parseMasterConfig(kMinimalMaster + "limits:\n  max_tasks_per_stage: 900000\n", "master.yaml");
+  REQUIRE(largest.isOk());
+  CHECK(largest->limits.max_tasks_per_stage == config::kMaxTasksPerStage);
 }
 
 TEST_CASE("limits: a worker may not offer more containers than its limit", "[unit][config]") {
