@@ -625,10 +625,15 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   auto* status = app.add_subcommand("status", "show a job's progress per stage and site");
   status->add_option("JOB", jobId, "job id")->required();
   status->add_flag("--watch", watch, "follow until the job ends (bars per stage on a terminal)");
-  status->add_flag("--tasks", tasks, "also show where each task's output is and how often it ran");
-  status->add_option("--task-offset", taskOffset, "with --tasks: start at this task (stages in order)");
-  status->add_option("--task-limit", taskLimit, "with --tasks: show at most this many tasks (0: all)");
-  status->footer("Example:\n  tellus status job-0000000003 --watch");
+  auto* tasksFlag = status->add_flag("--tasks", tasks, "also show where each task's output is and how often it ran");
+  // Without --tasks the answer is a summary per stage and site, whatever the job's size; the
+  // tasks come a page at a time (the master caps a page at 1000).
+  status->add_option("--task-offset", taskOffset, "with --tasks: start at this task (stages in order)")->needs(tasksFlag);
+  status->add_option("--task-limit", taskLimit, "with --tasks: show at most this many tasks (0: all, fetched a page at a time)")
+      ->needs(tasksFlag);
+  status->footer(
+      "Examples:\n  tellus status job-0000000003 --watch\n"
+      "  tellus status job-0000000003 --tasks --task-offset 2000 --task-limit 500   (tasks 2000..2499)");
   auto* costCmd = app.add_subcommand("cost", "show a job's cost so far: container time per site, bytes per site pair");
   costCmd->add_option("JOB", jobId, "job id")->required();
   costCmd->footer("Example:\n  tellus cost job-0000000003 --json");

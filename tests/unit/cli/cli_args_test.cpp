@@ -50,6 +50,11 @@ TEST_CASE("tellus without a command, or with an unknown one, is a usage error", 
 TEST_CASE("tellus rejects missing or malformed arguments before contacting anyone", "[unit][cli]") {
   const std::string m = "127.0.0.1:1";  // never contacted: every case fails earlier
   checkUsageError({"--master", m, "status"}, "JOB");
+  // A page of tasks is asked with --tasks; alone, the offset and limit would be ignored.
+  checkUsageError({"--master", m, "status", "job-0000000001", "--task-offset", "5"}, "--tasks");
+  checkUsageError({"--master", m, "status", "job-0000000001", "--task-limit", "5"}, "--tasks");
+  checkUsageError({"--master", m, "status", "job-0000000001", "--tasks", "--task-limit", "-1"}, "--task-limit");
+  checkUsageError({"--master", m, "status", "job-0000000001", "--tasks", "--task-offset", "x"}, "--task-offset");
   checkUsageError({"--master", m, "result"}, "JOB");
   checkUsageError({"--master", m, "kill"}, "JOB");
   checkUsageError({"--master", m, "cost"}, "JOB");
