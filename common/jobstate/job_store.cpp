@@ -391,11 +391,34 @@ awaitable<Result<pb::RunningTask>> JobStore::runningMarker(std::string jobId, Ta
 }
 
 awaitable<Result<std::map<TaskId, uint32_t>>> JobStore::attemptCounts(std::string jobId) {
-  auto all = co_await attempts(std::move(jobId));
-  if (!all) co_return all.error();
+  // The unfolded names before the batches: one folded in between is in both, counted once.
+  auto names = co_await unfoldedAttemptNames(jobId);
+  if (!names) co_return names.error();
+  auto folded = co_await foldedAttempts(std::move(jobId));
+  if (!folded) co_return folded.error();
+  co_return countAttempts(*names, *folded);
+}
+
+std::map<TaskId, uint32_t> JobStore::countAttempts(const std::vector<std::string>& unfoldedNames,
+                                                   const std::vector<Attempt>& folded) {
   std::map<TaskId, uint32_t> counts;
-  for (const auto& a : *all) ++counts[a.task];
-  co_return counts;
+  std::set<std::string_view> ids;
+  for (const auto& a : folded) {
+    ++counts[a.task];
+    if (!a.id.empty()) ids.insert(a.id);
+  }
+  for (const auto& name : unfoldedNames) {
+    auto id = parseTaskName(name);
+    if (id && !ids.count(name)) ++counts[*id];
+  }
+  return counts;
+}
+
+awaitable<Result<std::vector<std::string>>> JobStore::unfoldedAttemptNames(std::string jobId) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  auto names = co_await zk_.children(attemptsPath(jobId));
+  if (!names && names.error().code != ErrorCode::kNotFound) co_return names.error();
+  co_return names ? std::move(names).value() : std::vector<std::string>{};
 }
 
 awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
@@ -404,9 +427,9 @@ awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
   // batches: one folded in between is then in both, and counted once (by its id).
   std::vector<Attempt> unfolded;
   const std::string dir = attemptsPath(jobId);
-  auto names = co_await zk_.children(dir);
-  if (!names && names.error().code != ErrorCode::kNotFound) co_return names.error();
-  for (const auto& name : names ? *names : std::vector<std::string>{}) {
+  auto names = co_await unfoldedAttemptNames(jobId);
+  if (!names) co_return names.error();
+  for (const auto& name : *names) {
     auto id = parseTaskName(name);
     if (!id) {
       spdlog::warn("ignoring a malformed node {}/{}", dir, name);
@@ -420,6 +443,17 @@ awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
     if (node->data.size() > kMaxNodeBytes) co_return makeError(ErrorCode::kInternal, dir + "/" + name + " is too large");
     unfolded.push_back(Attempt{*id, auditNodeWorker(node->data), name});
   }
+  auto out = co_await foldedAttempts(jobId);
+  if (!out) co_return out.error();
+  std::set<std::string> folded;
+  for (const auto& e : *out) folded.insert(e.id);
+  for (auto& a : unfolded) {
+    if (!folded.count(a.id)) out->push_back(std::move(a));
+  }
+  co_return out;
+}
+
+awaitable<Result<std::vector<Attempt>>> JobStore::foldedAttempts(std::string jobId) {
   std::vector<Attempt> out;
   // Compacted (the summary is written before anything is removed): it has every execution.
   auto compactedStat = co_await zk_.exists(summaryPath(jobId));
@@ -435,19 +469,12 @@ awaitable<Result<std::vector<Attempt>>> JobStore::attempts(std::string jobId) {
     }
     co_return out;
   }
-  std::set<std::string> folded;
   for (const auto& name : *stages) {
     auto s = parsePartName(name);
     if (!s) continue;
     auto recorded = co_await outputs(jobId, *s);
     if (!recorded) co_return recorded.error();
-    for (auto& e : recorded->executions) {
-      folded.insert(e.id);
-      out.push_back(std::move(e));
-    }
-  }
-  for (auto& a : unfolded) {
-    if (!folded.count(a.id)) out.push_back(std::move(a));
+    for (auto& e : recorded->executions) out.push_back(std::move(e));
   }
   co_return out;
 }

@@ -161,6 +161,14 @@ class JobStore {
   // Executors started per task: the audit nodes not folded yet (their names alone) plus the
   // executions folded into every stage's batches (or the summary's).
   Awaitable<Result<std::map<TaskId, uint32_t>>> attemptCounts(std::string jobId);
+  // The names of the audit nodes not folded yet ("<s>-<t>-<n>"; none once compacted). With
+  // executions read from the batches afterwards, countAttempts gives what attemptCounts does
+  // without reading the batches again (a caller that has read them: the master's status).
+  Awaitable<Result<std::vector<std::string>>> unfoldedAttemptNames(std::string jobId);
+  // Executors started per task: each folded execution, and each unfolded name that is not one
+  // of them (folded between the listing and the read of the batches). Others are skipped.
+  static std::map<TaskId, uint32_t> countAttempts(const std::vector<std::string>& unfoldedNames,
+                                                  const std::vector<Attempt>& folded);
   // Every execution with the worker that started it (one read per unfolded attempt node, one
   // per batch).
   Awaitable<Result<std::vector<Attempt>>> attempts(std::string jobId);
@@ -294,6 +302,9 @@ class JobStore {
   static std::vector<TaskId> taskIds(const std::vector<std::string>& names, const std::string& where);
 
  private:
+  // The executions folded into every stage's batches, or the summary's once compacted (their
+  // ids empty then).
+  Awaitable<Result<std::vector<Attempt>>> foldedAttempts(std::string jobId);
   // The node at `path` decoded as M (bounded in size).
   template <class M>
   Awaitable<Result<Versioned<M>>> read(std::string path);

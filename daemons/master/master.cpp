@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 
 #include <fmt/format.h>
@@ -897,6 +898,15 @@ awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req,
   const jobstate::JobFinal* summary = compacted && *compacted ? &**compacted : nullptr;
   uint64_t totalTasks = 0;
   cost::Usage usage;
+  // A page of tasks shows how often each ran: the audit nodes not folded yet, listed before
+  // the batches are read below (which hold the folded executions), so that no execution is
+  // missed and none read twice (JobStore::countAttempts).
+  std::vector<std::string> unfolded;
+  std::vector<jobstate::Attempt> folded;
+  if (req.tasks()) {
+    auto names = co_await store_->unfoldedAttemptNames(req.job_id());
+    if (names) unfolded = std::move(names).value();
+  }
   for (uint32_t s = 0; s < static_cast<uint32_t>(spec->stages_size()); ++s) {
     auto* sp = resp.add_stages();
     sp->set_name(spec->stages(static_cast<int>(s)).name());
@@ -908,6 +918,7 @@ awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req,
         workerByStage[s][t] = record.location.worker_id();
       }
       usage.add(done->usage);
+      if (req.tasks()) std::move(done->executions.begin(), done->executions.end(), std::back_inserter(folded));
     }
     const auto& doneTasks = doneByStage[s];
     sp->set_done(static_cast<uint32_t>(doneTasks.size()));
@@ -939,16 +950,14 @@ awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req,
   resp.set_total_tasks(static_cast<uint32_t>(std::min<uint64_t>(totalTasks, UINT32_MAX)));
   const auto prices = co_await sitePrices();
   *resp.mutable_cost() = cost::toProto(cost::price(usage, prices));
-  // Where each task ran, on request and one page at a time: each costs a ZooKeeper read, and
-  // a summary must answer in bounded time whatever the job's size.
+  // Where each task ran, on request and one page at a time: the answer stays bounded whatever
+  // the job's size.
   if (req.tasks()) {
     constexpr uint32_t kMaxTaskPage = 1000;
     const uint64_t begin = req.task_offset();
     const uint64_t end = std::min<uint64_t>(totalTasks, begin + (req.task_limit() == 0 ? kMaxTaskPage
                                                                                       : std::min(req.task_limit(), kMaxTaskPage)));
-    auto attempts = co_await store_->attemptCounts(req.job_id());
-    std::map<TaskId, uint32_t> executions;
-    if (attempts) executions = std::move(attempts).value();
+    std::map<TaskId, uint32_t> executions = jobstate::JobStore::countAttempts(unfolded, folded);
     uint64_t first = 0;  // the job-wide index of the stage's task 0
     for (uint32_t s = 0; s < static_cast<uint32_t>(resp.stages_size()) && first < end; ++s) {
       const auto& taskmap = taskmaps[s];

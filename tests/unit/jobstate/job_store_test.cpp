@@ -13,6 +13,20 @@ TEST_CASE("output and task names: ours are read, foreign ones skipped", "[jobsta
         std::vector<TaskId>{{0, 1}, {2, 3}, {4, 5}});
 }
 
+TEST_CASE("executions per task: folded ones, and unfolded names not folded meanwhile", "[jobstate][store]") {
+  // 0-1 ran twice (both folded), 0-2 once folded and once still an audit node, 1-0 only as an
+  // audit node; 0-2-0000000005 was folded between the listing and the read: counted once.
+  const std::vector<Attempt> folded{{{0, 1}, "w1", "0-1-0000000001"},
+                                    {{0, 1}, "w2", "0-1-0000000002"},
+                                    {{0, 2}, "w1", "0-2-0000000005"}};
+  const std::vector<std::string> unfolded{"0-2-0000000005", "0-2-0000000007", "1-0-0000000009", "junk", "0-"};
+  const auto counts = JobStore::countAttempts(unfolded, folded);
+  CHECK(counts == std::map<TaskId, uint32_t>{{{0, 1}, 2}, {{0, 2}, 2}, {{1, 0}, 1}});
+  // A compacted job's executions have no ids: each counts.
+  const std::vector<Attempt> compacted{{{0, 0}, "w1", ""}, {{0, 0}, "w1", ""}};
+  CHECK(JobStore::countAttempts({}, compacted) == std::map<TaskId, uint32_t>{{{0, 0}, 2}});
+}
+
 TEST_CASE("epoch text", "[jobstate][store]") {
   CHECK(parseEpoch("0") == 0u);
   CHECK(parseEpoch("42") == 42u);
