@@ -269,11 +269,16 @@ awaitable<Result<std::optional<JobFinal>>> JobStore::summary(std::string jobId) 
   co_return std::optional<JobFinal>(std::move(job).value());
 }
 
-awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t stage) {
+awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t stage, StageRecords* known) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   auto names = co_await zk_.children(partsPath(jobId, stage));
   if (!names && names.error().code != ErrorCode::kNotFound) co_return names.error();
   StageOutputs out;
+  if (known != nullptr) {
+    std::set<std::string> listed;
+    if (names) listed.insert(names->begin(), names->end());
+    std::erase_if(known->nodes, [&](const auto& kv) { return !listed.count(kv.first); });
+  }
   if (!names) {
     // Compacted (or never created): the summary has what the stage recorded.
     auto compacted = co_await summary(jobId);
@@ -301,15 +306,21 @@ awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t st
     size_t running = 0;
     std::vector<std::optional<Result<StageOutputs>>> results;
   };
+  // Batches the caller already holds are not read again (a batch never changes under its name).
+  const auto cached = [&](const std::string& name) { return known != nullptr && isBatchName(name) && known->nodes.count(name) > 0; };
+  std::vector<size_t> toRead;
+  for (size_t i = 0; i < names->size(); ++i) {
+    if (!cached((*names)[i])) toRead.push_back(i);
+  }
   auto executor = co_await boost::asio::this_coro::executor;
   auto reads = std::make_shared<Reads>(executor, names->size());
   // Every read is waited for (none outlives this call, which they reference).
-  for (size_t next = 0; next < names->size() || reads->running > 0;) {
-    for (; next < names->size() && reads->running < kReadWindow; ++next) {
+  for (size_t next = 0; next < toRead.size() || reads->running > 0;) {
+    for (; next < toRead.size() && reads->running < kReadWindow; ++next) {
       ++reads->running;
       boost::asio::co_spawn(
           executor,
-          [this, reads, i = next, jobId, stage, name = (*names)[next]]() -> awaitable<void> {
+          [this, reads, i = toRead[next], jobId, stage, name = (*names)[toRead[next]]]() -> awaitable<void> {
             auto node = co_await outputNode(jobId, stage, name);
             reads->results[i] = std::move(node);
           },
@@ -323,22 +334,39 @@ awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t st
   }
   for (size_t i = 0; i < names->size(); ++i) {
     const std::string& name = (*names)[i];
-    if (!reads->results[i]) co_return makeError(ErrorCode::kInternal, fmt::format("reading {}/{} failed", partsPath(jobId, stage), name));
-    auto& node = *reads->results[i];
-    if (!node) {
-      if (node.error().code == ErrorCode::kNotFound) continue;  // replaced meanwhile
-      if (!isBatchName(name)) {
-        spdlog::warn("ignoring {}", node.message());
-        continue;
+    StageOutputs* node = nullptr;
+    bool keep = false;  // the node stays in `known`: copied from, not moved
+    if (cached(name) && !reads->results[i]) {
+      node = &known->nodes.at(name);
+      keep = true;
+    } else {
+      if (!reads->results[i]) co_return makeError(ErrorCode::kInternal, fmt::format("reading {}/{} failed", partsPath(jobId, stage), name));
+      auto& read = *reads->results[i];
+      if (!read) {
+        if (read.error().code == ErrorCode::kNotFound) continue;  // replaced meanwhile
+        if (!isBatchName(name)) {
+          spdlog::warn("ignoring {}", read.message());
+          continue;
+        }
+        co_return read.error();
       }
-      co_return node.error();
+      if (known != nullptr && isBatchName(name)) {
+        node = &(known->nodes[name] = std::move(read).value());
+        keep = true;
+      } else {
+        node = &read.value();
+      }
     }
     for (auto& [t, record] : node->outputs) {
       const bool batch = record.finishKey.rfind("batch ", 0) == 0;
-      auto [it, added] = out.outputs.try_emplace(t, std::move(record));
+      auto [it, added] = keep ? out.outputs.try_emplace(t, record) : out.outputs.try_emplace(t, std::move(record));
       if (!added && batch) out.recordedTwice.insert(t);
     }
-    for (auto& e : node->executions) out.executions.push_back(std::move(e));
+    if (keep) {
+      out.executions.insert(out.executions.end(), node->executions.begin(), node->executions.end());
+    } else {
+      for (auto& e : node->executions) out.executions.push_back(std::move(e));
+    }
     out.usage.add(node->usage);
   }
   co_return out;

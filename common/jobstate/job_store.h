@@ -140,8 +140,11 @@ class JobStore {
   Awaitable<Result<Versioned<pb::TaskMap>>> taskMap(std::string jobId, uint32_t stage);
   // Every recorded output of the stage and the executions folded with them: one read per
   // record node (tens per stage), or of the summary once the job is compacted. A node that
-  // does not decode is an error naming it.
-  Awaitable<Result<StageOutputs>> outputs(std::string jobId, uint32_t stage);
+  // does not decode is an error naming it. With `known` (kept by the caller between calls),
+  // batch nodes already in it are not read again — a batch never changes under its name — and
+  // those read are added, those no longer listed dropped: a caller asking again and again (the
+  // master's status of a 100,000-task job) reads only the batches that are new.
+  Awaitable<Result<StageOutputs>> outputs(std::string jobId, uint32_t stage, StageRecords* known = nullptr);
   // One record node of the stage (a name watchOutputNodes reported). A batch's outputs carry
   // batchKey(name) as their finish key; a node under a per-task name ("<t>": nothing writes
   // those any more; forged) decodes as one PartitionLocation that no confirmation names.

@@ -883,6 +883,34 @@ awaitable<Result<pb::JobStatusResponse>> Master::status(pb::JobRequest req, net:
   co_return described;
 }
 
+namespace {
+
+// What status calls keep of the batches they read, over all jobs, in entries (an output's
+// location or an execution, ~0.25 KB each): about 100 MB at most; a 100,000-task stage run
+// once is 200,000 entries.
+constexpr size_t kMaxStatusRecordEntries = 400000;
+
+size_t recordEntries(const jobstate::StageRecords& records) {
+  size_t n = 0;
+  for (const auto& [name, node] : records.nodes) n += node.outputs.size() + node.executions.size();
+  return n;
+}
+
+}  // namespace
+
+void Master::keepStatusRecords(std::pair<std::string, uint32_t> key, jobstate::StageRecords records) {
+  const size_t entries = recordEntries(records);
+  if (entries == 0 || entries > kMaxStatusRecordEntries) return;
+  size_t total = entries;
+  for (const auto& [k, kept] : statusRecords_) total += recordEntries(kept);
+  // Others make room, lowest job ids (the oldest jobs) first.
+  while (total > kMaxStatusRecordEntries && !statusRecords_.empty()) {
+    total -= recordEntries(statusRecords_.begin()->second);
+    statusRecords_.erase(statusRecords_.begin());
+  }
+  statusRecords_[std::move(key)] = std::move(records);
+}
+
 awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req, pb::JobStatus jobStatus) {
   const pb::JobStatus* st = &jobStatus;
   pb::JobStatusResponse resp;
@@ -911,7 +939,15 @@ awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req,
     auto* sp = resp.add_stages();
     sp->set_name(spec->stages(static_cast<int>(s)).name());
     sp->set_tasks(spec->stages(static_cast<int>(s)).tasks());
-    auto done = co_await store_->outputs(req.job_id(), s);
+    // Taken out while in use: a concurrent status of the same job reads without it.
+    auto key = std::make_pair(req.job_id(), s);
+    jobstate::StageRecords records;
+    if (auto kept = statusRecords_.find(key); kept != statusRecords_.end()) {
+      records = std::move(kept->second);
+      statusRecords_.erase(kept);
+    }
+    auto done = co_await store_->outputs(req.job_id(), s, &records);
+    keepStatusRecords(std::move(key), std::move(records));
     if (done) {
       for (const auto& [t, record] : done->outputs) {
         doneByStage[s].insert(t);

@@ -113,6 +113,9 @@ class Master {
   // The Status RPC's answer for a job whose status node decoded as `jobStatus` (status() reads
   // and checks it; the web page's job list has it already).
   boost::asio::awaitable<Result<pb::JobStatusResponse>> describeJob(pb::JobRequest req, pb::JobStatus jobStatus);
+  // Keeps what a status call read of a stage's batches for the next call (statusRecords_),
+  // dropping others' to stay within kMaxStatusRecordEntries.
+  void keepStatusRecords(std::pair<std::string, uint32_t> key, jobstate::StageRecords records);
   boost::asio::awaitable<Result<pb::ListJobsResponse>> list(pb::ListJobsRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::ListSitesResponse>> sites(pb::ListSitesRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::KillResponse>> kill(pb::JobRequest req, net::CallContext ctx);
@@ -173,6 +176,9 @@ class Master {
   daemon::Server server_;
   std::optional<jobstate::JobStore> store_;  // over the coordinator: every read and write of job state
   std::vector<coord::Subscription> subscriptions_;
+  // The output batches status calls have read, by (job, stage) (JobStore::outputs' `known`):
+  // a status asked again and again reads only the batches that are new since the last one.
+  std::map<std::pair<std::string, uint32_t>, jobstate::StageRecords> statusRecords_;
 
   std::map<std::string, WorkerRecord> workers_;
   std::map<SlotKey, std::string> slots_;  // every live worker's slots -> holder job ("" = free)

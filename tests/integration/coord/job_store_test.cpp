@@ -551,6 +551,39 @@ TEST_CASE("JobStore: a batch learns what is taken from the stage's summary; a wr
     CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{0, 1});
   }
 
+  SECTION("outputs with the batches a caller read before reads only new ones, and drops removed ones") {
+    const std::string jobId = f.createJob();
+    REQUIRE(f.run(f.store->recordBatch(jobId, 0, executionOf(jobId, 0), session)).isOk());
+    jobstate::StageRecords known;
+    auto first = f.run(f.store->outputs(jobId, 0, &known));
+    REQUIRE(first.isOk());
+    CHECK(first->outputs.size() == 1);
+    REQUIRE(known.nodes.size() == 1);
+    // A read of a batch would fail: the known one is not read again (the fault stays pending).
+    f.faulty->injectNext(Fault::kBefore, "get");
+    auto again = f.run(f.store->outputs(jobId, 0, &known));
+    REQUIRE(again.isOk());
+    CHECK(f.faulty->injectedFaults() == 0);
+    CHECK(again->outputs.count(0) == 1);
+    CHECK(again->executions.size() == 1);
+    CHECK(f.run(f.store->outputs(jobId, 0)).error().code == ErrorCode::kUnavailable);  // the pending fault, without `known`
+    // A new batch is read and kept; a removed one is dropped with its outputs.
+    REQUIRE(f.run(f.store->recordBatch(jobId, 0, executionOf(jobId, 1), session)).isOk());
+    auto both = f.run(f.store->outputs(jobId, 0, &known));
+    REQUIRE(both.isOk());
+    CHECK(both->outputs.size() == 2);
+    CHECK(known.nodes.size() == 2);
+    auto status = f.run(f.store->status(jobId));
+    auto epoch = f.run(f.store->bumpEpoch(jobId, status->stat.version, 0));
+    REQUIRE(epoch.isOk());
+    REQUIRE(f.run(f.store->removeOutputFenced(jobId, TaskId{0, 0}, epoch->stat.version)).isOk());
+    auto after = f.run(f.store->outputs(jobId, 0, &known));
+    REQUIRE(after.isOk());
+    CHECK(after->outputs.count(0) == 0);
+    CHECK(after->outputs.count(1) == 1);
+    CHECK(*f.run(f.store->outputTasks(jobId, 0)) == std::set<uint32_t>{1});
+  }
+
   SECTION("an execution whose marker's session expired leaves the marker at its path alone") {
     // A worker resumed after its session expired records an execution of the old session,
     // while the task's re-run (here: this session's marker) runs: the batch records the
