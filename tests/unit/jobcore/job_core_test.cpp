@@ -322,9 +322,9 @@ TEST_CASE("a cut-off site: an output whose raw input has no live copy is kept, n
 }
 
 namespace {
-// A core at `site` whose partition 3 (at b-w1) has a replica on b-w2; every worker live.
-JobCore loadedWithReplicaAt(const std::string& site) {
-  JobCore core(configAt(site));
+// A core with `config` whose partition 3 (at b-w1) has a replica on b-w2; every worker live.
+JobCore loadedWithReplica(const CoreConfig& config) {
+  JobCore core(config);
   auto inputs = wordcountInputs();
   inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("b-w2");
   REQUIRE(core.onJobLoaded(wordcountSpec(), inputs));
@@ -335,6 +335,7 @@ JobCore loadedWithReplicaAt(const std::string& site) {
   listNothing(core);
   return core;
 }
+JobCore loadedWithReplicaAt(const std::string& site) { return loadedWithReplica(configAt(site)); }
 }  // namespace
 
 TEST_CASE("a cut-off site coming back worker by worker: a worker still missing keeps its outputs for the grace",
@@ -415,15 +416,7 @@ TEST_CASE("our own task's output whose worker went missing is kept while a listi
     INFO("case " << static_cast<int>(then));
     CoreConfig config = configAt("b");
     config.timings.lossSettleS = 2.0;
-    JobCore core(config);
-    auto inputs = wordcountInputs();
-    inputs[0].mutable_partitions(3)->add_replicas()->set_worker_id("b-w2");
-    REQUIRE(core.onJobLoaded(wordcountSpec(), inputs));
-    core.onStatus(running(), 0);
-    core.onLiveWorkers("a", {"a-w1", "a-w2"});
-    core.onLiveWorkers("b", {"b-w1", "b-w2"});
-    core.onJms({"a", "b"});
-    listNothing(core);
+    JobCore core = loadedWithReplica(config);
     pb::TaskMap map;
     for (const char* site : {"a", "a", "a", "b"}) map.add_owner_site(site);
     map.set_epoch(1);
