@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "config/values.h"
 #include "jobstate/job_store.h"
+#include "stored.pb.h"
 
 namespace tellus::jobstate {
 namespace {
@@ -18,40 +19,19 @@ namespace {
 constexpr std::string_view kBatchMagic{"TOB1", 4};
 constexpr std::string_view kSummaryMagic{"TJS1", 4};
 constexpr std::string_view kRecordedMagic{"TRT1", 4};
-constexpr std::string_view kTaskMapMagic{"TTM1", 4};
+constexpr std::string_view kTaskMapMagic{"TTM2", 4};
 
 // What a taskMap node may hold at worst: magic, zlib's worst case (compressBound) over the
 // epoch, the site table, the count and a byte per task. It must leave room in ZooKeeper's
 // request for the path and a fenced multi's other ops, as createJob does (kMaxCreateJobBytes).
-constexpr size_t kMaxTaskMapRawBytes = 10 + 2 + kMaxTaskMapSites * (1 + kMaxSiteBytes) + 5 + config::kMaxTasksPerStage;
+// A StoredTaskMap's bytes at most: the epoch's tag and varint, each site's tag, one-byte length
+// (a site id is short) and bytes, the owners' tag, length and bytes.
+constexpr size_t kMaxTaskMapRawBytes = 11 + kMaxTaskMapSites * (2 + kMaxSiteBytes) + 6 + config::kMaxTasksPerStage;
 static_assert(kTaskMapMagic.size() + kMaxTaskMapRawBytes + (kMaxTaskMapRawBytes >> 12) + (kMaxTaskMapRawBytes >> 14) +
                       (kMaxTaskMapRawBytes >> 25) + 13 <=
                   kMaxCreateJobBytes,
               "config::kMaxTasksPerStage tasks must fit a taskMap node");
 static_assert(kMaxTaskMapSites <= 256, "an owner index is one byte");
-
-void putVarint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-// Consumes a varint from the front of `in`; nullopt when truncated or longer than 64 bits.
-std::optional<uint64_t> takeVarint(std::string_view& in) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < in.size() && i < 10; ++i) {
-    const auto byte = static_cast<uint8_t>(in[i]);
-    if (i == 9 && byte > 1) return std::nullopt;
-    v |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
-    if ((byte & 0x80) == 0) {
-      in.remove_prefix(i + 1);
-      return v;
-    }
-  }
-  return std::nullopt;
-}
 
 Result<std::string> compressNode(std::string_view magic, const std::string& raw) {
   uLongf size = compressBound(static_cast<uLong>(raw.size()));
@@ -397,8 +377,9 @@ Result<std::string> encodeTaskMap(const pb::TaskMap& map) {
                                                               map.owner_site_size(), config::kMaxTasksPerStage));
   }
   std::map<std::string_view, uint8_t> index;
-  std::vector<std::string_view> sites;
-  std::string owners;
+  pb::StoredTaskMap stored;
+  stored.set_epoch(map.epoch());
+  std::string& owners = *stored.mutable_owners();
   owners.reserve(static_cast<size_t>(map.owner_site_size()));
   for (const auto& site : map.owner_site()) {
     auto it = index.find(site);
@@ -406,59 +387,46 @@ Result<std::string> encodeTaskMap(const pb::TaskMap& map) {
       if (!isUsageSite(site)) {
         return makeError(ErrorCode::kInvalidArgument, fmt::format("a taskMap owner '{}' is not a site id", site.substr(0, 64)));
       }
-      if (sites.size() == kMaxTaskMapSites) {
+      if (index.size() == kMaxTaskMapSites) {
         return makeError(ErrorCode::kInvalidArgument, fmt::format("a taskMap of more than {} sites", kMaxTaskMapSites));
       }
-      it = index.emplace(site, static_cast<uint8_t>(sites.size())).first;
-      sites.push_back(site);
+      it = index.emplace(site, static_cast<uint8_t>(index.size())).first;
+      stored.add_sites(site);
     }
     owners.push_back(static_cast<char>(it->second));
   }
-  std::string raw;
-  raw.reserve(owners.size() + 64);
-  putVarint(raw, map.epoch());
-  putVarint(raw, sites.size());
-  for (auto site : sites) {
-    putVarint(raw, site.size());
-    raw.append(site);
-  }
-  putVarint(raw, owners.size());
-  raw += owners;
-  return compressNode(kTaskMapMagic, raw);
+  return compressNode(kTaskMapMagic, stored.SerializeAsString());
 }
 
 Result<pb::TaskMap> decodeTaskMap(const std::string& bytes, const std::string& path) {
   const auto bad = [&](std::string_view what) {
     return makeError(ErrorCode::kInternal, fmt::format("malformed TaskMap in {}: {}", path, what));
   };
+  // inflateNode bounds the inflated size (kMaxInflatedBytes) before anything is parsed.
   auto raw = inflateNode(kTaskMapMagic, bytes, path);
   if (!raw) return bad(raw.message());
-  std::string_view in(*raw);
-  pb::TaskMap map;
-  auto epoch = takeVarint(in);
-  auto siteCount = takeVarint(in);
-  if (!epoch || !siteCount) return bad("truncated");
-  if (*siteCount > kMaxTaskMapSites) return bad(fmt::format("{} sites, more than {}", *siteCount, kMaxTaskMapSites));
-  map.set_epoch(*epoch);
-  std::vector<std::string> sites;
-  for (uint64_t i = 0; i < *siteCount; ++i) {
-    auto size = takeVarint(in);
-    if (!size || *size > in.size()) return bad("truncated");
-    std::string site(in.substr(0, *size));
-    in.remove_prefix(*size);
-    if (!isUsageSite(site)) return bad("an owner that is not a site id");
-    if (std::find(sites.begin(), sites.end(), site) != sites.end()) return bad("a site listed twice");
-    sites.push_back(std::move(site));
+  pb::StoredTaskMap stored;
+  if (!stored.ParseFromString(*raw)) return bad("not a StoredTaskMap");
+  if (static_cast<size_t>(stored.sites_size()) > kMaxTaskMapSites) {
+    return bad(fmt::format("{} sites, more than {}", stored.sites_size(), kMaxTaskMapSites));
   }
-  auto tasks = takeVarint(in);
-  if (!tasks) return bad("truncated");
-  if (*tasks > config::kMaxTasksPerStage) return bad(fmt::format("{} tasks, more than {}", *tasks, config::kMaxTasksPerStage));
-  if (in.size() != *tasks) return bad(fmt::format("{} owners for {} tasks", in.size(), *tasks));
-  map.mutable_owner_site()->Reserve(static_cast<int>(*tasks));
-  for (char c : in) {
+  for (int i = 0; i < stored.sites_size(); ++i) {
+    if (!isUsageSite(stored.sites(i))) return bad("an owner that is not a site id");
+    if (std::find(stored.sites().begin(), stored.sites().begin() + i, stored.sites(i)) != stored.sites().begin() + i) {
+      return bad("a site listed twice");
+    }
+  }
+  const std::string& owners = stored.owners();
+  if (owners.size() > config::kMaxTasksPerStage) {
+    return bad(fmt::format("{} tasks, more than {}", owners.size(), config::kMaxTasksPerStage));
+  }
+  pb::TaskMap map;
+  map.set_epoch(stored.epoch());
+  map.mutable_owner_site()->Reserve(static_cast<int>(owners.size()));
+  for (char c : owners) {
     const auto owner = static_cast<uint8_t>(c);
-    if (owner >= sites.size()) return bad("an owner index out of range");
-    map.add_owner_site(sites[owner]);
+    if (owner >= stored.sites_size()) return bad("an owner index out of range");
+    map.add_owner_site(stored.sites(owner));
   }
   return map;
 }

@@ -83,8 +83,8 @@ Result<std::string> encodeRecordedTasks(uint32_t stage, const RecordedTaskSet& t
 // kInternal naming `path` for anything that is not encodeRecordedTasks' output for `stage`.
 Result<RecordedTaskSet> decodeRecordedTasks(uint32_t stage, const std::string& bytes, const std::string& path);
 
-// A stage's taskMap node: its owner sites once each (at most kMaxTaskMapSites site ids), then
-// one byte per task naming its owner's index, and the epoch; a 100,000-task map whose owners
+// A stage's taskMap node (pb::StoredTaskMap): its owner sites once each (at most
+// kMaxTaskMapSites site ids), one byte per task naming its owner's index, and the epoch; a 100,000-task map whose owners
 // are every site in turn is ~100 kB before zlib, where the plain TaskMap message took ~1.1 MB
 // with 9-character site names (over the node limit). config::kMaxTasksPerStage is the most
 // tasks a node holds. kInvalidArgument for a map over config::kMaxTasksPerStage tasks or
@@ -92,8 +92,8 @@ Result<RecordedTaskSet> decodeRecordedTasks(uint32_t stage, const std::string& b
 inline constexpr size_t kMaxTaskMapSites = 256;
 Result<std::string> encodeTaskMap(const pb::TaskMap& map);
 // kInternal naming `path` ("malformed TaskMap in ...") for anything encodeTaskMap did not
-// write: bad magic or zlib stream, a table or count out of bounds, a site that is not a site
-// id or appears twice, an owner index out of the table, fewer or more owners than the count.
+// write: bad magic or zlib stream, a body that does not parse, a table or count out of bounds,
+// a site that is not a site id or appears twice, an owner index out of the table.
 // The count is checked against the stage's tasks by whoever knows the stage (JobCore).
 Result<pb::TaskMap> decodeTaskMap(const std::string& bytes, const std::string& path);
 

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "jobstate/job_store.h"
+#include "stored.pb.h"
 
 using namespace tellus;
 using namespace tellus::jobstate;
@@ -354,18 +355,13 @@ pb::TaskMap taskMapOf(uint32_t tasks, const std::vector<std::string>& sites, uin
   return map;
 }
 
-std::string varint(uint64_t v) {
-  std::string out;
-  for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-  out.push_back(static_cast<char>(v));
-  return out;
-}
-
-// The raw body of a taskMap node: epoch, site table, count, then `owners` as given.
-std::string taskMapBody(const std::vector<std::string>& sites, uint64_t count, const std::string& owners) {
-  std::string raw = varint(1) + varint(sites.size());
-  for (const auto& s : sites) raw += varint(s.size()) + s;
-  return raw + varint(count) + owners;
+// The raw body of a taskMap node: epoch 1, the site table and `owners` as given.
+std::string taskMapBody(const std::vector<std::string>& sites, const std::string& owners) {
+  pb::StoredTaskMap stored;
+  stored.set_epoch(1);
+  for (const auto& site : sites) stored.add_sites(site);
+  stored.set_owners(owners);
+  return stored.SerializeAsString();
 }
 
 }  // namespace
@@ -446,24 +442,32 @@ TEST_CASE("a node that is not a taskMap encodeTaskMap wrote is an error naming i
   std::string flipped = *node;
   flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x55);
   CHECK_FALSE(error(flipped).empty());
-  CHECK_FALSE(error(framed("TOB1", taskMapBody({"s1"}, 1, std::string(1, '\0')))).empty());  // a batch's magic
+  CHECK_FALSE(error(framed("TOB1", taskMapBody({"s1"}, std::string(1, '\0')))).empty());  // a batch's magic
+  CHECK_FALSE(error(framed("TTM1", taskMapBody({"s1"}, std::string(1, '\0')))).empty());  // the format before
 
   // The body itself. A well-formed one first, so each case below fails for its own reason.
   const std::vector<std::string> two{"s1", "s2"};
-  CHECK(error(framed("TTM1", taskMapBody(two, 3, std::string("\0\1\0", 3)))).empty());
-  CHECK_THAT(error(framed("TTM1", taskMapBody(two, 3, std::string("\0\2\0", 3)))), Catch::Contains("out of range"));
-  CHECK_THAT(error(framed("TTM1", taskMapBody(two, 4, std::string("\0\1\0", 3)))), Catch::Contains("3 owners for 4 tasks"));
-  CHECK_THAT(error(framed("TTM1", taskMapBody(two, 2, std::string("\0\1\0", 3)))), Catch::Contains("3 owners for 2 tasks"));
-  CHECK_THAT(error(framed("TTM1", taskMapBody(two, config::kMaxTasksPerStage + 1, ""))), Catch::Contains("more than"));
-  CHECK_THAT(error(framed("TTM1", taskMapBody({"s1", "s1"}, 1, std::string(1, '\0')))), Catch::Contains("twice"));
-  CHECK_THAT(error(framed("TTM1", taskMapBody({"s1", "x/y"}, 1, std::string(1, '\0')))), Catch::Contains("not a site id"));
-  CHECK_THAT(error(framed("TTM1", taskMapBody({""}, 1, std::string(1, '\0')))), Catch::Contains("not a site id"));
-  CHECK_THAT(error(framed("TTM1", varint(1) + varint(kMaxTaskMapSites + 1))), Catch::Contains("sites, more than"));
-  // Cut anywhere in the header: epoch, table size, a site's length or name, the count.
-  const std::string body = taskMapBody(two, 3, "");
-  for (size_t cut = 0; cut < body.size(); ++cut) CHECK_THAT(error(framed("TTM1", body.substr(0, cut))), Catch::Contains("truncated"));
-  CHECK_THAT(error(framed("TTM1", std::string(11, '\xff'))), Catch::Contains("truncated"));  // a varint past 64 bits
+  CHECK(error(framed("TTM2", taskMapBody(two, std::string("\0\1\0", 3)))).empty());
+  CHECK_THAT(error(framed("TTM2", taskMapBody(two, std::string("\0\2\0", 3)))), Catch::Contains("out of range"));
+  CHECK_THAT(error(framed("TTM2", taskMapBody({}, std::string(1, '\0')))), Catch::Contains("out of range"));
+  CHECK_THAT(error(framed("TTM2", taskMapBody(two, std::string(config::kMaxTasksPerStage + 1, '\0')))),
+             Catch::Contains("more than"));
+  CHECK_THAT(error(framed("TTM2", taskMapBody({"s1", "s1"}, std::string(1, '\0')))), Catch::Contains("twice"));
+  CHECK_THAT(error(framed("TTM2", taskMapBody({"s1", "x/y"}, std::string(1, '\0')))), Catch::Contains("not a site id"));
+  CHECK_THAT(error(framed("TTM2", taskMapBody({""}, std::string(1, '\0')))), Catch::Contains("not a site id"));
+  std::vector<std::string> tooMany;
+  for (size_t i = 0; i <= kMaxTaskMapSites; ++i) tooMany.push_back(fmt::format("s{}", i));
+  CHECK_THAT(error(framed("TTM2", taskMapBody(tooMany, ""))), Catch::Contains("sites, more than"));
+  // Cut anywhere: a message cut inside a field does not parse.
+  const std::string body = taskMapBody(two, std::string("\0\1\0", 3));
+  for (size_t cut = 1; cut < body.size(); ++cut) {
+    const std::string cutBody = body.substr(0, cut);
+    pb::StoredTaskMap partial;
+    if (partial.ParseFromString(cutBody)) continue;  // cut between fields: a shorter valid message
+    CHECK_THAT(error(framed("TTM2", cutBody)), Catch::Contains("not a StoredTaskMap"));
+  }
+  CHECK_THAT(error(framed("TTM2", std::string(11, '\xff'))), Catch::Contains("not a StoredTaskMap"));
   // Oversize: a node over the limit, and a body inflating without bound.
-  CHECK_THAT(error("TTM1" + std::string(kMaxNodeBytes, 'x')), Catch::Contains("more than a node may"));
-  CHECK_THAT(error(framed("TTM1", std::string(kMaxInflatedBytes + 1, '\0'))), Catch::Contains("inflates beyond"));
+  CHECK_THAT(error("TTM2" + std::string(kMaxNodeBytes, 'x')), Catch::Contains("more than a node may"));
+  CHECK_THAT(error(framed("TTM2", std::string(kMaxInflatedBytes + 1, '\0'))), Catch::Contains("inflates beyond"));
 }
