@@ -257,6 +257,7 @@ void readJmTuning(YamlMap& m, JmTuning& c) {
   c.safety_reread_ms = m.optional<uint32_t>("safety_reread_ms", c.safety_reread_ms, kPositive);
   c.publish_interval_ms = m.optional<uint32_t>("publish_interval_ms", c.publish_interval_ms, kPositive);
   c.markers_coalesce_ms = m.optional<uint32_t>("markers_coalesce_ms", c.markers_coalesce_ms);
+  c.outputs_coalesce_ms = m.optional<uint32_t>("outputs_coalesce_ms", c.outputs_coalesce_ms);
   // Below 10 ms a heartbeat is mostly scheduling noise; above a minute the session timeout
   // is the faster path anyway. 0: none sent, takeovers wait for the primary's session to
   // expire (as when every heartbeat is lost). Fewer than 2 misses takes over on one lost message.
@@ -555,6 +556,7 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "safety_reread_ms" << YAML::Value << c.safety_reread_ms;
   out << YAML::Key << "publish_interval_ms" << YAML::Value << c.publish_interval_ms;
   out << YAML::Key << "markers_coalesce_ms" << YAML::Value << c.markers_coalesce_ms;
+  out << YAML::Key << "outputs_coalesce_ms" << YAML::Value << c.outputs_coalesce_ms;
   out << YAML::Key << "heartbeat_interval_ms" << YAML::Value << c.heartbeat_interval_ms;
   out << YAML::Key << "heartbeat_misses" << YAML::Value << c.heartbeat_misses;
   out << YAML::Key << "site_lost_after_ms" << YAML::Value << c.site_lost_after_ms;

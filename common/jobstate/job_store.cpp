@@ -1094,16 +1094,20 @@ awaitable<Status> JobStore::createJmRegistration(std::string jobId, pb::JmInfo i
   co_return created.status();
 }
 
-awaitable<Status> JobStore::updateJmRegistration(std::string jobId, pb::JmInfo info, int32_t epochVersion) {
-  if (auto st = checkJobId(jobId); !st) co_return st;
-  if (auto st = checkSite(info.site()); !st) co_return st;
+awaitable<Result<int32_t>> JobStore::updateJmRegistration(std::string jobId, pb::JmInfo info, int32_t epochVersion,
+                                                          int32_t expectedVersion) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  if (auto st = checkSite(info.site()); !st) co_return st.error();
   if (info.role() == pb::JM_PRIMARY && epochVersion >= 0) {
-    std::vector<coord::ZkOp> ops{coord::ZkOp::set(jmPath(jobId, info.site()), info.SerializeAsString(), -1)};
+    std::vector<coord::ZkOp> ops{coord::ZkOp::set(jmPath(jobId, info.site()), info.SerializeAsString(), expectedVersion)};
     auto written = co_await fencedMulti(jobId, epochVersion, std::move(ops));
-    co_return written.status();
+    if (!written) co_return written.error();
+    if (written->empty() || !written->front().stat) co_return makeError(ErrorCode::kInternal, "a JM registration write: no stat");
+    co_return written->front().stat->version;
   }
-  auto set = co_await zk_.set(jmPath(jobId, info.site()), info.SerializeAsString(), -1);
-  co_return set.status();
+  auto set = co_await zk_.set(jmPath(jobId, info.site()), info.SerializeAsString(), expectedVersion);
+  if (!set) co_return set.error();
+  co_return set->version;
 }
 
 awaitable<Status> JobStore::removeJmRegistration(std::string jobId, std::string site) {
@@ -1164,11 +1168,15 @@ Result<coord::Subscription> JobStore::watchEpoch(const std::string& jobId,
 }
 
 Result<coord::Subscription> JobStore::watchOutputNodes(const std::string& jobId, uint32_t stage,
-                                                       std::function<void(const std::set<std::string>&)> callback) {
+                                                       std::function<void(const std::set<std::string>&)> callback,
+                                                       std::chrono::milliseconds coalesce) {
   if (auto st = checkJobId(jobId); !st) return st.error();
-  return zk_.watchChildren(partsPath(jobId, stage), [callback = std::move(callback)](const std::vector<std::string>& names) {
-    callback(std::set<std::string>(names.begin(), names.end()));
-  });
+  return zk_.watchChildren(
+      partsPath(jobId, stage),
+      [callback = std::move(callback)](const std::vector<std::string>& names) {
+        callback(std::set<std::string>(names.begin(), names.end()));
+      },
+      coalesce);
 }
 
 Result<coord::Subscription> JobStore::watchRunningTasks(const std::string& jobId,
@@ -1187,19 +1195,6 @@ Result<coord::Subscription> JobStore::watchJmSites(const std::string& jobId,
                                                    std::function<void(const std::vector<std::string>&)> callback) {
   if (auto st = checkJobId(jobId); !st) return st.error();
   return zk_.watchChildren(jmsPath(jobId), std::move(callback));
-}
-
-Result<coord::Subscription> JobStore::watchJmRegistration(
-    const std::string& jobId, const std::string& site, std::function<void(const std::optional<coord::NodeStat>&)> callback) {
-  if (auto st = checkJobId(jobId); !st) return st.error();
-  if (auto st = checkSite(site); !st) return st.error();
-  return zk_.watchData(jmPath(jobId, site), [callback = std::move(callback)](const std::optional<coord::NodeData>& node) {
-    if (!node) {
-      callback(std::nullopt);
-      return;
-    }
-    callback(node->stat);
-  });
 }
 
 // ---- compaction ---------------------------------------------------------------------------------

@@ -265,8 +265,11 @@ class JobStore {
   Awaitable<Status> createJmRegistration(std::string jobId, pb::JmInfo info);
   // A registration that says primary is written under the primary's fencing token (the epoch
   // node's version, -1: none): kConflict once the epoch has moved, so a primary fenced while it
-  // was not running never advertises itself again.
-  Awaitable<Status> updateJmRegistration(std::string jobId, pb::JmInfo info, int32_t epochVersion = -1);
+  // was not running never advertises itself again. `expectedVersion` (-1: any) is the node's
+  // version as this JM last wrote it: kConflict when somebody else wrote or replaced it since.
+  // Returns the node's new version.
+  Awaitable<Result<int32_t>> updateJmRegistration(std::string jobId, pb::JmInfo info, int32_t epochVersion = -1,
+                                                  int32_t expectedVersion = -1);
   Awaitable<Status> removeJmRegistration(std::string jobId, std::string site);
 
   // ---- watches (persistent: current value at once, then every change; see Coordinator) ----
@@ -277,9 +280,12 @@ class JobStore {
   Result<coord::Subscription> watchEpoch(const std::string& jobId,
                                          std::function<void(const std::optional<Versioned<uint64_t>>&)> callback);
   // The names of the stage's record nodes (outputNode), on every change (a batch replaced by
-  // a lineage removal comes back under a new name).
+  // a lineage removal comes back under a new name), listed at most once per `coalesce`
+  // (coord::Coordinator::watchChildren): the batches of tasks that end together come in one
+  // listing.
   Result<coord::Subscription> watchOutputNodes(const std::string& jobId, uint32_t stage,
-                                               std::function<void(const std::set<std::string>&)> callback);
+                                               std::function<void(const std::set<std::string>&)> callback,
+                                               std::chrono::milliseconds coalesce = std::chrono::milliseconds(0));
 
   // ---- compaction (the master of the job's submit site) ----
   // A finished job's state folded into its summary (/jobs/<id>/summary, written with a check
@@ -294,9 +300,6 @@ class JobStore {
                                                 std::chrono::milliseconds coalesce = std::chrono::milliseconds(0));
   Result<coord::Subscription> watchJmSites(const std::string& jobId,
                                            std::function<void(const std::vector<std::string>&)> callback);
-  // One site's registration: its stat (ephemeralOwner says whose), nullopt when absent.
-  Result<coord::Subscription> watchJmRegistration(const std::string& jobId, const std::string& site,
-                                                  std::function<void(const std::optional<coord::NodeStat>&)> callback);
 
   // ---- node names (pure; exposed for tests) ----
   // The confirmation of a batch node's outputs (their finish key).

@@ -231,11 +231,13 @@ Status JobManager::watchJob() {
                                   }),
              "taskmap of stage " + std::to_string(s));
     if (!st) return st;
-    st = add(store_->watchOutputNodes(job, s,
-                                      [this, s](const std::set<std::string>& names) {
-                                        partNames_[s] = names;
-                                        wake();
-                                      }),
+    st = add(store_->watchOutputNodes(
+                 job, s,
+                 [this, s](const std::set<std::string>& names) {
+                   partNames_[s] = names;
+                   wake();
+                 },
+                 milliseconds(config_.outputs_coalesce_ms)),
              "outputs of stage " + std::to_string(s));
     if (!st) return st;
   }
@@ -251,22 +253,19 @@ Status JobManager::watchJob() {
                milliseconds(config_.markers_coalesce_ms)),
            "running markers");
   if (!st) return st;
+  // Also how we learn that our own registration went (an expired session also says so) or
+  // was replaced (removed, then created by another JM): a data watch on it would fire on
+  // every one of our own count updates. A replacement under the same name is caught by the
+  // version our updates expect (registerSelf).
   st = add(store_->watchJmSites(job,
                               [this](const std::vector<std::string>& names) {
                                 jmNames_ = names;
                                 jmSites_ = {names.begin(), names.end()};
+                                if (!jmSites_.count(config_.site)) registered_ = false;
                                 core_.onJms(jmSites_);
                                 wake();
                               }),
            "JMs");
-  if (!st) return st;
-  // Our own registration: gone with an expired session, or taken by a replacement.
-  st = add(store_->watchJmRegistration(job, config_.site,
-                                       [this](const std::optional<coord::NodeStat>& stat) {
-                                         if (!stat || stat->ephemeralOwner != server_.coordinator().sessionId()) registered_ = false;
-                                         wake();
-                                       }),
-           "own registration");
   if (!st) return st;
   // The epoch: a secondary joins the election once a primary has acted; a primary whose
   // epoch node moved under it is fenced.
@@ -414,21 +413,37 @@ awaitable<Status> JobManager::registerSelf() {
     info.set_http_address(server_.httpAddress());
     return info;
   };
+  if (registered_ && registeredVersion_ >= 0) {
+    // Confirmed on this session and nobody removed it since (watchJmSites): one write, which
+    // expects the version we left. A conflict (somebody else wrote it, or the epoch moved
+    // under a primary) sends us through the full check below on the next round.
+    const pb::JmInfo current = info();
+    auto set = co_await store_->updateJmRegistration(config_.job_id, current, epochVersion_, registeredVersion_);
+    if (!set) {
+      registered_ = false;
+      registeredVersion_ = -1;
+      co_return set.status();
+    }
+    registeredVersion_ = *set;
+    core_.onPublished(current.desire(), current.granted());
+    co_return Status::ok();
+  }
   auto stat = co_await store_->jmRegistration(config_.job_id, config_.site);
   if (!stat) co_return stat.status();
   if (*stat && (*stat)->ephemeralOwner == server_.coordinator().sessionId()) {
     const pb::JmInfo current = info();
-    Status set = co_await store_->updateJmRegistration(config_.job_id, current, epochVersion_);
+    auto set = co_await store_->updateJmRegistration(config_.job_id, current, epochVersion_);
     if (set) {
       registered_ = true;
+      registeredVersion_ = *set;
       core_.onPublished(current.desire(), current.granted());
-    } else if (set.code() == ErrorCode::kConflict && current.role() == pb::JM_PRIMARY) {
+    } else if (set.error().code == ErrorCode::kConflict && current.role() == pb::JM_PRIMARY) {
       // Fenced: a newer primary bumped the epoch (while we were paused, say). We register
       // again as a secondary.
       stepDown("the epoch moved: " + set.message());
       registered_ = false;
     }
-    co_return set;
+    co_return set.status();
   }
   if (*stat && everRegistered_ && (*stat)->ephemeralOwner == registeredSession_) {
     // Our own node from our previous session. Without a quorum nothing expires sessions, so
@@ -449,6 +464,7 @@ awaitable<Status> JobManager::registerSelf() {
   Status created = co_await store_->createJmRegistration(config_.job_id, current);
   if (!created) co_return created;
   registered_ = true;
+  registeredVersion_ = 0;  // a new node's
   everRegistered_ = true;
   registeredSession_ = session;
   core_.onPublished(current.desire(), current.granted());

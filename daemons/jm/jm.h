@@ -134,6 +134,7 @@ class JobManager {
 
   // Registration and election.
   bool registered_ = false;
+  int32_t registeredVersion_ = -1;  // our registration's version as we last wrote it (-1: unknown)
   bool everRegistered_ = false;
   // The session expired: the released stages' taskMaps are read before the next step. The
   // primary may have given this site's tasks away meanwhile (a lost site); the re-armed

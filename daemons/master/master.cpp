@@ -244,6 +244,16 @@ awaitable<Status> Master::publishSite() {
   const int64_t session = server_.coordinator().sessionId();
   if (info == publishedSite_ && session == publishedSession_ && session != 0) co_return Status::ok();
   auto live = siteLivePath(config_.site);
+  if (session == publishedSession_ && session != 0) {
+    // Our own node, created on this session: one write. Gone meanwhile (removed by hand; an
+    // expiry ends the session) is created again below.
+    auto set = co_await server_.coordinator().set(live, info, -1);
+    if (set) {
+      publishedSite_ = std::move(info);
+      co_return Status::ok();
+    }
+    if (set.error().code != ErrorCode::kNotFound) co_return set.status();
+  }
   auto stat = co_await server_.coordinator().exists(live);
   if (!stat) co_return stat.status();
   if (*stat && (*stat)->ephemeralOwner != server_.coordinator().sessionId()) {
