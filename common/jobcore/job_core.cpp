@@ -487,6 +487,7 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
         return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
       });
       if (attempts_[id] > 0) --attempts_[id];
+      record({Decision::Kind::kRerun, id.first, {id.second}, config_.site, "", std::string(kRerunWorkerLost)});
       break;
     }
     case AttemptEnd::kInputNotReady:
@@ -500,6 +501,8 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
           view_.spec.max_task_attempts() ? view_.spec.max_task_attempts() : config_.timings.defaultMaxAttempts;
       if (launch.attempt >= maxAttempts) {
         failJob("task " + taskLabel(id) + " failed " + std::to_string(launch.attempt) + " times: " + message);
+      } else {
+        record({Decision::Kind::kRerun, id.first, {id.second}, config_.site, "", std::string(kRerunFailed)});
       }
       break;
     }
@@ -515,6 +518,9 @@ void JobCore::failJob(std::string reason) {
 
 void JobCore::onStageReleased(const ReleaseStage& release, bool ok) {
   if (!ok || release.stage >= view_.stages.size()) return;
+  for (int t = 0; t < release.taskmap.owner_site_size(); ++t) {
+    record({Decision::Kind::kPlace, release.stage, {static_cast<uint32_t>(t)}, release.taskmap.owner_site(t), "", ""});
+  }
   auto& st = view_.stages[release.stage];
   if (st.taskmap) return;  // the watch was faster (or another primary released it)
   st.taskmap = release.taskmap;
@@ -524,6 +530,14 @@ void JobCore::onStageReleased(const ReleaseStage& release, bool ok) {
 
 void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   if (!ok || removal.task.first >= view_.stages.size()) return;
+  if (config_.recordDecisions) {
+    // Recorded by the primary, which decided it, under the site that owns the task (runs it).
+    const auto& map = view_.stages[removal.task.first].taskmap;
+    const bool known = map && removal.task.second < static_cast<uint32_t>(map->owner_site_size());
+    record({Decision::Kind::kRerun, removal.task.first, {removal.task.second},
+            known ? map->owner_site(static_cast<int>(removal.task.second)) : config_.site, "",
+            std::string(kRerunLostOutput)});
+  }
   finishKeys_[removal.task.first].erase(removal.task.second);
   verified_[removal.task.first].erase(removal.task.second);
   untrusted_[removal.task.first].erase(removal.task.second);
@@ -737,6 +751,11 @@ void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& 
                           const std::optional<pb::TaskMap>& map, int32_t version) {
   for (uint32_t t : offer.tasks) beingStolen_.erase({offer.stage, t});
   if (!map || offer.stage >= view_.stages.size()) return;
+  if (!moved.empty()) {
+    std::vector<uint32_t> tasks = moved;
+    std::sort(tasks.begin(), tasks.end());
+    record({Decision::Kind::kSteal, offer.stage, std::move(tasks), offer.thief, config_.site, ""});
+  }
   auto& st = view_.stages[offer.stage];
   st.taskmap = *map;
   st.taskmapVersion = version;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "jobcore/decision.h"
 #include "jobstate/job_view.h"
 #include "jobstate/placement.h"
 #include "sched/af.h"
@@ -86,6 +87,9 @@ struct CoreConfig {
   // (onParts' finish keys, onFinishRecords): a forged or inconsistent record is removed and its
   // task runs again. A driver whose records cannot be forged (the simulator) leaves it off.
   bool verifyOutputs = false;
+  // Keep a record of this JM's placements, steals given and re-runs (jobcore/decision.h) for
+  // takeDecisions(): the differential test's log. Off: nothing is kept.
+  bool recordDecisions = false;
 };
 
 // How an attempt ended, as the driver saw it.
@@ -306,6 +310,12 @@ class JobCore {
   // Everything to do now.
   Actions step(double now);
 
+  // The decisions recorded since the last call (recordDecisions), oldest first: a release
+  // written (onStageReleased), a steal given (settleSteal), a lost output removed
+  // (onLostOutputRemoved), an attempt that must run again (onTaskEnded). The driver drains it
+  // after each event it fed.
+  std::vector<Decision> takeDecisions() { return std::exchange(decisions_, {}); }
+
   // -- read-only views for the driver and tests --
   bool loaded() const { return loaded_; }
   bool primary() const { return primary_; }
@@ -409,6 +419,9 @@ class JobCore {
   bool decideVerification(Actions& out);
   void decideContainers(double now, Actions& out);
   void finishAttempt(const LaunchTask& launch);
+  void record(Decision decision) {
+    if (config_.recordDecisions) decisions_.push_back(std::move(decision));
+  }
 
   CoreConfig config_;
   bool loaded_ = false;
@@ -497,6 +510,8 @@ class JobCore {
   std::map<std::string, double> jmRequestedAt_;
 
   // stealing as thief
+  std::vector<Decision> decisions_;  // recordDecisions: not yet taken
+
   bool stealing_ = false;
   double lastSteal_ = -1e18;
   size_t stealRound_ = 0;
