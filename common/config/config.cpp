@@ -268,6 +268,8 @@ void readJmTuning(YamlMap& m, JmTuning& c) {
   }
   c.heartbeat_misses = m.optional<uint32_t>("heartbeat_misses", c.heartbeat_misses, between<uint32_t>(2, 100));
   c.site_lost_after_ms = m.optional<uint32_t>("site_lost_after_ms", c.site_lost_after_ms);
+  c.decision_log_max_bytes =
+      m.optional<uint32_t>("decision_log_max_bytes", c.decision_log_max_bytes, between<uint32_t>(0, 1u << 30));
 }
 
 ExecConfig readExec(YamlMap& root) {
@@ -506,6 +508,7 @@ Result<JmConfig> parseJmConfig(const std::string& yaml, const std::string& file)
     c.tls = readTls(m);
     readJmTuning(m, c);
     c.exit_reason_file = m.optional<std::string>("exit_reason_file", c.exit_reason_file);
+    c.decision_log_file = m.optional<std::string>("decision_log_file", c.decision_log_file);
     c.rpc = readRpcLimits(m);
     c.log_level = readLogLevel(m);
     c.log_format = readLogFormat(m);
@@ -562,6 +565,10 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "site_lost_after_ms" << YAML::Value << c.site_lost_after_ms;
   if (!c.exit_reason_file.empty()) {
     out << YAML::Key << "exit_reason_file" << YAML::Value << YAML::DoubleQuoted << c.exit_reason_file;
+  }
+  out << YAML::Key << "decision_log_max_bytes" << YAML::Value << c.decision_log_max_bytes;
+  if (!c.decision_log_file.empty()) {
+    out << YAML::Key << "decision_log_file" << YAML::Value << YAML::DoubleQuoted << c.decision_log_file;
   }
   writeRpcLimits(out, c.rpc);
   out << YAML::Key << "log_level" << YAML::Value << c.log_level;

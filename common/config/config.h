@@ -176,6 +176,10 @@ struct JmTuning {
   // A site of the job with no registered JM and no live worker for this long is lost: the
   // primary gives its movable waiting tasks to the live sites. 0: zookeeper.session_timeout_ms.
   uint32_t site_lost_after_ms = 0;
+  // The JM's decisions (placements, steals given, re-runs; jobcore/decision.h) as JSON lines
+  // in its decision_log_file, at most this many bytes per file (later ones are dropped, and
+  // that is logged once). 0: none are written. For the differential test against tellus-sim.
+  uint32_t decision_log_max_bytes = 0;
 };
 
 struct WorkerConfig {
@@ -227,6 +231,9 @@ struct JmConfig : JmTuning {
   // Where the JM writes, in one line, why it exits non-zero (its worker reports it to the
   // master, which shows it in `tellus status` when the job fails of it). Empty: nowhere.
   std::string exit_reason_file;
+  // Where the decision log goes when decision_log_max_bytes > 0 (appended to; its worker sets
+  // it to <data_dir>/jms/<job>/decisions.jsonl, beside jm.log). Empty: nowhere.
+  std::string decision_log_file;
   RpcLimitsConfig rpc;
   std::string log_level = "info";
   std::string log_format = "text";     // text | json

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "jobstate/job_store.h"
@@ -49,6 +50,7 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   core.timings.siteLostS = (c.site_lost_after_ms > 0 ? c.site_lost_after_ms : c.zookeeper.session_timeout_ms) / 1000.0;
   // Output records in ZooKeeper can be forged or half-written: the primary checks them.
   core.verifyOutputs = true;
+  core.recordDecisions = c.decision_log_max_bytes > 0 && !c.decision_log_file.empty();
   return core;
 }
 
@@ -173,7 +175,38 @@ void JobManager::stop() {
   wake();
 }
 
+void JobManager::writeDecisions() {
+  const std::vector<jobcore::Decision> decisions = core_.takeDecisions();
+  if (decisions.empty() || decisionLogFull_) return;
+  if (!decisionLog_.is_open()) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(config_.decision_log_file, ec);
+    decisionLogBytes_ = ec ? 0 : size;
+    decisionLog_.open(config_.decision_log_file, std::ios::app);
+    if (!decisionLog_) {
+      spdlog::warn("decision log {}: cannot open it; no decisions are written", config_.decision_log_file);
+      decisionLogFull_ = true;
+      return;
+    }
+  }
+  for (const auto& d : decisions) {
+    const std::string line = jobcore::formatDecision(d);
+    if (decisionLogBytes_ + line.size() + 1 > config_.decision_log_max_bytes) {
+      spdlog::warn("decision log {} holds {} bytes (decision_log_max_bytes {}): later decisions are not written",
+                   config_.decision_log_file, decisionLogBytes_, config_.decision_log_max_bytes);
+      decisionLogFull_ = true;
+      break;
+    }
+    decisionLog_ << line << '\n';
+    decisionLogBytes_ += line.size() + 1;
+  }
+  // Flushed at once: a reader (the differential test) sees every decision taken so far, and a
+  // JM killed with its VM loses none it wrote.
+  decisionLog_.flush();
+}
+
 void JobManager::exitWith(bool failed, const std::string& why) {
+  writeDecisions();
   if (failed) {
     spdlog::critical("JM exits: {}", why);
     // One line for the worker, which reports it with the exit status to the master.
@@ -702,6 +735,7 @@ awaitable<void> JobManager::mainLoop() {
     // The reads above may have outlasted the session (a read times out only after seconds).
     if (!server_.zookeeperAvailable()) continue;
     co_await execute(core_.step(nowS()));
+    writeDecisions();
     if (server_.stopping()) break;
     co_await wake_.waitFor(milliseconds(config_.tick_ms));
   }
@@ -967,6 +1001,7 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
     metrics_.taskSeconds->observe({launch.request.op(), "failed"}, callS);
     core_.onTaskEnded(launch, jobcore::classifyRunTaskError(r.error().code), nullptr, r.message(), nowS());
   }
+  writeDecisions();
   wake();
 }
 
@@ -1066,6 +1101,7 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   }
   Status outcome = cas.status();
   core_.settleSteal(offer, moved, written, version);
+  writeDecisions();
   if (!outcome) {
     spdlog::warn("steal by {} failed: {}", req.thief_site(), outcome.message());
     co_return resp;

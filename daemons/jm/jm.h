@@ -7,6 +7,7 @@
 // It reads ZooKeeper only when a watch says something changed (and a slow safety re-read).
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,10 @@ class JobManager {
   // worker reports both to the master, which replaces it (or fails the job after
   // max_jm_crashes, with `why` in `tellus status`).
   void exitWith(bool failed, const std::string& why);
+
+  // Appends the decisions the core recorded since the last call to the decision log
+  // (decision_log_max_bytes); called after every event that may record one.
+  void writeDecisions();
 
   boost::asio::awaitable<void> mainLoop();
   boost::asio::awaitable<Status> loadJob();
@@ -150,6 +155,13 @@ class JobManager {
   std::optional<jobstate::Versioned<uint64_t>> epochNode_;  // as last watched
 
   bool requestInFlight_ = false;
+
+  // The decision log (off unless decision_log_max_bytes and decision_log_file are set): the
+  // file, its size so far (counting what earlier JMs of the job here wrote), and whether the
+  // bound was hit (logged once, nothing more written).
+  std::ofstream decisionLog_;
+  uint64_t decisionLogBytes_ = 0;
+  bool decisionLogFull_ = false;
 };
 
 // Loads the config and runs the JM until its job ends. The body of tellus-jm's main.

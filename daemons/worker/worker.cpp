@@ -482,6 +482,8 @@ awaitable<Result<pb::LaunchJmResponse>> Worker::launchJm(pb::LaunchJmRequest req
   // Where the JM leaves the reason it could not do its job; read when it is reaped.
   jm.exit_reason_file = (dir / "exit-reason").string();
   std::filesystem::remove(jm.exit_reason_file, ec);
+  // Appended to by every JM of the job here (a replacement continues its predecessor's).
+  if (jm.decision_log_max_bytes > 0) jm.decision_log_file = (dir / "decisions.jsonl").string();
   auto cfgPath = dir / ("jm-" + std::to_string(++nextRun_) + ".yaml");
   if (auto st = writeFile(cfgPath, config::toYaml(jm)); !st) co_return st.error();
 

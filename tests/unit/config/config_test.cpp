@@ -379,6 +379,8 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   c.heartbeat_interval_ms = 150;
   c.heartbeat_misses = 4;
   c.site_lost_after_ms = 9000;
+  c.decision_log_max_bytes = 4096;
+  c.decision_log_file = "/var/tellus/jms/job-1/decisions.jsonl";
   c.log_level = "trace";
 
   auto back = parseJmConfig(toYaml(c), "jm.yaml");
@@ -399,6 +401,8 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   CHECK(back->heartbeat_interval_ms == 150u);
   CHECK(back->heartbeat_misses == 4u);
   CHECK(back->site_lost_after_ms == 9000u);
+  CHECK(back->decision_log_max_bytes == 4096u);
+  CHECK(back->decision_log_file == c.decision_log_file);
   CHECK(back->log_level == c.log_level);
 
   c.rpc.max_connections = 10;
@@ -437,6 +441,9 @@ TEST_CASE("JM config errors", "[unit][config]") {
   CHECK(r->heartbeat_interval_ms == 200u);
   CHECK(r->heartbeat_misses == 3u);
   CHECK(r->site_lost_after_ms == 0u);  // the session timeout
+  CHECK(r->decision_log_max_bytes == 0u);  // no decision log
+  CHECK(r->decision_log_file.empty());
+  CHECK_FALSE(jmError(good + "decision_log_max_bytes: 2000000000\n").empty());
   CHECK_FALSE(jmError(good + "heartbeat_interval_ms: 5\n").empty());
   CHECK_FALSE(jmError(good + "heartbeat_misses: 1\n").empty());
   CHECK(parseJmConfig(good + "heartbeat_interval_ms: 10\nheartbeat_misses: 2\n", "jm.yaml").isOk());
@@ -536,7 +543,8 @@ TEST_CASE("a worker's jm section sets the timings of the JMs it starts, checked 
   CHECK(plain->jm.site_lost_after_ms == 0u);
 
   auto tuned = parseWorkerConfig(
-      kWorker + "jm:\n  heartbeat_interval_ms: 500\n  heartbeat_misses: 4\n  site_lost_after_ms: 20000\n  tick_ms: 50\n",
+      kWorker + "jm:\n  heartbeat_interval_ms: 500\n  heartbeat_misses: 4\n  site_lost_after_ms: 20000\n  tick_ms: 50\n"
+                "  decision_log_max_bytes: 100000\n",
       "worker.yaml");
   REQUIRE(tuned.isOk());
   CHECK(tuned->jm.heartbeat_interval_ms == 500u);
@@ -554,6 +562,7 @@ TEST_CASE("a worker's jm section sets the timings of the JMs it starts, checked 
   CHECK(back->heartbeat_interval_ms == 500u);
   CHECK(back->heartbeat_misses == 4u);
   CHECK(back->site_lost_after_ms == 20000u);
+  CHECK(back->decision_log_max_bytes == 100000u);
 
   CHECK(workerError(kWorker + "jm:\n  heartbeat_misses: 1\n") ==
         "worker.yaml:20: jm.heartbeat_misses: expected an integer in [2, 100], got '1'");
