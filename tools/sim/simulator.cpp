@@ -99,6 +99,8 @@ struct JobRt {
   std::vector<std::optional<pb::TaskMap>> taskmaps;
   std::vector<int32_t> taskmapVersions;
   std::vector<std::unique_ptr<JmRt>> jm;
+  // Every recorded output by stage, as the job's `parts` in ZooKeeper would list them.
+  std::vector<std::map<uint32_t, pb::PartitionLocation>> outputs;
 };
 
 struct SiteRt {
@@ -111,8 +113,14 @@ struct SiteRt {
   double up = 0, down = 0;
   std::vector<int64_t> active;  // jobs with queued tasks here
   std::vector<int64_t> jms;     // jobs with a job manager here
-  uint32_t nextSlot = 0;        // container ids handed out by its master
+  uint32_t nextSlot = 0;        // container ids handed out by its master (one worker)
   bool dirty = false;
+  // Several workers (SiteSpec::workers > 1): their ids, which are live, and the free
+  // containers as (slot index, worker index), granted lowest first as tellus-master does.
+  std::vector<std::string> workerIds;
+  std::vector<bool> workerLive;
+  int slotsPerWorker = 0;
+  std::set<std::pair<uint32_t, int>> freeSlots;
 };
 
 // A stage's name in the job spec the job managers see. (fmt, not "s" + std::string: GCC 12's
@@ -134,6 +142,14 @@ class Engine {
       site.baseSlots = site.capacity = spec.slots;
       site.baseUp = site.up = spec.uplinkBytesPerSecond;
       site.baseDown = site.down = spec.downlinkBytesPerSecond;
+      if (spec.workers > 1) {
+        site.slotsPerWorker = spec.slots / spec.workers;
+        for (int k = 0; k < spec.workers; ++k) {
+          site.workerIds.push_back(fmt::format("{}-w{}", spec.name, k + 1));
+          site.workerLive.push_back(true);
+          for (int j = 0; j < site.slotsPerWorker; ++j) site.freeSlots.emplace(static_cast<uint32_t>(j), k);
+        }
+      }
       sites_.push_back(std::move(site));
     }
     summary_.policy = policy_.label;
@@ -202,6 +218,13 @@ class Engine {
   void applyRequest(JobRt& job, int site, const jobcore::ContainerRequest& request);
   void applySteal(JobRt& job, int thief, const jobcore::StealWork& work);
   void revokeContainer(JobRt& job, int site, const std::string& slotKey);
+  // Several workers per site: the live ones' ids (one worker: the site's name), and a loss.
+  std::set<std::string> liveWorkers(int site) const;
+  void loseWorker(int site, int worker);
+  // The primary's lineage: the output is removed, the task waits at its owner again.
+  void applyLostOutput(JobRt& job, int site, const jobcore::RemoveLostOutput& lost);
+  // Hands every JM's recorded decisions of the job to config_.decisions.
+  void drainDecisions(JobRt& job);
   // The run's usage (RunSummary::usage), in the units cost::Usage keeps: slot milliseconds
   // (rounded up, as billed) and bytes.
   void addSlotTime(int site, double seconds) {
@@ -251,6 +274,7 @@ class Engine {
   std::optional<Error> failure_;
   RunSummary summary_;
   std::vector<CompletedFlow> completedFlows_;
+  std::vector<bool> eventTriggered_;  // cluster events with whenStageDone: already pushed
 };
 
 // ---- the event loop ----------------------------------------------------------------------
@@ -271,8 +295,26 @@ Result<RunSummary> Engine::run() {
     if (change.slotLoss < 0 || change.slotLoss > 1 || change.bandwidthLoss < 0 || change.bandwidthLoss >= 1) {
       return makeError(ErrorCode::kInvalidArgument, "cluster event: slot loss must be in [0,1], bandwidth loss in [0,1)");
     }
+    const SiteSpec& spec = config_.sites[static_cast<size_t>(change.site)];
+    if (change.loseWorker >= 0 && (!containerMode() || change.loseWorker >= std::max(1, spec.workers))) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("cluster event: worker {} of {} is lost, but it has {} (and the loss of a worker "
+                                   "needs job managers: static or af)",
+                                   change.loseWorker, spec.name, spec.workers));
+    }
+    if (change.whenStageDone && *change.whenStageDone < 0) {
+      return makeError(ErrorCode::kInvalidArgument, "cluster event: whenStageDone must be a stage index");
+    }
   }
+  for (const auto& spec : config_.sites) {
+    if (spec.workers < 1 || (spec.workers > 1 && spec.slots % spec.workers != 0)) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: {} workers must share its {} slots evenly", spec.name, spec.workers, spec.slots));
+    }
+  }
+  eventTriggered_.assign(config_.clusterEvents.size(), false);
   for (size_t i = 0; i < config_.clusterEvents.size(); ++i) {
+    if (config_.clusterEvents[i].whenStageDone) continue;  // pushed by finishStage
     Event event;
     event.time = config_.clusterEvents[i].timeSeconds;
     event.kind = EventKind::kClusterChange;
@@ -708,16 +750,17 @@ void Engine::onComputeDone(const Event& event) {
     --jm.tasksIn[launch.slotKey];
     pb::PartitionLocation location;
     location.set_site(sites_[static_cast<size_t>(site)].name);
-    location.set_worker_id(location.site());
+    location.set_worker_id(launch.container.id().worker_id());
     location.set_worker_address("sim");
     // One byte for data-less stages, so that placement still sees where outputs are.
     location.add_bucket_bytes(static_cast<uint64_t>(std::max(kTokenBytes, std::round(outputBytes))));
     location.set_attempt(launch.attempt);
     location.set_elapsed_s(now_ - task.launchedAt);
     jm.core.onTaskEnded(launch, jobcore::AttemptEnd::kSucceeded, &location, "", now_);
-    for (int32_t other : job->jmSites) {
-      if (other != site) job->jm[static_cast<size_t>(other)]->core.onPartRecorded(id.first, id.second, location);
-    }
+    // Every JM's watch on the stage's records shows it, the launching JM's too (as tellus-jm's
+    // does: so a later listing without it, after lineage removed it, forgets it there too).
+    for (int32_t other : job->jmSites) job->jm[static_cast<size_t>(other)]->core.onPartRecorded(id.first, id.second, location);
+    job->outputs[id.first][id.second] = location;
     markJms(*job);
   }
   if (stage.finished == spec.numTasks()) finishStage(*job, event.stage);
@@ -746,6 +789,17 @@ void Engine::finishStage(JobRt& job, int32_t s) {
   stage.bytesIn = {};
   stage.workAtSite = {};
   --job.stagesLeft;
+  for (size_t i = 0; i < config_.clusterEvents.size(); ++i) {
+    const auto& when = config_.clusterEvents[i].whenStageDone;
+    if (!when || *when != s || eventTriggered_[i]) continue;
+    eventTriggered_[i] = true;
+    Event event;
+    event.time = now_;
+    event.kind = EventKind::kClusterChange;
+    event.task = static_cast<int32_t>(i);
+    event.stage = 0;
+    events_.push(event);
+  }
   // HOUTU: the primary job manager releases the next stages and ends the job.
   for (int32_t child : stage.children) {
     if (--job.stages[static_cast<size_t>(child)].unfinishedParents == 0 && !containerMode()) releaseStage(job, child);
@@ -755,6 +809,7 @@ void Engine::finishStage(JobRt& job, int32_t s) {
 }
 
 void Engine::finishJob(JobRt& job) {
+  drainDecisions(job);
   JobRecord record;
   record.id = job.spec.id;
   record.name = job.spec.name;
@@ -1024,8 +1079,11 @@ void Engine::startJobManagers(JobRt& job) {
       for (int32_t t = 0; t < stage.numTasks(); ++t) {
         const int x = stage.blockSite[static_cast<size_t>(t)];
         auto* part = inputs[s].add_partitions();
-        part->set_site(sites_[static_cast<size_t>(x)].name);
-        part->set_worker_id(part->site());
+        const SiteRt& at = sites_[static_cast<size_t>(x)];
+        part->set_site(at.name);
+        // On the site's first worker, with a copy on every other (tellus put keeps two).
+        part->set_worker_id(at.workerIds.empty() ? at.name : at.workerIds[0]);
+        for (size_t k = 1; k < at.workerIds.size(); ++k) part->add_replicas()->set_worker_id(at.workerIds[k]);
         part->set_bytes(static_cast<uint64_t>(bytes));
         part->set_dataset_file(fmt::format("block-{}", t));
         jobSites.insert(x);
@@ -1059,6 +1117,7 @@ void Engine::startJobManagers(JobRt& job) {
   status.set_submit_site(status.sites(0));
   job.taskmaps.assign(stages, std::nullopt);
   job.taskmapVersions.assign(stages, -1);
+  job.outputs.assign(stages, {});
   job.jm.resize(sites_.size());
   jobcore::CoreConfig config;
   config.jobId = job.coreId;
@@ -1069,6 +1128,7 @@ void Engine::startJobManagers(JobRt& job) {
   config.af = policy_.af;
   config.parades = policy_.parades;
   config.placement.wanBudgetRho = policy_.wanBudgetRho;
+  config.recordDecisions = config_.decisions != nullptr;
   for (int x : jobSites) {
     config.site = sites_[static_cast<size_t>(x)].name;
     auto jm = std::make_unique<JmRt>(config);
@@ -1082,7 +1142,7 @@ void Engine::startJobManagers(JobRt& job) {
     // stage has an output and nothing runs (later outputs come as onPartRecorded).
     for (size_t s = 0; s < stages; ++s) jm->core.onParts(static_cast<uint32_t>(s), {});
     jm->core.onRunningMarkers({});
-    for (const auto& site : names) jm->core.onLiveWorkers(site, {site});
+    for (int y : jobSites) jm->core.onLiveWorkers(sites_[static_cast<size_t>(y)].name, liveWorkers(y));
     jm->core.onJms(names);
     // The submit site's job manager wins the election; the others stand by.
     if (x == *jobSites.begin()) jm->core.onBecamePrimary(1);
@@ -1151,12 +1211,12 @@ bool Engine::stepJm(JobRt& job, int site) {
     fail(makeError(ErrorCode::kInternal, where() + " failed: " + *actions.fail));
     return false;
   }
-  // Workers never die in the simulation and every site's job manager runs from the start.
-  if (!actions.lostOutputs.empty() || !actions.startJms.empty() || !actions.reassignments.empty()) {
-    fail(makeError(ErrorCode::kInternal,
-                   where() + ": a job manager asked for lineage, a new job manager or a lost site's tasks moved"));
+  // Job managers never die in the simulation and a site never loses every worker.
+  if (!actions.startJms.empty() || !actions.reassignments.empty()) {
+    fail(makeError(ErrorCode::kInternal, where() + ": a job manager asked for a new job manager or a lost site's tasks moved"));
     return false;
   }
+  for (const auto& lost : actions.lostOutputs) applyLostOutput(job, site, lost);
   if (actions.needSiteRecords) {
     jm.core.onSiteCapacities(siteCapacities(job));
     markJm(job.spec.id, site);
@@ -1190,7 +1250,100 @@ bool Engine::stepJm(JobRt& job, int site) {
     finishJob(job);  // the status write: every job manager exits with the job
     return false;
   }
+  drainDecisions(job);
   return true;
+}
+
+void Engine::drainDecisions(JobRt& job) {
+  if (config_.decisions == nullptr) return;
+  for (int32_t x : job.jmSites) {
+    for (const auto& d : job.jm[static_cast<size_t>(x)]->core.takeDecisions()) {
+      config_.decisions->onDecision(job.spec.id, sites_[static_cast<size_t>(x)].name, d);
+    }
+  }
+}
+
+void Engine::applyLostOutput(JobRt& job, int site, const jobcore::RemoveLostOutput& lost) {
+  // The primary's fenced removal of the record, which every job manager's watch then lists.
+  const auto [s, t] = lost.task;
+  auto& outputs = job.outputs[s];
+  const auto recorded = outputs.find(t);
+  if (recorded != outputs.end()) {
+    const int at = siteIndex_.at(recorded->second.site());
+    outputs.erase(recorded);
+    StageRt& stage = job.stages[s];
+    const StageSpec& spec = job.spec.stages[s];
+    if (stage.tasks[t].state == TaskState::kDone) {
+      if (stage.finished == spec.numTasks()) {
+        // The stage is not complete any more: what finishStage counted and freed comes back.
+        ++job.stagesLeft;
+        const size_t n = sites_.size();
+        stage.bytesOut.assign(n, 0);
+        stage.bytesIn.assign(n, 0);
+        stage.workAtSite.assign(n, 0);
+        for (int32_t child : stage.children) ++job.stages[static_cast<size_t>(child)].unfinishedParents;
+        orderDirty_ = true;
+      }
+      --stage.finished;
+      stage.outputAtSite[static_cast<size_t>(at)] -= spec.outputBytes / spec.numTasks();
+      --stage.finishedAtSite[static_cast<size_t>(at)];
+      markWaiting(job, static_cast<int32_t>(s), static_cast<int32_t>(t), siteIndex_.at(job.taskmaps[s]->owner_site(static_cast<int>(t))));
+    }
+  }
+  job.jm[static_cast<size_t>(site)]->core.onLostOutputRemoved(lost, true);
+  for (int32_t x : job.jmSites) job.jm[static_cast<size_t>(x)]->core.onParts(s, outputs);
+  markJms(job);
+}
+
+std::set<std::string> Engine::liveWorkers(int site) const {
+  const SiteRt& where = sites_[static_cast<size_t>(site)];
+  if (where.workerIds.empty()) return {where.name};
+  std::set<std::string> live;
+  for (size_t k = 0; k < where.workerIds.size(); ++k) {
+    if (where.workerLive[k]) live.insert(where.workerIds[k]);
+  }
+  return live;
+}
+
+void Engine::loseWorker(int site, int worker) {
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  const auto k = static_cast<size_t>(worker);
+  if (where.workerIds.empty() ? worker != 0 : !where.workerLive[k]) return;
+  const std::string id = where.workerIds.empty() ? where.name : where.workerIds[k];
+  if (!where.workerIds.empty()) {
+    where.workerLive[k] = false;
+    std::erase_if(where.freeSlots, [&](const auto& slot) { return slot.second == worker; });
+    where.capacity -= where.slotsPerWorker;
+  } else {
+    where.capacity = 0;
+  }
+  std::vector<int64_t> ids = where.jms;
+  std::sort(ids.begin(), ids.end());
+  for (int64_t jobId : ids) {
+    JobRt& job = *jobs_.at(jobId);
+    JmRt& jm = *job.jm[static_cast<size_t>(site)];
+    // Its running tasks die with it (their job manager hears the worker is unreachable) ...
+    std::vector<jobcore::TaskId> dying;
+    for (const auto& [task, launch] : jm.launched) {
+      if (launch.container.id().worker_id() == id) dying.push_back(task);
+    }
+    for (const auto& [s, t] : dying) killTask(job, static_cast<int32_t>(s), static_cast<int32_t>(t));
+    // ... and its idle containers are gone.
+    std::vector<std::string> idle;
+    for (const auto& [key, container] : jm.containers) {
+      if (container.id().worker_id() == id) idle.push_back(key);
+    }
+    for (const auto& key : idle) revokeContainer(job, site, key);
+    if (!idle.empty()) setGrants(job, site);
+  }
+  // Every job manager of a job at this site sees its live workers without it.
+  const std::set<std::string> live = liveWorkers(site);
+  for (auto& [jobId, job] : jobs_) {
+    if (job->jm.empty() || !job->jm[static_cast<size_t>(site)]) continue;
+    for (int32_t x : job->jmSites) job->jm[static_cast<size_t>(x)]->core.onLiveWorkers(where.name, live);
+    markJms(*job);
+  }
+  markDirty(site);
 }
 
 void Engine::applyRelease(JobRt& job, int site, const jobcore::ReleaseStage& release) {
@@ -1231,7 +1384,14 @@ void Engine::applyRequest(JobRt& job, int site, const jobcore::ContainerRequest&
 
 void Engine::revokeContainer(JobRt& job, int site, const std::string& slotKey) {
   JmRt& jm = *job.jm[static_cast<size_t>(site)];
-  if (jm.containers.erase(slotKey) == 0) return;
+  const auto held = jm.containers.find(slotKey);
+  if (held == jm.containers.end()) return;
+  SiteRt& where = sites_[static_cast<size_t>(site)];
+  const auto worker = std::find(where.workerIds.begin(), where.workerIds.end(), held->second.id().worker_id());
+  if (worker != where.workerIds.end() && where.workerLive[static_cast<size_t>(worker - where.workerIds.begin())]) {
+    where.freeSlots.emplace(held->second.id().slot(), static_cast<int>(worker - where.workerIds.begin()));
+  }
+  jm.containers.erase(held);
   jm.tasksIn.erase(slotKey);
   --sites_[static_cast<size_t>(site)].held;
   markDirty(site);
@@ -1281,8 +1441,16 @@ void Engine::grantContainers(int site) {
     JmRt& jm = *job.jm[static_cast<size_t>(site)];
     for (int g = 0; g < grants[i]; ++g) {
       pb::Container container;
-      container.mutable_id()->set_worker_id(where.name);
-      container.mutable_id()->set_slot(where.nextSlot++);
+      if (where.workerIds.empty()) {
+        container.mutable_id()->set_worker_id(where.name);
+        container.mutable_id()->set_slot(where.nextSlot++);
+      } else {
+        if (where.freeSlots.empty()) break;  // (capacity counts only live workers' slots)
+        const auto [slot, worker] = *where.freeSlots.begin();
+        where.freeSlots.erase(where.freeSlots.begin());
+        container.mutable_id()->set_worker_id(where.workerIds[static_cast<size_t>(worker)]);
+        container.mutable_id()->set_slot(slot);
+      }
       container.set_worker_address("sim");
       container.set_site(where.name);
       jm.containers.emplace(jobcore::slotKeyOf(container.id()), container);
@@ -1343,6 +1511,11 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
 
 void Engine::onClusterChange(const Event& event) {
   const ClusterEventSpec& change = config_.clusterEvents[static_cast<size_t>(event.task)];
+  if (change.loseWorker >= 0) {
+    loseWorker(change.site, change.loseWorker);
+    roundWanted_ = true;
+    return;
+  }
   SiteRt& where = sites_[static_cast<size_t>(change.site)];
   const bool restore = event.stage == 1;
   const double slotKeep = restore ? 1.0 : 1.0 - change.slotLoss;

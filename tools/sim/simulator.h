@@ -24,10 +24,12 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cost/cost.h"
+#include "jobcore/decision.h"
 #include "sched/af.h"
 #include "sched/parades.h"
 #include "sched/policies.h"
@@ -86,6 +88,22 @@ struct ClusterEventSpec {
   double bandwidthLoss = 0;  // fraction of its base up/down bandwidth lost, [0,1]
   double durationSeconds = std::numeric_limits<double>::infinity();  // then restored
   bool killsTasks = false;   // spot-VM loss: tasks on the lost slots die and are re-queued
+  // HOUTU modes: instead of the above, the site's worker with this index (0-based, < its
+  // SiteSpec::workers) is lost for good: its containers (their tasks die, uncounted), its
+  // slots and the outputs stored on it, which the primary JM recomputes by lineage when still
+  // needed. The JMs learn it as tellus-jm does: the site's live-worker list without it.
+  int32_t loseWorker = -1;
+  // When set, the event happens when this stage of the first job to finish it is complete
+  // (its last output recorded) instead of at timeSeconds: a logical point a test can also
+  // observe in a daemon run.
+  std::optional<int32_t> whenStageDone;
+};
+
+class DecisionSink {
+ public:
+  virtual ~DecisionSink() = default;
+  // A decision of the JM of job `job` at `site` (HOUTU modes), as tellus-jm logs it.
+  virtual void onDecision(int64_t job, const std::string& site, const jobcore::Decision& decision) = 0;
 };
 
 struct SimConfig {
@@ -95,6 +113,8 @@ struct SimConfig {
   // Each site's prices, by site name (a site without an entry is unpriced): the run's usage is
   // priced with cost::price, as `tellus cost` prices a job's.
   std::map<std::string, cost::Prices> prices;
+  // HOUTU modes: receives every JM's decisions (jobcore/decision.h); nullptr: none recorded.
+  DecisionSink* decisions = nullptr;
 };
 
 // One finished job, as written to the per-job CSV.

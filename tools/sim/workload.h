@@ -61,6 +61,11 @@ struct SiteSpec {
   int32_t slots = 0;
   double uplinkBytesPerSecond = 0;
   double downlinkBytesPerSecond = 0;
+  // HOUTU modes: hosts sharing the slots evenly ("<name>-w1" ...; with one, the host is named
+  // as the site). Containers are granted as tellus-master grants them (interleaved over the
+  // workers by slot index, lowest first), a task's output is stored on its container's worker
+  // and is lost with it (ClusterEventSpec::loseWorker); raw input has a copy on every worker.
+  int32_t workers = 1;
 };
 
 enum class ClusterShape {

@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 #include "config/config.h"
 #include "sim/app.h"
@@ -484,4 +486,79 @@ TEST_CASE("tetrium with a cost weight trades response time for money on a priced
   CHECK_FALSE(parsePolicy("tetrium+cost=-1").isOk());
   CHECK_FALSE(parsePolicy("tetrium+cost=1e7").isOk());
   CHECK(parsePolicy("tetrium+cost=0.5").value().costWeight == 0.5);
+}
+
+namespace {
+
+struct Decisions : DecisionSink {
+  std::vector<std::pair<std::string, tellus::jobcore::Decision>> all;  // (JM's site, decision)
+  void onDecision(int64_t, const std::string& site, const tellus::jobcore::Decision& d) override { all.emplace_back(site, d); }
+  std::set<uint32_t> reruns(uint32_t stage, std::string_view reason) const {
+    std::set<uint32_t> out;
+    for (const auto& [site, d] : all) {
+      if (d.kind == tellus::jobcore::Decision::Kind::kRerun && d.stage == stage && d.reason == reason) out.insert(d.tasks[0]);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a lost worker loses the outputs stored on it: the primary's lineage runs them again", "[unit][sim][lineage]") {
+  using tellus::jobcore::Decision;
+  // Site a: 4 slots on 2 workers, holding the 4 map blocks (2 s each); b: 2 slots. The reduce
+  // (2 tasks, 10 s) reads every map output. a-w2 is lost when the map stage is complete: the
+  // master granted a's containers interleaved over the workers, so 2 maps ran there.
+  auto simulate = [](bool lose, Decisions& decisions) {
+    SimConfig config;
+    config.sites = {SiteSpec{"a", 4, 1e9, 1e9, 2}, SiteSpec{"b", 2, 1e9, 1e9}};
+    config.policy = parsePolicy("in-place+static+static=4").value();
+    config.decisions = &decisions;
+    if (lose) {
+      ClusterEventSpec loss;
+      loss.site = 0;
+      loss.loseWorker = 1;
+      loss.whenStageDone = 0;
+      config.clusterEvents.push_back(loss);
+    }
+    VectorWorkload workload({job(1, 0, {root({0, 0, 0, 0}, {2, 2, 2, 2}, 4000, 4000), after({0}, {10, 10}, 100)})});
+    auto summary = runSimulation(config, workload, nullptr);
+    REQUIRE(summary.isOk());
+    return summary.value();
+  };
+  Decisions calm;
+  const RunSummary plain = simulate(false, calm);
+  CHECK(plain.jobs == 1);
+  CHECK(calm.reruns(0, tellus::jobcore::kRerunLostOutput).empty());
+  size_t places = 0;
+  for (const auto& [site, d] : calm.all) {
+    if (d.kind != Decision::Kind::kPlace) continue;
+    ++places;
+    CHECK(site == "a");  // the primary (the submit site) places
+    if (d.stage == 0) CHECK(d.site == "a");  // in place: where the blocks are
+  }
+  CHECK(places == 6);
+
+  Decisions lossy;
+  const RunSummary lost = simulate(true, lossy);
+  CHECK(lost.jobs == 1);
+  const auto rerun = lossy.reruns(0, tellus::jobcore::kRerunLostOutput);
+  CHECK(rerun.size() == 2);  // the maps whose outputs were on a-w2, and only those
+  for (const auto& [site, d] : lossy.all) {
+    if (d.kind == Decision::Kind::kRerun && d.reason == tellus::jobcore::kRerunLostOutput) CHECK(d.site == "a");
+  }
+  // Each ran twice; a reduce running on a-w2 when it died ran again too.
+  const size_t killed = lossy.reruns(1, tellus::jobcore::kRerunWorkerLost).size();
+  CHECK(lost.tasksLaunched == plain.tasksLaunched + 2 + static_cast<int64_t>(killed));
+  CHECK(lossy.reruns(0, tellus::jobcore::kRerunWorkerLost).empty());  // no map ran any more
+
+  // A worker the site does not have is refused.
+  SimConfig bad;
+  bad.sites = {SiteSpec{"a", 4, 1e9, 1e9, 2}};
+  bad.policy = parsePolicy("in-place+static").value();
+  ClusterEventSpec loss;
+  loss.loseWorker = 2;
+  bad.clusterEvents.push_back(loss);
+  VectorWorkload none({});
+  CHECK_FALSE(runSimulation(bad, none, nullptr).isOk());
 }
