@@ -1063,11 +1063,15 @@ void Engine::startJobManagers(JobRt& job) {
   pb::JobSpec spec;
   spec.set_name(job.spec.name.empty() ? "job" : job.spec.name);
   spec.set_placement(std::string(sched::name(policy_.placement)));
-  spec.set_no_stealing(policy_.resources != Resources::kAf || !policy_.stealing);
+  spec.set_no_stealing(!policy_.stealing || (policy_.resources != Resources::kAf && !policy_.staticSteals));
+  // The simulated operator aggregates (its output copies no raw record): residency pins the
+  // tasks reading pinned blocks, not the stages after them.
+  spec.add_derived_operators("sim");
   spec.set_cost_weight(policy_.costWeight);
   std::vector<pb::StageInputs> inputs(stages);
   std::set<int> jobSites;
   std::vector<int> rootTasksAt(sites_.size(), 0);
+  if (job.spec.submitSite >= 0) jobSites.insert(job.spec.submitSite);
   for (size_t s = 0; s < stages; ++s) {
     const StageSpec& stage = job.spec.stages[s];
     auto* st = spec.add_stages();
@@ -1086,6 +1090,7 @@ void Engine::startJobManagers(JobRt& job) {
         for (size_t k = 1; k < at.workerIds.size(); ++k) part->add_replicas()->set_worker_id(at.workerIds[k]);
         part->set_bytes(static_cast<uint64_t>(bytes));
         part->set_dataset_file(fmt::format("block-{}", t));
+        if (!stage.pinned.empty()) part->set_residency_local(stage.pinned[static_cast<size_t>(t)]);
         jobSites.insert(x);
         ++rootTasksAt[static_cast<size_t>(x)];
       }
@@ -1114,7 +1119,7 @@ void Engine::startJobManagers(JobRt& job) {
     status.add_sites(sites_[static_cast<size_t>(x)].name);
     names.insert(sites_[static_cast<size_t>(x)].name);
   }
-  status.set_submit_site(status.sites(0));
+  status.set_submit_site(job.spec.submitSite >= 0 ? sites_[static_cast<size_t>(job.spec.submitSite)].name : status.sites(0));
   job.taskmaps.assign(stages, std::nullopt);
   job.taskmapVersions.assign(stages, -1);
   job.outputs.assign(stages, {});
@@ -1145,7 +1150,7 @@ void Engine::startJobManagers(JobRt& job) {
     for (int y : jobSites) jm->core.onLiveWorkers(sites_[static_cast<size_t>(y)].name, liveWorkers(y));
     jm->core.onJms(names);
     // The submit site's job manager wins the election; the others stand by.
-    if (x == *jobSites.begin()) jm->core.onBecamePrimary(1);
+    if (config.site == status.submit_site()) jm->core.onBecamePrimary(1);
     job.jm[static_cast<size_t>(x)] = std::move(jm);
     job.jmSites.push_back(x);
     sites_[static_cast<size_t>(x)].jms.push_back(job.spec.id);
@@ -1468,7 +1473,7 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
   std::map<std::string, double> inbound;
   const SiteRt& to = sites_[static_cast<size_t>(thief)];
   for (int32_t x : job.jmSites) {
-    if (x == thief) continue;
+    if (x == thief || !policy_.measuredLinks) continue;
     const SiteRt& from = sites_[static_cast<size_t>(x)];
     inbound[from.name] = std::min(from.up / (1 + network_.flowsOut(x)), to.down / (1 + network_.flowsIn(thief)));
   }

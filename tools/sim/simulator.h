@@ -66,6 +66,12 @@ struct PolicyConfig {
   sched::AfParams af;
   sched::ParadesParams parades;
   bool stealing = true;          // Parades' STEAL (af mode)
+  // static mode steals too ("steal"), as a job spec with containers_per_site and stealing on
+  // does in tellus-jm; off by default (Decent-Stat's static allocation does not steal).
+  bool staticSteals = false;
+  // A thief sends the link rates its site measured (as tellus-jm does), here exact. Off
+  // ("unmeasured"): a cluster that has measured none yet, where victims decide by Parades alone.
+  bool measuredLinks = true;
   int staticContainers = 0;      // static mode: containers per job manager; 0 = the most root tasks any site holds
 };
 

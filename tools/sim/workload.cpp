@@ -78,6 +78,7 @@ double JobSpec::totalTaskSeconds() const {
 Status validateJob(const JobSpec& job, int siteCount) {
   const std::string where = "job " + std::to_string(job.id) + " (" + job.name + ")";
   if (job.stages.empty()) return invalid(where + ": has no stages");
+  if (job.submitSite < -1 || job.submitSite >= siteCount) return invalid(where + ": submitted at no site of the cluster");
   if (!std::isfinite(job.arrivalSeconds) || job.arrivalSeconds < 0) {
     return invalid(where + ": arrival time must be a finite non-negative number");
   }
@@ -93,6 +94,9 @@ Status validateJob(const JobSpec& job, int siteCount) {
     if (stage.isRoot()) {
       if (stage.blockSite.size() != stage.taskSeconds.size()) {
         return invalid(at + ": needs one input block site per task");
+      }
+      if (!stage.pinned.empty() && stage.pinned.size() != stage.blockSite.size()) {
+        return invalid(at + ": pins none or every input block");
       }
       for (int32_t site : stage.blockSite) {
         if (site < 0 || site >= siteCount) {

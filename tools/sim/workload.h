@@ -25,6 +25,9 @@ struct StageSpec {
   // Root stages: where task i's input block lives (site index). Empty for non-root stages,
   // whose tasks each read 1/numTasks of every parent's output, wherever it was written.
   std::vector<int32_t> blockSite;
+  // Root stages, optional: whether block i is residency-local (never leaves its site, so its
+  // task is never stolen; HOUTU modes). Empty: none is.
+  std::vector<bool> pinned;
   std::vector<float> taskSeconds;  // compute time of each task (numTasks = its size)
   double inputBytes = 0;           // root: the stage's input; non-root: informational
   double outputBytes = 0;          // written by the stage, spread evenly over its tasks
@@ -37,6 +40,10 @@ struct JobSpec {
   int64_t id = 0;
   std::string name;
   double arrivalSeconds = 0;
+  // HOUTU modes: the site the job is submitted at (its JM is the first primary, and it is a
+  // site of the job even without input there, as tellus-master makes it). -1: the first site
+  // holding input.
+  int32_t submitSite = -1;
   std::vector<StageSpec> stages;  // topological order: parents have smaller indices
 
   int64_t totalTasks() const;
