@@ -18,7 +18,7 @@
 //    start (its two residency-local tasks come first by index), whether or not ap-south holds
 //    its containers yet when asked; the victim decides by Parades alone (no stage mean yet, and
 //    no link rates measured on a fresh cluster: the simulation runs `unmeasured`). The map
-//    tasks take 5 s, far longer than it takes the thief to ask. So both runs steal exactly
+//    tasks take 4 s, far longer than it takes the thief to ask. So both runs steal exactly
 //    those two, from ap-south to us-east (in one steal or two: compared as a set).
 //  - Worker loss: once the map stage is complete the test kills the eu-west worker that does
 //    not run that site's JM (SIGKILL, with its executors); the simulation loses the same worker
@@ -52,10 +52,9 @@ namespace {
 using namespace std::chrono_literals;
 using jobcore::Decision;
 
-constexpr uint32_t kMapMs = 5000;
-constexpr uint32_t kReduceMs = 12000;
+constexpr uint32_t kMapS = 4;
+constexpr uint32_t kReduceS = 12;
 constexpr uint32_t kReduceTasks = 3;
-constexpr uint32_t kMapOutputBytes = 1000;
 
 // What the two runs must agree on.
 struct Outcome {
@@ -199,12 +198,12 @@ std::vector<Decision> simulate(int lostWorker) {
   sim::StageSpec map;
   map.blockSite = {1, 1, 0, 0, 0, 0};  // bpin (eu-west), cpin, cfree (ap-south)
   map.pinned = {true, true, true, true, false, false};
-  map.taskSeconds.assign(6, kMapMs / 1000.0f);
+  map.taskSeconds.assign(6, static_cast<float>(kMapS));
   map.inputBytes = 6000;
-  map.outputBytes = 6.0 * kMapOutputBytes;
+  map.outputBytes = 6000;
   sim::StageSpec reduce;
   reduce.parents = {0};
-  reduce.taskSeconds.assign(kReduceTasks, kReduceMs / 1000.0f);
+  reduce.taskSeconds.assign(kReduceTasks, static_cast<float>(kReduceS));
   reduce.outputBytes = 300;
   sim::JobSpec job;
   job.id = 1;
@@ -220,24 +219,27 @@ std::vector<Decision> simulate(int lostWorker) {
 }
 
 std::string specYaml() {
+  // exec sleeps: the tasks take their time whatever else runs on the machine (a CPU-burning
+  // operator would stretch with the load). The cluster's masters count exec as derived, so its
+  // output is not pinned in meaning (only the raw residency-local partitions are).
   return fmt::format(
       "name: difftest\n"
       "placement: in-place\n"
       "containers_per_site: 2\n"
       "stages:\n"
       "  - name: map\n"
-      "    op: synthetic\n"
-      "    params: {{cpu_ms: {}, output_bytes: {}}}\n"
+      "    op: exec\n"
+      "    params: {{cmd: \"sleep {}; cat\"}}\n"
       "    inputs:\n"
       "      - {{dataset: bpin}}\n"
       "      - {{dataset: cpin}}\n"
       "      - {{dataset: cfree}}\n"
       "  - name: reduce\n"
-      "    op: synthetic\n"
-      "    params: {{cpu_ms: {}, output_bytes: 100}}\n"
+      "    op: exec\n"
+      "    params: {{cmd: \"sleep {}; wc -l\"}}\n"
       "    tasks: {}\n"
       "    input: {{stage: map}}\n",
-      kMapMs, kMapOutputBytes, kReduceMs, kReduceTasks);
+      kMapS, kReduceS, kReduceTasks);
 }
 
 TEST_CASE("differential: a 3-site, 2-stage job with a steal and a worker loss decides the same in the daemons and "
@@ -247,6 +249,8 @@ TEST_CASE("differential: a 3-site, 2-stage job with a steal and a worker loss de
   options.sites = 3;
   options.workersPerSite = 2;
   options.containersPerWorker = 2;
+  options.execYaml = harness::kExecEnabledYaml;
+  options.masterExtraYaml = "derived_operators: [exec]\n";
   for (const auto& site : harness::MiniCluster::siteNames(3)) {
     options.workerExtraYaml[site] = "jm:\n  decision_log_max_bytes: 1048576\n";
   }
