@@ -203,6 +203,10 @@ void JobManager::writeDecisions() {
   // Flushed at once: a reader (the differential test) sees every decision taken so far, and a
   // JM killed with its VM loses none it wrote.
   decisionLog_.flush();
+  if (!decisionLog_) {
+    spdlog::warn("decision log {}: a write failed; no more decisions are written", config_.decision_log_file);
+    decisionLogFull_ = true;
+  }
 }
 
 void JobManager::exitWith(bool failed, const std::string& why) {
