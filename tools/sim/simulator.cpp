@@ -296,10 +296,12 @@ Result<RunSummary> Engine::run() {
       return makeError(ErrorCode::kInvalidArgument, "cluster event: slot loss must be in [0,1], bandwidth loss in [0,1)");
     }
     const SiteSpec& spec = config_.sites[static_cast<size_t>(change.site)];
-    if (change.loseWorker >= 0 && (!containerMode() || change.loseWorker >= std::max(1, spec.workers))) {
+    // A site keeps a worker: the job managers' lost-site handling (all workers gone) is not
+    // simulated.
+    if (change.loseWorker >= 0 && (!containerMode() || spec.workers < 2 || change.loseWorker >= spec.workers)) {
       return makeError(ErrorCode::kInvalidArgument,
-                       fmt::format("cluster event: worker {} of {} is lost, but it has {} (and the loss of a worker "
-                                   "needs job managers: static or af)",
+                       fmt::format("cluster event: worker {} of {} is lost, but it has {} (a worker loss needs two or "
+                                   "more, and job managers: static or af)",
                                    change.loseWorker, spec.name, spec.workers));
     }
     if (change.whenStageDone && *change.whenStageDone < 0) {
@@ -1313,15 +1315,11 @@ std::set<std::string> Engine::liveWorkers(int site) const {
 void Engine::loseWorker(int site, int worker) {
   SiteRt& where = sites_[static_cast<size_t>(site)];
   const auto k = static_cast<size_t>(worker);
-  if (where.workerIds.empty() ? worker != 0 : !where.workerLive[k]) return;
-  const std::string id = where.workerIds.empty() ? where.name : where.workerIds[k];
-  if (!where.workerIds.empty()) {
-    where.workerLive[k] = false;
-    std::erase_if(where.freeSlots, [&](const auto& slot) { return slot.second == worker; });
-    where.capacity -= where.slotsPerWorker;
-  } else {
-    where.capacity = 0;
-  }
+  if (!where.workerLive[k]) return;  // (run() checked the index)
+  const std::string id = where.workerIds[k];
+  where.workerLive[k] = false;
+  std::erase_if(where.freeSlots, [&](const auto& slot) { return slot.second == worker; });
+  where.capacity -= where.slotsPerWorker;
   std::vector<int64_t> ids = where.jms;
   std::sort(ids.begin(), ids.end());
   for (int64_t jobId : ids) {

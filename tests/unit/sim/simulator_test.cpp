@@ -561,4 +561,7 @@ TEST_CASE("a lost worker loses the outputs stored on it: the primary's lineage r
   bad.clusterEvents.push_back(loss);
   VectorWorkload none({});
   CHECK_FALSE(runSimulation(bad, none, nullptr).isOk());
+  bad.sites = {SiteSpec{"a", 4, 1e9, 1e9}};  // its only worker: never lost
+  bad.clusterEvents[0].loseWorker = 0;
+  CHECK_FALSE(runSimulation(bad, none, nullptr).isOk());
 }
