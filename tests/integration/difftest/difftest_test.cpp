@@ -88,9 +88,10 @@ Outcome summarize(const std::vector<Decision>& decisions) {
 }
 
 std::string tasksText(const std::set<uint32_t>& tasks) {
+  // (fmt, not "," + std::to_string: GCC 12's -Wrestrict misfires on the latter at -O3.)
   std::string out;
-  for (uint32_t t : tasks) out += (out.empty() ? "" : ",") + std::to_string(t);
-  return "{" + out + "}";
+  for (uint32_t t : tasks) out += out.empty() ? fmt::format("{}", t) : fmt::format(",{}", t);
+  return fmt::format("{{{}}}", out);
 }
 
 // A readable difference ("" when equal), line by line: what the daemons did, what the
