@@ -157,51 +157,6 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
   refreshRunningElsewhere();
 }
 
-void JobCore::onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts,
-                      const std::map<uint32_t, std::string>& finishKeys) {
-  if (stage >= view_.stages.size()) return;
-  {
-    // A part that went, or came back under another key, must be confirmed afresh.
-    auto& keys = finishKeys_[stage];
-    for (auto it = keys.begin(); it != keys.end();) {
-      if (parts.count(it->first)) {
-        ++it;
-        continue;
-      }
-      untrusted_[stage].erase(it->first);
-      it = keys.erase(it);
-    }
-    for (const auto& [t, key] : finishKeys) {
-      if (!parts.count(t)) continue;
-      auto& known = keys[t];
-      if (known != key) untrusted_[stage].erase(t);
-      known = key;
-    }
-  }
-  auto& known = view_.stages[stage].parts;
-  auto& listed = listedParts_[stage];
-  std::vector<uint32_t> removed;
-  for (const auto& [t, loc] : known) {
-    if (listed.count(t) && !parts.count(t)) removed.push_back(t);
-  }
-  for (uint32_t t : removed) {
-    erasePart(stage, t);
-    notePart(stage, t, false);
-  }
-  std::set<uint32_t> present;
-  const uint32_t tasks = taskCount(view_, stage);
-  for (const auto& [t, loc] : parts) {
-    // A record for a task the stage does not have would make it look complete.
-    if (t >= tasks) continue;
-    present.insert(t);
-    setPart(stage, t, loc);
-    notePart(stage, t, true);
-  }
-  listed = std::move(present);
-  partsListed_[stage] = true;
-  refreshRunningElsewhere();
-}
-
 void JobCore::onFinishRecords(uint32_t stage, const std::set<std::string>& records) {
   readingFinish_.erase(stage);
   if (stage >= view_.stages.size()) return;
@@ -320,12 +275,38 @@ void JobCore::onSiteRecords(const std::vector<pb::SiteInfo>& sites) { siteCapaci
 
 void JobCore::onSiteCapacities(std::vector<SiteCapacity> sites) { siteCapacities_ = std::move(sites); }
 
-void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location) {
-  if (stage >= view_.stages.size()) return;
+void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location,
+                             const std::string& finishKey) {
+  if (stage >= view_.stages.size() || task >= taskCount(view_, stage)) return;
+  if (!finishKey.empty()) {
+    // A part that came back under another key must be confirmed afresh.
+    auto& known = finishKeys_[stage][task];
+    if (known != finishKey) untrusted_[stage].erase(task);
+    known = finishKey;
+  }
   setPart(stage, task, location);
   notePart(stage, task, true);
   listedParts_[stage].insert(task);
+  // A marker that outlives its task's recorded output no longer means anything runs.
   runningElsewhere_.erase({stage, task});
+}
+
+void JobCore::onPartUnlisted(uint32_t stage, uint32_t task) {
+  if (stage >= view_.stages.size()) return;
+  // A part that comes back must be confirmed afresh.
+  finishKeys_[stage].erase(task);
+  untrusted_[stage].erase(task);
+  // Only our own task's output, which no listing showed yet, outlives its absence.
+  if (!listedParts_[stage].erase(task)) return;
+  erasePart(stage, task);
+  notePart(stage, task, false);
+  // Its running marker, if any, means the task runs again (refreshRunningElsewhere's rule).
+  const TaskId id{stage, task};
+  if (auto marker = markers_.find(id); marker != markers_.end() && !running_.count(id)) runningElsewhere_.insert(*marker);
+}
+
+void JobCore::onPartsListed(uint32_t stage) {
+  if (stage < partsListed_.size()) partsListed_[stage] = true;
 }
 
 // ---- election ----------------------------------------------------------------------------
@@ -473,7 +454,9 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
   const TaskId id = launch.task;
   switch (end) {
     case AttemptEnd::kSucceeded:
-      if (location != nullptr && id.first < view_.stages.size()) {
+      // A record the listing shows already is the task's output (first copy wins); a listing
+      // only tells of changes, so our copy must not replace it.
+      if (location != nullptr && id.first < view_.stages.size() && !listedParts_[id.first].count(id.second)) {
         setPart(id.first, id.second, *location);
         unconfirmedSince_.erase(id);  // a new output: its worker was not seen missing since
         notePart(id.first, id.second, true);
@@ -541,6 +524,8 @@ void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   finishKeys_[removal.task.first].erase(removal.task.second);
   verified_[removal.task.first].erase(removal.task.second);
   untrusted_[removal.task.first].erase(removal.task.second);
+  // Its record is gone: an output our task records afresh is ours until a listing shows it.
+  listedParts_[removal.task.first].erase(removal.task.second);
   erasePart(removal.task.first, removal.task.second);
   notePart(removal.task.first, removal.task.second, false);
   refreshRunningElsewhere();

@@ -84,7 +84,7 @@ struct CoreConfig {
   // stages of 10^4 tasks.
   size_t launchWindow = 256;
   // The primary trusts an output record only once its stage's finish records name it
-  // (onParts' finish keys, onFinishRecords): a forged or inconsistent record is removed and its
+  // (onPartRecorded's finish keys, onFinishRecords): a forged or inconsistent record is removed and its
   // task runs again. A driver whose records cannot be forged (the simulator) leaves it off.
   bool verifyOutputs = false;
   // Keep a record of this JM's placements, steals given and re-runs (jobcore/decision.h) for
@@ -218,13 +218,21 @@ class JobCore {
   void onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version);
   // The taskMap node does not decode: the job fails with the reason.
   void onTaskMapUnreadable(uint32_t stage, const std::string& reason);
-  // Every recorded output of the stage. A part an earlier listing showed and this one does not
-  // was removed (lineage): it is forgotten. One recorded by our own task since is kept.
-  // `finishKeys`: each part's finish key (JobStore::outputNode), checked by the primary
-  // against the stage's finish records when verifyOutputs is on. The stage's first listing
-  // opens it to launches, steals and the primary's decisions (see listed()).
-  void onParts(uint32_t stage, const std::map<uint32_t, pb::PartitionLocation>& parts,
-               const std::map<uint32_t, std::string>& finishKeys = {});
+  // The stage's outputs as its record nodes are listed, told as they change (PartListing
+  // turns the nodes a driver reads into these calls): each costs O(log tasks), so a new batch
+  // costs what it records, not what the stage holds.
+  // The listing shows the task's output: new, or under another record. `finishKey`
+  // (JobStore::outputNode) is checked by the primary against the stage's finish records when
+  // verifyOutputs is on; empty: none given (a driver whose records cannot be forged). A record
+  // for a task the stage does not have is ignored (it would make the stage look complete).
+  void onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location,
+                      const std::string& finishKey = {});
+  // The listing no longer shows the task's output (lineage removed it): a part a listing showed
+  // is forgotten; one only our own task recorded (no listing showed it yet) is kept.
+  void onPartUnlisted(uint32_t stage, uint32_t task);
+  // The stage's listing has been told in full (every onPartRecorded/onPartUnlisted of it): the
+  // first time opens the stage to launches, steals and the primary's decisions (see listed()).
+  void onPartsListed(uint32_t stage);
   // The stage's finish records, after step() asked for them (readFinishRecords): a part whose
   // finish key is not among them names no finished execution and is removed (lostOutputs).
   void onFinishRecords(uint32_t stage, const std::set<std::string>& records);
@@ -241,10 +249,6 @@ class JobCore {
   void onSiteRecords(const std::vector<pb::SiteInfo>& sites);
   // The same, as capacities the driver measured itself (a simulator knows them exactly).
   void onSiteCapacities(std::vector<jobstate::SiteCapacity> sites);
-  // One output recorded, as a driver that sees records one at a time reports it (the
-  // incremental form of onParts, after a first onParts of the stage: it lists nothing).
-  void onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionLocation& location);
-
   // -- election, epochs and the primary's liveness --
   void onBecamePrimary(uint64_t epoch);
   void onLostPrimary();
@@ -329,7 +333,7 @@ class JobCore {
   size_t granted() const { return slots_.size(); }
   bool running(const TaskId& id) const { return running_.count(id) > 0; }
   // Stage s's outputs and the job's running markers have each been listed at least once
-  // (onParts, onRunningMarkers). Before that a task another JM finished or still runs looks
+  // (onPartsListed, onRunningMarkers). Before that a task another JM finished or still runs looks
   // waiting here: nothing of the stage is launched or offered to a thief, and the primary
   // decides nothing on its outputs (lineage, releases downstream, the job's success).
   bool listed(uint32_t s) const { return markersListed_ && s < partsListed_.size() && partsListed_[s]; }
@@ -447,7 +451,7 @@ class JobCore {
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks we did not launch
   std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts the last listing showed, by stage
   std::vector<std::map<std::string, uint32_t>> partWorkers_;  // by stage: parts per worker id
-  // The gate of listed(): by stage, whether onParts ever came; whether onRunningMarkers did.
+  // The gate of listed(): by stage, whether onPartsListed ever came; whether onRunningMarkers did.
   // A JM's watches deliver these after it may first step (a replacement JM re-ran finished
   // tasks on a step before them), so the core waits for them rather than the driver's ordering.
   std::vector<bool> partsListed_;

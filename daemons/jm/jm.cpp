@@ -342,14 +342,12 @@ awaitable<void> JobManager::readChangedState() {
 }
 
 awaitable<void> JobManager::readParts(uint32_t s) {
-  auto listing = std::move(*partNames_[s]);
+  auto names = std::move(*partNames_[s]);
   partNames_[s].reset();
   // Record nodes are written once and replaced under a new name (lineage): only new names
-  // are read.
-  auto& nodes = partNodes_[s];
-  std::erase_if(nodes, [&](const auto& kv) { return !listing.count(kv.first); });
-  for (const auto& name : listing) {
-    if (nodes.count(name)) continue;
+  // are read, and the core hears only of the tasks of nodes that came or went.
+  auto& listing = partListings_[s];
+  for (const auto& name : listing.relist(names)) {
     auto node = co_await store_->outputNode(config_.job_id, s, name);
     if (!node) {
       // Replaced meanwhile (lineage) is expected; anything else is worth a line.
@@ -363,20 +361,13 @@ awaitable<void> JobManager::readParts(uint32_t s) {
       }
       continue;
     }
-    nodes[name] = std::move(node->outputs);
-  }
-  // A task recorded in a batch and also in another node (a forged per-task one) is the batch's.
-  std::map<uint32_t, pb::PartitionLocation> parts;
-  std::map<uint32_t, std::string> keys;
-  for (const bool batches : {true, false}) {
-    for (const auto& [name, outputs] : nodes) {
-      if ((name.rfind(jobstate::kBatchPrefix, 0) == 0) != batches) continue;
-      for (const auto& [t, record] : outputs) {
-        if (parts.try_emplace(t, record.location).second) keys[t] = record.finishKey;
-      }
+    std::map<uint32_t, jobcore::ListedPart> outputs;
+    for (auto& [t, record] : node->outputs) {
+      outputs.emplace_hint(outputs.end(), t, jobcore::ListedPart{std::move(record.location), std::move(record.finishKey)});
     }
+    listing.add(name, std::move(outputs));
   }
-  core_.onParts(s, parts, keys);
+  listing.apply(core_, s);
 }
 
 awaitable<void> JobManager::readMarkers() {

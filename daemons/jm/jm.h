@@ -22,6 +22,7 @@
 #include "daemon/daemon.h"
 #include "daemon/server.h"
 #include "jobcore/job_core.h"
+#include "jobcore/part_listing.h"
 #include "jobstate/job_store.h"
 #include "net/methods.h"
 #include "tellus.pb.h"
@@ -108,8 +109,8 @@ class JobManager {
 
   // What the watches reported, read by the main loop (names are read there, values are not).
   std::map<uint32_t, std::optional<std::set<std::string>>> partNames_;  // new listing of record nodes per stage
-  // Record nodes read so far, by stage and name: the outputs each holds.
-  std::map<uint32_t, std::map<std::string, std::map<uint32_t, jobstate::RecordedOutput>>> partNodes_;
+  // Record nodes read so far, by stage (each tells the core only what a listing changed).
+  std::map<uint32_t, jobcore::PartListing> partListings_;
   std::optional<std::vector<jobcore::TaskId>> markerNames_;
   std::map<jobcore::TaskId, pb::RunningTask> markers_;
   std::set<jobcore::TaskId> markerListing_;

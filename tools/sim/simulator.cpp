@@ -1147,7 +1147,7 @@ void Engine::startJobManagers(JobRt& job) {
     jm->core.onStatus(status, 0);
     // The job's first listings, which the core waits for before it launches: at arrival no
     // stage has an output and nothing runs (later outputs come as onPartRecorded).
-    for (size_t s = 0; s < stages; ++s) jm->core.onParts(static_cast<uint32_t>(s), {});
+    for (size_t s = 0; s < stages; ++s) jm->core.onPartsListed(static_cast<uint32_t>(s));
     jm->core.onRunningMarkers({});
     for (int y : jobSites) jm->core.onLiveWorkers(sites_[static_cast<size_t>(y)].name, liveWorkers(y));
     jm->core.onJms(names);

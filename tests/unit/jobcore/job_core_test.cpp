@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "jobcore/job_core.h"
+#include "jobcore/part_listing.h"
 
 using namespace tellus;
 using namespace tellus::jobcore;
@@ -100,10 +101,27 @@ JobCore unlistedWith(const CoreConfig& config, bool pinned = false) {
   return unlistedWith(config, wordcountInputs(pinned));
 }
 
+// A full listing of stage s's outputs, told to the core as the changes it makes: what the core
+// holds and the listing does not show is unlisted (a part no listing showed stays: our own),
+// every part shown is recorded under its key.
+void listParts(JobCore& core, uint32_t s, const std::map<uint32_t, pb::PartitionLocation>& parts,
+               const std::map<uint32_t, std::string>& keys = {}) {
+  std::vector<uint32_t> gone;
+  for (const auto& [t, loc] : core.view().stages.at(s).parts) {
+    if (!parts.count(t)) gone.push_back(t);
+  }
+  for (uint32_t t : gone) core.onPartUnlisted(s, t);
+  for (const auto& [t, loc] : parts) {
+    auto key = keys.find(t);
+    core.onPartRecorded(s, t, loc, key == keys.end() ? std::string() : key->second);
+  }
+  core.onPartsListed(s);
+}
+
 // The first listings of a job that has no output and nothing running yet.
 void listNothing(JobCore& core) {
-  core.onParts(0, {});
-  core.onParts(1, {});
+  listParts(core, 0, {});
+  listParts(core, 1, {});
   core.onRunningMarkers({});
 }
 
@@ -214,7 +232,7 @@ TEST_CASE("outputs complete stages; the primary releases the next stage and then
   std::map<uint32_t, pb::PartitionLocation> parts;
   for (uint32_t t = 0; t < 3; ++t) parts[t] = outputAt("a-w1");
   parts[3] = outputAt("b-w1", "b");
-  core.onParts(0, parts);
+  listParts(core, 0, parts);
   auto actions = core.step(1);
   CHECK(actions.needSiteRecords);
   core.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
@@ -224,7 +242,7 @@ TEST_CASE("outputs complete stages; the primary releases the next stage and then
   CHECK_FALSE(actions.succeed);
   core.onStageReleased(actions.releases[0], true);
   std::map<uint32_t, pb::PartitionLocation> reduceParts{{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}};
-  core.onParts(1, reduceParts);
+  listParts(core, 1, reduceParts);
   actions = core.step(2);
   CHECK(actions.succeed);
   // Once the status says so, every JM exits.
@@ -240,7 +258,7 @@ TEST_CASE("worker loss waits lossSettleS: a worker back within it loses nothing,
   config.timings.lossSettleS = 2.0;
   JobCore core = loadedWith(config);
   releaseMaps(core, 0);
-  core.onParts(0, {{0, outputAt("a-w2")}});
+  listParts(core, 0, {{0, outputAt("a-w2")}});
   core.onLiveWorkers("a", {"a-w1"});  // a-w2's session expired: gone, or its site being cut
   auto waiting = core.step(2);
   CHECK(waiting.lostOutputs.empty());
@@ -260,7 +278,7 @@ TEST_CASE("worker loss waits lossSettleS: a worker back within it loses nothing,
 TEST_CASE("worker loss: a needed output whose only copy was on a dead worker is removed, then re-run", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);
-  core.onParts(0, {{0, outputAt("a-w2")}});
+  listParts(core, 0, {{0, outputAt("a-w2")}});
   CHECK(core.step(1).lostOutputs.empty());
   core.onLiveWorkers("a", {"a-w1"});  // a-w2's VM is gone
   auto actions = core.step(2);
@@ -270,7 +288,7 @@ TEST_CASE("worker loss: a needed output whose only copy was on a dead worker is 
   CHECK(actions.releases.empty());  // nothing is released on a state with known losses
   core.onLostOutputRemoved(actions.lostOutputs[0], true);
   CHECK(core.view().stages[0].parts.empty());
-  core.onParts(0, {});
+  listParts(core, 0, {});
   core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
   actions = core.step(3);
   bool relaunched = false;
@@ -288,7 +306,7 @@ TEST_CASE("a cut-off site: an output whose raw input has no live copy is kept, n
   std::map<uint32_t, pb::PartitionLocation> parts;
   for (uint32_t t = 0; t < 3; ++t) parts[t] = outputAt("a-w1");
   parts[3] = outputAt("b-w1", "b");
-  core.onParts(0, parts);
+  listParts(core, 0, parts);
   core.onLiveWorkers("b", {});  // b is cut off
   auto cut = core.step(1);
   CHECK(cut.lostOutputs.empty());
@@ -313,7 +331,7 @@ TEST_CASE("a cut-off site: an output whose raw input has no live copy is kept, n
   other.onJms({"a", "b"});
   listNothing(other);
   releaseMaps(other, 0);
-  other.onParts(0, parts);
+  listParts(other, 0, parts);
   CHECK(other.step(1).lostOutputs.empty());
   other.onLiveWorkers("b", {"b-w2"});
   auto lost = other.step(2);
@@ -349,7 +367,7 @@ TEST_CASE("a cut-off site coming back worker by worker: a worker still missing k
     INFO((comesBack ? "b-w1 comes back within the grace" : "b-w1 does not come back"));
     JobCore core = loadedWithReplicaAt("a");
     releaseMaps(core, 0);
-    core.onParts(0, parts);
+    listParts(core, 0, parts);
     core.onLiveWorkers("b", {});  // cut off
     CHECK(core.step(1).lostOutputs.empty());
     core.onLiveWorkers("b", {"b-w2"});  // the first one back
@@ -434,7 +452,7 @@ TEST_CASE("our own task's output whose worker went missing is kept while a listi
     REQUIRE(resumed.wakeAt);
     CHECK(*resumed.wakeAt <= 5 + config.timings.lossSettleS);
     if (then != Then::kStaysMissing) core.onLiveWorkers("b", {"b-w1", "b-w2"});  // its new session published it
-    if (then == Then::kListed) core.onParts(0, {{3, output}});  // and recorded the output
+    if (then == Then::kListed) listParts(core, 0, {{3, output}});  // and recorded the output
     CHECK(core.step(6.9).launches.empty());
     auto settled = core.step(7.1);
     if (then == Then::kListed) {
@@ -456,7 +474,7 @@ TEST_CASE("a secondary decides no lineage, releases or JM replacements", "[unit]
     for (const char* s : {"a", "a", "a", "b"}) m.add_owner_site(s);
     return m;
   }(), 0);
-  core.onParts(0, {{0, outputAt("a-dead")}});
+  listParts(core, 0, {{0, outputAt("a-dead")}});
   core.onJms({"a"});
   auto actions = core.step(100);
   CHECK(actions.lostOutputs.empty());
@@ -595,7 +613,7 @@ TEST_CASE("steal as victim: a task goes only after waiting 2τ·p (τ·p with in
   // for one whose input is at the thief's site).
   pb::PartitionLocation done = outputAt("a-w1");
   done.set_elapsed_s(10);
-  core.onParts(0, {{0, done}});
+  listParts(core, 0, {{0, done}});
   core.step(100);  // tasks 1..3 start waiting at 100
   CHECK(core.offerSteal("b", 3, 104).tasks.empty());
   auto early = core.offerSteal("b", 3, 106);  // task 3's partition is at b (see wordcountInputs)
@@ -612,7 +630,7 @@ TEST_CASE("steal as victim: a task goes only when the thief would finish it firs
   core.onTaskMap(0, map, 0);
   pb::PartitionLocation done = outputAt("a-w1");
   done.set_elapsed_s(10);  // p = 10 s
-  core.onParts(0, {{0, done}});
+  listParts(core, 0, {{0, done}});
   core.onGrants({container("a-w1", 0)});
   auto first = core.step(100);  // one container: task 1 runs until about 110; 2 and 3 wait
   REQUIRE(first.launches.size() == 1);
@@ -637,7 +655,7 @@ TEST_CASE("steal as victim: a task goes only when the thief would finish it firs
   // A victim with no container at all gives it even over the slow link.
   JobCore idle = loadedAt("a");
   idle.onTaskMap(0, map, 0);
-  idle.onParts(0, {{0, done}});
+  listParts(idle, 0, {{0, done}});
   CHECK(idle.step(100).launches.empty());
   CHECK(idle.offerSteal("b", 3, 111, {{"a", 1.0}}).tasks == std::vector<uint32_t>{3, 1, 2});
 }
@@ -663,7 +681,7 @@ TEST_CASE("steal as thief: idle containers with nothing to run ask the other JMs
   pb::TaskMap map;
   for (const char* s : {"a", "a", "a", "b"}) map.add_owner_site(s);
   core.onTaskMap(0, map, 0);
-  core.onParts(0, {{3, outputAt("b-w1", "b")}});  // b's own task is done
+  listParts(core, 0, {{3, outputAt("b-w1", "b")}});  // b's own task is done
   core.onGrants({container("b-w1", 0, "b")});
   auto actions = core.step(1);
   REQUIRE(actions.steal);
@@ -723,7 +741,7 @@ TEST_CASE("container requests carry the tasks left here, repeated when they chan
   // not at once.
   auto loc = outputAt("a-w1");
   core.onTaskEnded(launched.launches[0], AttemptEnd::kSucceeded, &loc, "", 1.2);
-  core.onParts(0, {{launched.launches[0].task.second, loc}});
+  listParts(core, 0, {{launched.launches[0].task.second, loc}});
   auto soon = core.step(1.3);
   CHECK_FALSE((soon.request && soon.request->remainingTasks == ours - 1));
   auto later = core.step(2.05);
@@ -902,7 +920,7 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
     parts[t] = t == 3 ? outputAt("b-w1", "b") : outputAt("a-w1");
     keys[t] = "0-" + std::to_string(t) + "-000000000" + std::to_string(t) + "-0000abcd";
   }
-  core.onParts(0, parts, keys);
+  listParts(core, 0, parts, keys);
   // Complete but not confirmed: one read of the finish records, nothing released meanwhile.
   auto actions = core.step(1);
   CHECK(actions.readFinishRecords == std::vector<uint32_t>{0});
@@ -920,7 +938,7 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
 
   // Records for both reduce tasks appear without a finished execution behind one of them.
   std::map<uint32_t, std::string> reduceKeys{{0, "1-0-0000000007-11111111"}, {1, "1-1-0000000042-22222222"}};
-  core.onParts(1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, reduceKeys);
+  listParts(core, 1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, reduceKeys);
   actions = core.step(2);
   CHECK_FALSE(actions.succeed);
   REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{1});
@@ -931,12 +949,12 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
   CHECK(actions.lostOutputs[0].task == TaskId{1, 1});
   CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("forged"));
   core.onLostOutputRemoved(actions.lostOutputs[0], true);
-  core.onParts(1, {{0, outputAt("a-w1")}}, {{0, reduceKeys[0]}});
+  listParts(core, 1, {{0, outputAt("a-w1")}}, {{0, reduceKeys[0]}});
   CHECK_FALSE(core.step(2.2).succeed);
 
   // Its owner runs it again; the new record is confirmed, and only then does the job succeed.
   const std::string rerun = "1-1-0000000050-33333333";
-  core.onParts(1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, {{0, reduceKeys[0]}, {1, rerun}});
+  listParts(core, 1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, {{0, reduceKeys[0]}, {1, rerun}});
   actions = core.step(3);
   CHECK_FALSE(actions.succeed);
   REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{1});
@@ -962,7 +980,7 @@ TEST_CASE("forged output records: a failed read of the finish records is asked a
     parts[t] = outputAt("a-w1");
     keys[t] = fmt::format("k{}", t);
   }
-  core.onParts(0, parts, keys);
+  listParts(core, 0, parts, keys);
   REQUIRE(core.step(1).readFinishRecords.size() == 1);
   core.onFinishRecordsUnread(0);
   auto again = core.step(1.5);
@@ -990,7 +1008,7 @@ TEST_CASE("residency in meaning: a stage reading raw records copied from pinned 
     pb::TaskMap maps;
     for (const char* s : {"a", "a", "a", "b"}) maps.add_owner_site(s);
     core.onTaskMap(0, maps, 0);
-    core.onParts(0, {{0, outputAt("a-w1")}, {1, outputAt("a-w1")}, {2, outputAt("a-w2")}, {3, outputAt("b-w1", "b")}});
+    listParts(core, 0, {{0, outputAt("a-w1")}, {1, outputAt("a-w1")}, {2, outputAt("a-w2")}, {3, outputAt("b-w1", "b")}});
     pb::TaskMap reduces;
     for (const char* s : {"a", "a"}) reduces.add_owner_site(s);
     core.onTaskMap(1, reduces, 0);
@@ -1041,7 +1059,7 @@ TEST_CASE("an output its worker still holds in a batch: done here, its container
   // The stage is complete here (b's task listed with its batch), but three records are not
   // in ZooKeeper yet: nothing is read, released or succeeded on them.
   core.onTaskEnded(third, AttemptEnd::kSucceeded, &here, "", 2);
-  core.onParts(0, {{3, outputAt("b-w1", "b")}}, {{3, "batch b-0000000001"}});
+  listParts(core, 0, {{3, outputAt("b-w1", "b")}}, {{3, "batch b-0000000001"}});
   actions = core.step(2.1);
   CHECK(actions.readFinishRecords.empty());
   CHECK_FALSE(actions.needSiteRecords);
@@ -1056,7 +1074,7 @@ TEST_CASE("an output its worker still holds in a batch: done here, its container
     parts[launch.task.second] = here;
     keys[launch.task.second] = "batch b-0000000002";
   }
-  core.onParts(0, parts, keys);
+  listParts(core, 0, parts, keys);
   actions = core.step(3);
   REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{0});
   core.onFinishRecords(0, {"batch b-0000000001", "batch b-0000000002"});
@@ -1080,7 +1098,7 @@ TEST_CASE("first listings: nothing of a stage is launched before its outputs are
   CHECK(core.step(1).launches.empty());
   CHECK(core.step(2).launches.empty());
   // Task 0 was done before this JM started (its predecessor ran it).
-  core.onParts(0, {{0, outputAt("a-w1")}});
+  listParts(core, 0, {{0, outputAt("a-w1")}});
   CHECK(core.listed(0));
   CHECK(launchedTasks(core.step(3)) == std::set<TaskId>{{0, 1}, {0, 2}});
 }
@@ -1090,7 +1108,7 @@ TEST_CASE("first listings: nothing is launched before the running markers are li
   JobCore core = unlistedAt("a");
   core.onTaskMap(0, mapStage(), 0);
   core.onGrants({container("a-w1", 0), container("a-w1", 1)});
-  core.onParts(0, {});
+  listParts(core, 0, {});
   CHECK_FALSE(core.listed(0));
   CHECK(core.step(1).launches.empty());
   // Task 1 still runs, launched by this site's previous JM in a container not granted to us.
@@ -1110,7 +1128,7 @@ TEST_CASE("first listings: a task reported by onPartRecorded alone does not open
   core.onRunningMarkers({});
   core.onPartRecorded(0, 2, outputAt("a-w1"));
   CHECK(core.step(1).launches.empty());
-  core.onParts(0, {{2, outputAt("a-w1")}});
+  listParts(core, 0, {{2, outputAt("a-w1")}});
   CHECK(launchedTasks(core.step(2)) == std::set<TaskId>{{0, 0}, {0, 1}});
 }
 
@@ -1119,7 +1137,7 @@ TEST_CASE("first listings: a victim offers no task of a stage it has not listed"
   core.onTaskMap(0, mapStage(), 0);
   core.onRunningMarkers({});
   CHECK(core.offerSteal("b", 2, 0).tasks.empty());  // listed, with p = 0 all would go at once
-  core.onParts(0, {{0, outputAt("a-w1")}});
+  listParts(core, 0, {{0, outputAt("a-w1")}});
   core.step(1);  // the tasks start waiting (no container here)
   auto offer = core.offerSteal("b", 2, 100);
   CHECK(offer.stage == 0);
@@ -1137,9 +1155,9 @@ TEST_CASE("first listings: a thief asks for no work while a released stage of it
   core.onGrants({container("b-w1", 0, "b")});
   core.onRunningMarkers({});
   // Stage 0 listed: b's own task is done, a's three are stealable. Stage 1 is b's, unlisted.
-  core.onParts(0, {{3, outputAt("b-w1", "b")}});
+  listParts(core, 0, {{3, outputAt("b-w1", "b")}});
   CHECK_FALSE(core.step(1).steal);
-  core.onParts(1, {});  // nothing of it runnable yet (its shuffle input is not complete)
+  listParts(core, 1, {});  // nothing of it runnable yet (its shuffle input is not complete)
   CHECK(core.step(2).steal);
 }
 
@@ -1160,7 +1178,7 @@ TEST_CASE("first listings: the primary releases nothing on, and does not succeed
   auto early = core.step(1);
   CHECK(early.releases.empty());
   CHECK_FALSE(early.needSiteRecords);
-  core.onParts(0, parts);
+  listParts(core, 0, parts);
   auto released = core.step(2);
   REQUIRE(released.releases.size() == 1);
   CHECK(released.releases[0].stage == 1);
@@ -1169,7 +1187,7 @@ TEST_CASE("first listings: the primary releases nothing on, and does not succeed
   core.onPartRecorded(1, 0, outputAt("a-w1"));
   core.onPartRecorded(1, 1, outputAt("b-w1", "b"));
   CHECK_FALSE(core.step(3).succeed);
-  core.onParts(1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}});
+  listParts(core, 1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}});
   CHECK(core.step(4).succeed);
 }
 
@@ -1184,11 +1202,11 @@ TEST_CASE("first listings: no lineage on outputs whose released reader stage is 
   core.onTaskMap(1, reduces, 0);
   std::map<uint32_t, pb::PartitionLocation> parts;
   for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt(t == 0 ? "a-w2" : "a-w1");
-  core.onParts(0, parts);
+  listParts(core, 0, parts);
   core.onLiveWorkers("a", {"a-w1"});  // a-w2 is gone with task 0's output
   // Whether stage 1 still needs it is not known: it may be done already.
   CHECK(core.step(1).lostOutputs.empty());
-  core.onParts(1, {});
+  listParts(core, 1, {});
   auto lost = core.step(2);
   REQUIRE(lost.lostOutputs.size() == 1);
   CHECK(lost.lostOutputs[0].task == TaskId{0, 0});
@@ -1429,13 +1447,13 @@ JobCore primaryWithReduceAtB(bool primary = true) {
   }
   std::map<uint32_t, pb::PartitionLocation> parts;
   for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt(t % 2 == 0 ? "a-w1" : "a-w2");
-  core.onParts(0, parts);
+  listParts(core, 0, parts);
   pb::TaskMap reduce;
   reduce.add_owner_site(std::string("b"));
   reduce.add_owner_site(std::string("b"));
   reduce.set_epoch(1);
   core.onTaskMap(1, reduce, 0);
-  core.onParts(1, {});
+  listParts(core, 1, {});
   return core;
 }
 
@@ -1448,7 +1466,7 @@ void primaryWithMapsDoneAtA(JobCore& core, const std::set<std::string>& sites) {
   core.onTaskMap(0, mapStage(), 0);
   std::map<uint32_t, pb::PartitionLocation> parts;
   for (uint32_t t = 0; t < 4; ++t) parts[t] = outputAt("a-w1");
-  core.onParts(0, parts);
+  listParts(core, 0, parts);
 }
 
 // b's JM and workers vanish (their sessions expired).
@@ -1513,7 +1531,7 @@ TEST_CASE("lost site: tasks are spread evenly over the live sites", "[unit][jobc
   pb::TaskMap reduce;
   for (int t = 0; t < 4; ++t) reduce.add_owner_site(std::string("c"));
   core.onTaskMap(1, reduce, 0);
-  core.onParts(1, {});
+  listParts(core, 1, {});
   core.onLiveWorkers("c", {});
   core.onJms({"a", "b"});
   CHECK(core.step(1).reassignments.empty());
@@ -1533,7 +1551,7 @@ TEST_CASE("lost site: running and recorded tasks stay where they are", "[unit][j
     *marker.mutable_container() = container("b-w1", 0, "b").id();
     core.onRunningMarkers({{TaskId{1, 0}, marker}});
   }
-  SECTION("recorded") { core.onParts(1, {{0, outputAt("a-w1")}}); }
+  SECTION("recorded") { listParts(core, 1, {{0, outputAt("a-w1")}}); }
   cutOffB(core);
   CHECK(core.step(1).reassignments.empty());
   auto lost = core.step(1 + kSiteLostS);
@@ -1584,7 +1602,7 @@ TEST_CASE("lost site: tasks pinned by residency, or whose input only the lost si
       reduce.add_owner_site(std::string("b"));
       reduce.add_owner_site(std::string("b"));
       core.onTaskMap(1, reduce, 0);
-      core.onParts(1, {});
+      listParts(core, 1, {});
       cutOffB(core);
       CHECK(core.step(1).reassignments.empty());
       INFO("stage 0's op: " << op);
@@ -1638,4 +1656,174 @@ TEST_CASE("lost site: a site back before the window keeps its tasks, and the win
   CHECK(core.step(4).reassignments.empty());
   CHECK(core.step(4 + kSiteLostS - 0.1).reassignments.empty());
   CHECK(core.step(4 + kSiteLostS).reassignments.size() == 1);
+}
+
+// ---- the incremental listing of a stage's record nodes (PartListing, the JM's path) ----------
+
+namespace {
+
+std::map<uint32_t, ListedPart> recorded(std::initializer_list<std::pair<const uint32_t, pb::PartitionLocation>> parts,
+                                        const std::string& key) {
+  std::map<uint32_t, ListedPart> out;
+  for (const auto& [t, loc] : parts) out[t] = ListedPart{loc, key};
+  return out;
+}
+
+std::vector<std::string> names(std::initializer_list<const char*> list) { return {list.begin(), list.end()}; }
+
+// The stage's parts by task: the worker each is on.
+std::map<uint32_t, std::string> partWorkers(const JobCore& core, uint32_t s) {
+  std::map<uint32_t, std::string> out;
+  for (const auto& [t, loc] : core.view().stages.at(s).parts) out[t] = loc.worker_id();
+  return out;
+}
+
+// A core at a with every stage listed empty through `listings` (the first listing opens each).
+JobCore listedThrough(const CoreConfig& config, std::vector<PartListing>& listings) {
+  JobCore core = unlistedWith(config);
+  core.onRunningMarkers({});
+  listings.resize(2);
+  for (uint32_t s = 0; s < 2; ++s) {
+    CHECK_FALSE(core.listed(s));
+    CHECK(listings[s].relist({}).empty());
+    listings[s].apply(core, s);
+    CHECK(core.listed(s));
+  }
+  return core;
+}
+
+}  // namespace
+
+TEST_CASE("listing: a new batch is read alone and records its tasks; the stage completes on them", "[unit][jobcore]") {
+  std::vector<PartListing> listings;
+  JobCore core = listedThrough(configAt("a"), listings);
+  releaseMaps(core, 0);
+  auto& map = listings[0];
+  CHECK(map.relist({"b-0000000001"}) == names({"b-0000000001"}));
+  map.add("b-0000000001", recorded({{0, outputAt("a-w1")}, {1, outputAt("a-w2")}}, "batch b-0000000001"));
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) == std::map<uint32_t, std::string>{{0, "a-w1"}, {1, "a-w2"}});
+  CHECK_FALSE(core.step(1).needSiteRecords);  // tasks 2 and 3 are not done
+
+  // Only the new node is read; the held one stays as it was.
+  CHECK(map.relist({"b-0000000001", "b-0000000002"}) == names({"b-0000000002"}));
+  map.add("b-0000000002", recorded({{2, outputAt("a-w1")}, {3, outputAt("b-w1", "b")}}, "batch b-0000000002"));
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) ==
+        std::map<uint32_t, std::string>{{0, "a-w1"}, {1, "a-w2"}, {2, "a-w1"}, {3, "b-w1"}});
+  CHECK(core.step(2).needSiteRecords);  // complete: the reduce stage is to be released
+
+  // A listing that changes nothing tells the core nothing, and a record for a task the stage
+  // does not have is ignored (it would make the stage look complete).
+  CHECK(map.relist({"b-0000000001", "b-0000000002", "b-0000000003"}) == names({"b-0000000003"}));
+  map.add("b-0000000003", recorded({{9, outputAt("a-w1")}}, "batch b-0000000003"));
+  map.apply(core, 0);
+  CHECK(core.view().stages[0].parts.size() == 4);
+  CHECK(map.nodes() == 3);
+}
+
+TEST_CASE("listing: a batch lineage replaced forgets the tasks its replacement does not keep, but not our own "
+          "task's output recorded since",
+          "[unit][jobcore]") {
+  std::vector<PartListing> listings;
+  JobCore core = listedThrough(configAt("a"), listings);
+  releaseMaps(core, 0);
+  auto& map = listings[0];
+  map.relist({"b-0000000001"});
+  map.add("b-0000000001", recorded({{0, outputAt("a-w2")}, {1, outputAt("a-w1")}, {3, outputAt("b-w1", "b")}},
+                                   "batch b-0000000001"));
+  map.apply(core, 0);
+  // a-w2 dies: the primary removes task 0's output, and runs it again here with task 2.
+  core.onLiveWorkers("a", {"a-w1"});
+  auto actions = core.step(1);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
+  core.onLostOutputRemoved(actions.lostOutputs[0], true);
+  core.onGrants({container("a-w1", 0), container("a-w1", 1)});
+  actions = core.step(2);
+  REQUIRE(launchedTasks(actions) == std::set<TaskId>{{0, 0}, {0, 2}});
+  const auto own = outputAt("a-w1");
+  for (const auto& l : actions.launches) core.onTaskEnded(l, AttemptEnd::kSucceeded, &own, "", 2.5);
+
+  // Only now does a listing show b-1 replaced, by b-2 keeping task 3 alone: task 1's output is
+  // forgotten (no listing shows it), task 0's is our own since and stays, as does task 2's.
+  CHECK(map.relist({"b-0000000002"}) == names({"b-0000000002"}));
+  map.add("b-0000000002", recorded({{3, outputAt("b-w1", "b")}}, "batch b-0000000002"));
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) == std::map<uint32_t, std::string>{{0, "a-w1"}, {2, "a-w1"}, {3, "b-w1"}});
+  actions = core.step(3);
+  CHECK(launchedTasks(actions) == std::set<TaskId>{{0, 1}});  // waiting again
+  CHECK_FALSE(actions.needSiteRecords);
+
+  // A batch that goes with nothing in its place takes its tasks away.
+  map.relist({});
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) == std::map<uint32_t, std::string>{{0, "a-w1"}, {2, "a-w1"}});
+}
+
+TEST_CASE("listing: a task recorded in a batch and in a per-task node is the batch's, whichever came first",
+          "[unit][jobcore][corrupt]") {
+  std::vector<PartListing> listings;
+  JobCore core = listedThrough(configAt("a"), listings);
+  auto& map = listings[0];
+  // A per-task node (the layout before batches, or forged) names a-w2 for task 3.
+  CHECK(map.relist({"3"}) == names({"3"}));
+  map.add("3", recorded({{3, outputAt("a-w2")}}, "unconfirmed 3"));
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) == std::map<uint32_t, std::string>{{3, "a-w2"}});
+  // A batch records it too: its record wins, though "3" sorts before "b-...".
+  CHECK(map.relist({"3", "b-0000000001"}) == names({"b-0000000001"}));
+  map.add("b-0000000001", recorded({{3, outputAt("b-w1", "b")}}, "batch b-0000000001"));
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) == std::map<uint32_t, std::string>{{3, "b-w1"}});
+  // A later per-task node does not take it from the batch either.
+  map.relist({"3", "b-0000000001", "4"});
+  map.add("4", recorded({{3, outputAt("a-w1")}}, "unconfirmed 4"));
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) == std::map<uint32_t, std::string>{{3, "b-w1"}});
+  // The batch gone, the first per-task node by name holds it again; all gone, it is forgotten.
+  map.relist({"3", "4"});
+  map.apply(core, 0);
+  CHECK(partWorkers(core, 0) == std::map<uint32_t, std::string>{{3, "a-w2"}});
+  map.relist({});
+  map.apply(core, 0);
+  CHECK(core.view().stages[0].parts.empty());
+}
+
+TEST_CASE("listing with verifyOutputs: the primary checks each part's finish key as listed; a batch that takes a "
+          "task from a forged per-task node is checked afresh",
+          "[unit][jobcore][corrupt]") {
+  CoreConfig config = configAt("a");
+  config.verifyOutputs = true;
+  std::vector<PartListing> listings;
+  JobCore core = listedThrough(config, listings);
+  releaseMaps(core, 0);
+  auto& map = listings[0];
+  map.relist({"3", "b-0000000001"});
+  map.add("b-0000000001",
+          recorded({{0, outputAt("a-w1")}, {1, outputAt("a-w1")}, {2, outputAt("a-w1")}}, "batch b-0000000001"));
+  map.add("3", recorded({{3, outputAt("b-w1", "b")}}, "unconfirmed 3"));
+  map.apply(core, 0);
+  auto actions = core.step(1);
+  REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{0});
+  CHECK_FALSE(actions.needSiteRecords);
+  // The finish records name the batch, not the per-task node: task 3's record is not trusted.
+  core.onFinishRecords(0, {"batch b-0000000001"});
+  actions = core.step(2);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 3});
+  CHECK_FALSE(actions.needSiteRecords);
+
+  // Task 3's real execution is recorded in a batch: under its new key it is checked afresh.
+  map.relist({"3", "b-0000000001", "b-0000000002"});
+  map.add("b-0000000002", recorded({{3, outputAt("b-w1", "b")}}, "batch b-0000000002"));
+  map.apply(core, 0);
+  actions = core.step(3);
+  CHECK(actions.lostOutputs.empty());
+  REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{0});
+  CHECK_FALSE(actions.needSiteRecords);
+  core.onFinishRecords(0, {"batch b-0000000001", "batch b-0000000002"});
+  actions = core.step(4);
+  CHECK(actions.lostOutputs.empty());
+  CHECK(actions.needSiteRecords);  // confirmed: the reduce stage may be released
 }
