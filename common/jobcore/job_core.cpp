@@ -64,6 +64,7 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
   view_.spec = spec;
   view_.stages.assign(stages, StageView{});
   partWorkers_.assign(stages, {});
+  partElapsedS_.assign(stages, 0);
   unfinishedHere_.assign(stages, {});
   unfinishedElsewhere_.assign(stages, {});
   finishKeys_.assign(stages, {});
@@ -248,6 +249,7 @@ void JobCore::setPart(uint32_t s, uint32_t t, const pb::PartitionLocation& locat
   if (it != parts.end()) erasePart(s, it);
   parts.emplace(t, location);
   ++partWorkers_[s][location.worker_id()];
+  partElapsedS_[s] += location.elapsed_s();
 }
 
 std::map<uint32_t, pb::PartitionLocation>::iterator JobCore::erasePart(
@@ -255,7 +257,11 @@ std::map<uint32_t, pb::PartitionLocation>::iterator JobCore::erasePart(
   auto& counts = partWorkers_[s];
   auto count = counts.find(it->second.worker_id());
   if (count != counts.end() && --count->second == 0) counts.erase(count);
-  return view_.stages[s].parts.erase(it);
+  auto& parts = view_.stages[s].parts;
+  partElapsedS_[s] -= it->second.elapsed_s();
+  auto next = parts.erase(it);
+  if (parts.empty()) partElapsedS_[s] = 0;  // no rounding left over from the subtractions
+  return next;
 }
 
 void JobCore::erasePart(uint32_t s, uint32_t t) {
@@ -727,9 +733,7 @@ bool JobCore::thiefFinishesFirst(const std::map<std::string, double>& inputBytes
 double JobCore::stageMeanS(uint32_t s) const {
   const auto& parts = view_.stages[s].parts;
   if (parts.empty()) return 0;
-  double sum = 0;
-  for (const auto& [t, loc] : parts) sum += loc.elapsed_s();
-  return sum / static_cast<double>(parts.size());
+  return partElapsedS_[s] / static_cast<double>(parts.size());
 }
 
 void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved,

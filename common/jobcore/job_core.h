@@ -367,7 +367,7 @@ class JobCore {
   void indexOwners(uint32_t s);
   void notePart(uint32_t s, uint32_t t, bool recorded);
   // Every change of a stage's parts (view_.stages[s].parts) goes through these two, which keep
-  // partWorkers_ in step.
+  // partWorkers_ and partElapsedS_ in step.
   void setPart(uint32_t s, uint32_t t, const pb::PartitionLocation& location);
   std::map<uint32_t, pb::PartitionLocation>::iterator erasePart(uint32_t s,
                                                                 std::map<uint32_t, pb::PartitionLocation>::iterator it);
@@ -451,6 +451,7 @@ class JobCore {
   std::map<TaskId, pb::RunningTask> runningElsewhere_;  // markers of tasks we did not launch
   std::map<uint32_t, std::set<uint32_t>> listedParts_;  // parts the last listing showed, by stage
   std::vector<std::map<std::string, uint32_t>> partWorkers_;  // by stage: parts per worker id
+  std::vector<double> partElapsedS_;  // by stage: the parts' elapsed_s summed (stageMeanS without a walk)
   // The gate of listed(): by stage, whether onPartsListed ever came; whether onRunningMarkers did.
   // A JM's watches deliver these after it may first step (a replacement JM re-ran finished
   // tasks on a step before them), so the core waits for them rather than the driver's ordering.

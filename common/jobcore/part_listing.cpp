@@ -19,11 +19,20 @@ bool precedes(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::vector<std::string> PartListing::relist(const std::set<std::string>& names) {
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    if (names.count(it->first)) {
+  // Both sorted by name: one merged pass (a stage of many batches is listed on every new one).
+  std::vector<std::string> unread;
+  auto listed = names.begin();
+  for (auto it = nodes_.begin(); it != nodes_.end() || listed != names.end();) {
+    if (it == nodes_.end() || (listed != names.end() && *listed < it->first)) {
+      unread.push_back(*listed++);
+      continue;
+    }
+    if (listed != names.end() && *listed == it->first) {
+      ++listed;
       ++it;
       continue;
     }
+    // Held and no longer listed: its tasks are decided afresh.
     for (const auto& [t, part] : it->second) {
       auto held = holders_.find(t);
       if (held == holders_.end()) continue;
@@ -32,10 +41,6 @@ std::vector<std::string> PartListing::relist(const std::set<std::string>& names)
       changed_.insert(t);
     }
     it = nodes_.erase(it);
-  }
-  std::vector<std::string> unread;
-  for (const auto& name : names) {
-    if (!nodes_.count(name)) unread.push_back(name);
   }
   return unread;
 }
