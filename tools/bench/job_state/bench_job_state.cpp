@@ -183,7 +183,34 @@ Json measureTaskMap(harness::MiniCluster& cluster, const std::string& jobId) {
               {"job_error", status.error()}};
 }
 
-int sampleStatus(harness::MiniCluster& cluster, const std::string& jobId, uint32_t tasks, int samples, bool afterFinish) {
+// The site's master restarted (a new process: nothing of the job kept in memory), then the
+// first `tellus status` once it answers, and as many samples after it as while the job ran.
+Json afterMasterRestart(harness::MiniCluster& cluster, const std::string& jobId, int samples,
+                        std::chrono::steady_clock::time_point start) {
+  const std::string site = cluster.sites().front();
+  Json out;
+  Status restarted = cluster.killMaster(site);
+  if (restarted.isOk()) restarted = cluster.restartMaster(site);
+  if (!restarted.isOk()) {
+    out["error"] = restarted.message();
+    return out;
+  }
+  // Ready: it answers a call that reads no job (its RPC server is up).
+  const bool up = harness::eventually([&] { return cluster.tellus({"sites"}, "", 10s).exitCode == 0; }, 60s, 100ms);
+  out["master_up"] = up;
+  auto [firstMs, firstExit] = timedCli(cluster, {"status", jobId});
+  out["first_status_ms"] = firstMs;
+  out["first_status_exit"] = firstExit;
+  std::cerr << out.dump() << "\n";
+  Phase after;
+  Json rows = Json::array();
+  for (int i = 0; i < samples; ++i) rows.push_back(sampleOnce(cluster, jobId, after, start));
+  out["then"] = phaseJson(after, std::move(rows));
+  return out;
+}
+
+int sampleStatus(harness::MiniCluster& cluster, const std::string& jobId, uint32_t tasks, int samples, bool afterFinish,
+                 bool masterRestart) {
   auto& zk = cluster.zkReader();
   const auto start = std::chrono::steady_clock::now();
   Json out{{"tasks", tasks}, {"taskmap", measureTaskMap(cluster, jobId)}};
@@ -210,6 +237,8 @@ int sampleStatus(harness::MiniCluster& cluster, const std::string& jobId, uint32
         },
         1800s, 500ms);
     out["job_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // From the taskMap's release (the sampling's start) to the terminal status, within 0.5 s.
+    out["tasks_per_s"] = tasks / out["job_s"].get<double>();
     out["final_state"] = jobstate::jobStateName(state);
     if (!ended || state != pb::JOB_SUCCEEDED) {
       std::cerr << "the job did not succeed (" << jobstate::jobStateName(state) << ")\n";
@@ -220,6 +249,7 @@ int sampleStatus(harness::MiniCluster& cluster, const std::string& jobId, uint32
     Json finishedRows = Json::array();
     for (int i = 0; i < samples; ++i) finishedRows.push_back(sampleOnce(cluster, jobId, finished, start));
     out["finished"] = phaseJson(finished, std::move(finishedRows));
+    if (masterRestart) out["after_master_restart"] = afterMasterRestart(cluster, jobId, samples, start);
   } else {
     out["kill_exit"] = cluster.tellus({"kill", jobId}).exitCode;
   }
@@ -235,6 +265,7 @@ int run(int argc, char** argv) {
   int64_t retentionMs = -1;
   int statusSamples = 0;
   bool afterFinish = false;
+  bool masterRestart = false;
   CLI::App app{"ZooKeeper state of a job of no-op tasks while it runs, finished, compacted (JSON)"};
   app.add_option("--tasks", tasks, "tasks of the job")->check(CLI::Range(1u, 1000000u));
   app.add_option("--workers", workers, "workers of the site")->check(CLI::Range(1, 16));
@@ -244,6 +275,8 @@ int run(int argc, char** argv) {
   app.add_option("--status-samples", statusSamples, "time this many `tellus status` calls while the job runs, then kill it")
       ->check(CLI::Range(0, 100));
   app.add_flag("--after-finish", afterFinish, "with --status-samples: run the job to its end and time as many calls then");
+  app.add_flag("--master-restart", masterRestart,
+               "with --after-finish: then restart the site's master and time its first status calls");
   CLI11_PARSE(app, argc, argv);
   initLogging("bench-job-state", "warn");
 
@@ -279,7 +312,7 @@ int run(int argc, char** argv) {
   std::cerr << "job " << jobId << "\n";
   const auto start = std::chrono::steady_clock::now();
 
-  if (statusSamples > 0) return sampleStatus(cluster, jobId, tasks, statusSamples, afterFinish);
+  if (statusSamples > 0) return sampleStatus(cluster, jobId, tasks, statusSamples, afterFinish, masterRestart);
 
   // While it runs: the largest footprint seen (the last walks before the end carry ~all tasks).
   Footprint running;
