@@ -960,8 +960,9 @@ awaitable<Result<pb::JobStatusResponse>> Master::describeJob(pb::JobRequest req,
     keepStatusRecords(std::move(key), std::move(records));
     if (done) {
       for (const auto& [t, record] : done->outputs) {
-        doneByStage[s].insert(t);
-        workerByStage[s][t] = record.location.worker_id();
+        doneByStage[s].insert(doneByStage[s].end(), t);
+        // Only a page shows where tasks ran: a summary copies no worker id per task.
+        if (req.tasks()) workerByStage[s][t] = record.location.worker_id();
       }
       usage.add(done->usage);
       if (req.tasks()) std::move(done->executions.begin(), done->executions.end(), std::back_inserter(folded));
