@@ -243,13 +243,25 @@ void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>
 
 void JobCore::onJms(const std::set<std::string>& sites) { jms_ = sites; }
 
+namespace {
+
+// A part's elapsed time as stageMeanS sums it: a value from the network that is not finite, is
+// negative or is absurd would stay in the running sum (NaN for good, or the small values lost).
+double elapsedOf(const pb::PartitionLocation& location) {
+  constexpr double kMaxElapsedS = 1e9;  // ~30 years
+  const double v = location.elapsed_s();
+  return std::isfinite(v) ? std::clamp(v, 0.0, kMaxElapsedS) : 0.0;
+}
+
+}  // namespace
+
 void JobCore::setPart(uint32_t s, uint32_t t, const pb::PartitionLocation& location) {
   auto& parts = view_.stages[s].parts;
   auto it = parts.find(t);
   if (it != parts.end()) erasePart(s, it);
   parts.emplace(t, location);
   ++partWorkers_[s][location.worker_id()];
-  partElapsedS_[s] += location.elapsed_s();
+  partElapsedS_[s] += elapsedOf(location);
 }
 
 std::map<uint32_t, pb::PartitionLocation>::iterator JobCore::erasePart(
@@ -258,7 +270,7 @@ std::map<uint32_t, pb::PartitionLocation>::iterator JobCore::erasePart(
   auto count = counts.find(it->second.worker_id());
   if (count != counts.end() && --count->second == 0) counts.erase(count);
   auto& parts = view_.stages[s].parts;
-  partElapsedS_[s] -= it->second.elapsed_s();
+  partElapsedS_[s] -= elapsedOf(it->second);
   auto next = parts.erase(it);
   if (parts.empty()) partElapsedS_[s] = 0;  // no rounding left over from the subtractions
   return next;
