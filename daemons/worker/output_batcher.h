@@ -8,9 +8,11 @@
 // A (job, stage) is written at most once per `linger`: an execution that finishes after a
 // quiet `linger` is written at once (slow tasks' outputs are not held back), the ones that
 // finish within `linger` of the last write wait for the next one (many fast tasks go in one
-// batch). A batch is also written at once when it holds `maxTasks` executions or when nothing
-// else of its stage runs on this worker (the stage's last outputs here). One flush per (job,
-// stage) at a time, each a coroutine spawned on the server (counted in its stop).
+// batch). A batch is also written at once when it holds `maxTasks` executions, or when nothing
+// else of its stage runs on this worker (the stage's last outputs here) and kIdleGap (at most
+// `linger`) has passed since the last write: between two launches of short tasks the stage is
+// idle here too. One flush per (job, stage) at a time, each a coroutine spawned on the server
+// (counted in its stop).
 // Threading: the server's executor only.
 
 #include <chrono>
@@ -61,6 +63,8 @@ class OutputBatcher {
   // The record nodes of the stages this worker wrote to lately (so each write reads only new
   // ones), least recently used first out beyond kMaxKnownStages.
   static constexpr size_t kMaxKnownStages = 64;
+  // The least time between two writes of a stage woken by its idleness (see the top).
+  static constexpr std::chrono::milliseconds kIdleGap{200};
   struct Known {
     uint64_t lastUse = 0;
     jobstate::StageRecords records;
