@@ -1275,7 +1275,8 @@ void Engine::applyLostOutput(JobRt& job, int site, const jobcore::RemoveLostOutp
   const auto [s, t] = lost.task;
   auto& outputs = job.outputs[s];
   const auto recorded = outputs.find(t);
-  if (recorded != outputs.end()) {
+  const bool unlisted = recorded != outputs.end();
+  if (unlisted) {
     const int at = siteIndex_.at(recorded->second.site());
     outputs.erase(recorded);
     StageRt& stage = job.stages[s];
@@ -1298,7 +1299,10 @@ void Engine::applyLostOutput(JobRt& job, int site, const jobcore::RemoveLostOutp
     }
   }
   job.jm[static_cast<size_t>(site)]->core.onLostOutputRemoved(lost, true);
-  for (int32_t x : job.jmSites) job.jm[static_cast<size_t>(x)]->core.onParts(s, outputs);
+  // Every job manager's listing no longer shows the record.
+  if (unlisted) {
+    for (int32_t x : job.jmSites) job.jm[static_cast<size_t>(x)]->core.onPartUnlisted(s, t);
+  }
   markJms(job);
 }
 

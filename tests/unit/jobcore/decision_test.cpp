@@ -67,8 +67,8 @@ ReleaseStage released(JobCore& core) {
   core.onLiveWorkers("a", {"a-w1", "a-w2"});
   core.onLiveWorkers("b", {"b-w1", "b-w2"});
   core.onJms({"a", "b"});
-  core.onParts(0, {});
-  core.onParts(1, {});
+  core.onPartsListed(0);
+  core.onPartsListed(1);
   core.onRunningMarkers({});
   core.onBecamePrimary(1);
   REQUIRE(core.step(0).needSiteRecords);
@@ -184,7 +184,8 @@ TEST_CASE("recorded decisions: a removed lost output and a failed or lost attemp
   out.set_worker_id("b-w2");
   out.set_worker_address("127.0.0.1:9");
   out.add_bucket_bytes(10);
-  core.onParts(0, {{2, out}});
+  core.onPartRecorded(0, 2, out);
+  core.onPartsListed(0);
   core.onLiveWorkers("b", {"b-w1"});
   auto lost = core.step(4);
   REQUIRE(lost.lostOutputs.size() == 1);
