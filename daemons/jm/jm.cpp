@@ -473,6 +473,14 @@ awaitable<Status> JobManager::registerSelf() {
     }
     co_return set.status();
   }
+  if (!*stat && everRegistered_ && server_.coordinator().sessionId() == registeredSession_) {
+    // Removed while our session held: by this site's replacement JM, which creates its own
+    // next, or with the job's nodes. Re-creating it would fight either (a deletion of the job
+    // lost to its JMs' re-registrations). A site left without a JM gets one at the primary's
+    // request (jm_grace_ms).
+    exitWith(false, "this JM's registration was removed while its session held: replaced, or the job deleted");
+    co_return makeError(ErrorCode::kConflict, "registration removed");
+  }
   if (*stat && everRegistered_ && (*stat)->ephemeralOwner == registeredSession_) {
     // Our own node from our previous session. Without a quorum nothing expires sessions, so
     // after an outage it can outlive the session we opened since: it is no replacement of
