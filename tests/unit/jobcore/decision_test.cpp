@@ -4,6 +4,7 @@
 
 #include "jobcore/decision.h"
 #include "jobcore/job_core.h"
+#include "wordcount_spec.h"
 
 using namespace tellus;
 using namespace tellus::jobcore;
@@ -11,20 +12,7 @@ using namespace tellus::jobcore;
 namespace {
 
 // map (dataset: 3 partitions, 2 at a, 1 at b) -> reduce (1 task).
-pb::JobSpec spec() {
-  pb::JobSpec spec;
-  spec.set_name("wc");
-  auto* map = spec.add_stages();
-  map->set_name("map");
-  map->set_op("wordcount.map");
-  map->add_inputs()->set_dataset("corpus");
-  auto* reduce = spec.add_stages();
-  reduce->set_name("reduce");
-  reduce->set_op("wordcount.reduce");
-  reduce->set_tasks(1);
-  reduce->add_inputs()->set_stage("map");
-  return spec;
-}
+pb::JobSpec spec() { return testing::wordcountSpec(1); }
 
 std::vector<pb::StageInputs> inputs() {
   std::vector<pb::StageInputs> in(2);

@@ -4,6 +4,7 @@
 
 #include "jobcore/job_core.h"
 #include "jobcore/part_listing.h"
+#include "wordcount_spec.h"
 
 using namespace tellus;
 using namespace tellus::jobcore;
@@ -11,20 +12,7 @@ using namespace tellus::jobcore;
 namespace {
 
 // map (dataset: 4 partitions, 3 at a, 1 at b) -> reduce (2 tasks, shuffle).
-pb::JobSpec wordcountSpec() {
-  pb::JobSpec spec;
-  spec.set_name("wc");
-  auto* map = spec.add_stages();
-  map->set_name("map");
-  map->set_op("wordcount.map");
-  map->add_inputs()->set_dataset("corpus");
-  auto* reduce = spec.add_stages();
-  reduce->set_name("reduce");
-  reduce->set_op("wordcount.reduce");
-  reduce->set_tasks(2);
-  reduce->add_inputs()->set_stage("map");
-  return spec;
-}
+pb::JobSpec wordcountSpec() { return testing::wordcountSpec(2); }
 
 std::vector<pb::StageInputs> wordcountInputs(bool pinned = false) {
   std::vector<pb::StageInputs> inputs(2);
