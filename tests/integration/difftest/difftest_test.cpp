@@ -94,50 +94,42 @@ std::string tasksText(const std::set<uint32_t>& tasks) {
   return fmt::format("{{{}}}", out);
 }
 
+// Every key either side has whose values differ, a line each: `name(key)`, then what the
+// daemons had and what the simulation had (`missing` where a side has no value).
+template <class Key, class Value, class Name, class Text>
+void differing(const std::map<Key, Value>& daemons, const std::map<Key, Value>& sim, const Value& missing, Name name,
+               Text text, std::ostringstream& out) {
+  std::set<Key> keys;
+  for (const auto& [key, value] : daemons) keys.insert(key);
+  for (const auto& [key, value] : sim) keys.insert(key);
+  for (const auto& key : keys) {
+    const auto d = daemons.find(key);
+    const auto s = sim.find(key);
+    const Value& dv = d == daemons.end() ? missing : d->second;
+    const Value& sv = s == sim.end() ? missing : s->second;
+    if (dv != sv) out << name(key) << ": daemons " << text(dv) << ", simulation " << text(sv) << "\n";
+  }
+}
+
 // A readable difference ("" when equal), line by line: what the daemons did, what the
 // simulation did.
 std::string differences(const Outcome& daemons, const Outcome& sim) {
   std::ostringstream out;
   for (const auto& c : daemons.conflicts) out << "daemons: " << c << "\n";
   for (const auto& c : sim.conflicts) out << "simulation: " << c << "\n";
-  std::set<std::pair<uint32_t, uint32_t>> tasks;
-  for (const auto& [id, site] : daemons.placed) tasks.insert(id);
-  for (const auto& [id, site] : sim.placed) tasks.insert(id);
-  for (const auto& id : tasks) {
-    const auto d = daemons.placed.find(id);
-    const auto s = sim.placed.find(id);
-    const std::string ds = d == daemons.placed.end() ? "(not placed)" : d->second;
-    const std::string ss = s == sim.placed.end() ? "(not placed)" : s->second;
-    if (ds != ss) out << "place " << id.first << "/" << id.second << ": daemons " << ds << ", simulation " << ss << "\n";
-  }
-  std::set<std::tuple<uint32_t, std::string, std::string>> steals;
-  for (const auto& [key, t] : daemons.stolen) steals.insert(key);
-  for (const auto& [key, t] : sim.stolen) steals.insert(key);
-  for (const auto& key : steals) {
-    const auto d = daemons.stolen.find(key);
-    const auto s = sim.stolen.find(key);
-    const std::set<uint32_t> none;
-    const auto& dt = d == daemons.stolen.end() ? none : d->second;
-    const auto& st = s == sim.stolen.end() ? none : s->second;
-    if (dt != st) {
-      out << "steal stage " << std::get<0>(key) << " " << std::get<1>(key) << " -> " << std::get<2>(key) << ": daemons "
-          << tasksText(dt) << ", simulation " << tasksText(st) << "\n";
-    }
-  }
-  std::set<std::pair<uint32_t, std::string>> reruns;
-  for (const auto& [key, t] : daemons.rerun) reruns.insert(key);
-  for (const auto& [key, t] : sim.rerun) reruns.insert(key);
-  for (const auto& key : reruns) {
-    const auto d = daemons.rerun.find(key);
-    const auto s = sim.rerun.find(key);
-    const std::set<uint32_t> none;
-    const auto& dt = d == daemons.rerun.end() ? none : d->second;
-    const auto& st = s == sim.rerun.end() ? none : s->second;
-    if (dt != st) {
-      out << "rerun stage " << key.first << " (" << key.second << "): daemons " << tasksText(dt) << ", simulation "
-          << tasksText(st) << "\n";
-    }
-  }
+  const auto asIs = [](const std::string& site) { return site; };
+  differing(
+      daemons.placed, sim.placed, std::string("(not placed)"),
+      [](const auto& id) { return fmt::format("place {}/{}", id.first, id.second); }, asIs, out);
+  differing(
+      daemons.stolen, sim.stolen, std::set<uint32_t>{},
+      [](const auto& key) {
+        return fmt::format("steal stage {} {} -> {}", std::get<0>(key), std::get<1>(key), std::get<2>(key));
+      },
+      tasksText, out);
+  differing(
+      daemons.rerun, sim.rerun, std::set<uint32_t>{},
+      [](const auto& key) { return fmt::format("rerun stage {} ({})", key.first, key.second); }, tasksText, out);
   return out.str();
 }
 
