@@ -519,7 +519,7 @@ void JobCore::failJob(std::string reason) {
 
 void JobCore::onStageReleased(const ReleaseStage& release, bool ok) {
   if (!ok || release.stage >= view_.stages.size()) return;
-  for (int t = 0; t < release.taskmap.owner_site_size(); ++t) {
+  for (int t = 0; config_.recordDecisions && t < release.taskmap.owner_site_size(); ++t) {
     record({Decision::Kind::kPlace, release.stage, {static_cast<uint32_t>(t)}, release.taskmap.owner_site(t), "", ""});
   }
   auto& st = view_.stages[release.stage];
@@ -752,7 +752,7 @@ void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& 
                           const std::optional<pb::TaskMap>& map, int32_t version) {
   for (uint32_t t : offer.tasks) beingStolen_.erase({offer.stage, t});
   if (!map || offer.stage >= view_.stages.size()) return;
-  if (!moved.empty()) {
+  if (config_.recordDecisions && !moved.empty()) {
     std::vector<uint32_t> tasks = moved;
     std::sort(tasks.begin(), tasks.end());
     record({Decision::Kind::kSteal, offer.stage, std::move(tasks), offer.thief, config_.site, ""});

@@ -423,6 +423,8 @@ class JobCore {
   bool decideVerification(Actions& out);
   void decideContainers(double now, Actions& out);
   void finishAttempt(const LaunchTask& launch);
+  // Callers building a decision in a loop (one per task of a release) test
+  // config_.recordDecisions first: off, nothing is built.
   void record(Decision decision) {
     if (config_.recordDecisions) decisions_.push_back(std::move(decision));
   }
