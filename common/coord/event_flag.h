@@ -39,6 +39,13 @@ class EventFlag {
     waiters_.erase(it);
     co_return set_;
   }
+  // Returns when the flag is set.
+  boost::asio::awaitable<void> wait() {
+    for (;;) {
+      const bool set = co_await waitFor(std::chrono::hours(24));
+      if (set) co_return;
+    }
+  }
 
  private:
   boost::asio::any_io_executor executor_;

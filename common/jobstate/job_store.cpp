@@ -954,18 +954,65 @@ awaitable<Result<std::string>> JobStore::startAttempt(std::string jobId, TaskId 
                                                       std::string workerId) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   if (!isName(workerId)) co_return makeError(ErrorCode::kInvalidArgument, "bad worker id");
-  const std::string markerPath = runningTaskPath(jobId, task.first, task.second);
-  const std::string prefix = runningTaskName(task.first, task.second) + "-";
-  const std::string audit = attemptsPath(jobId) + "/" + prefix;
-  const std::string data = marker.SerializeAsString();
   // This call's audit node carries a token of its own: a try whose reply was lost may have
   // landed under a session that is gone by the retry, and the retry must find it rather than
   // start the execution a second time in the audit.
-  const std::string auditData = auditNodeData(workerId, randomToken());
-  bool inDoubt = false;     // a try may have landed without our hearing of it
+  co_return co_await startAttemptFrom(std::move(jobId), task, marker.SerializeAsString(),
+                                      auditNodeData(workerId, randomToken()), false);
+}
+
+awaitable<Result<std::vector<Result<std::string>>>> JobStore::startAttempts(std::string jobId,
+                                                                            std::vector<AttemptStart> starts,
+                                                                            std::string workerId) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  if (!isName(workerId)) co_return makeError(ErrorCode::kInvalidArgument, "bad worker id");
+  if (starts.size() > kMaxStartsPerMulti) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("{} attempts in one transaction, more than {}",
+                                                                 starts.size(), kMaxStartsPerMulti));
+  }
+  std::vector<std::string> data, auditData;
+  std::vector<coord::ZkOp> ops;
+  for (const auto& start : starts) {
+    data.push_back(start.marker.SerializeAsString());
+    auditData.push_back(auditNodeData(workerId, randomToken()));
+    ops.push_back(coord::ZkOp::create(runningTaskPath(jobId, start.task.first, start.task.second), data.back(),
+                                      coord::CreateMode::kEphemeral));
+    ops.push_back(coord::ZkOp::create(attemptsPath(jobId) + "/" + runningTaskName(start.task.first, start.task.second) + "-",
+                                      auditData.back(), coord::CreateMode::kPersistentSequential));
+  }
+  std::vector<Result<std::string>> out;
+  bool inDoubt = false;
+  if (starts.size() > 1) {
+    auto r = co_await zk_.multi(std::move(ops));
+    if (r && r->size() == 2 * starts.size()) {
+      for (size_t i = 0; i < starts.size(); ++i) {
+        const auto& created = (*r)[2 * i + 1].createdPath;
+        if (created.empty()) {
+          out.push_back(makeError(ErrorCode::kInternal, "starting an attempt: no path returned"));
+        } else {
+          out.push_back(created.substr(created.rfind('/') + 1));
+        }
+      }
+      co_return out;
+    }
+    // A transaction is all or nothing: unless its reply was lost, none of it landed.
+    inDoubt = !r && r.error().code == ErrorCode::kUnavailable;
+  }
+  for (size_t i = 0; i < starts.size(); ++i) {
+    out.push_back(co_await startAttemptFrom(jobId, starts[i].task, std::move(data[i]), std::move(auditData[i]), inDoubt));
+  }
+  co_return out;
+}
+
+awaitable<Result<std::string>> JobStore::startAttemptFrom(std::string jobId, TaskId task, std::string data,
+                                                          std::string auditData, bool inDoubt) {
+  const std::string markerPath = runningTaskPath(jobId, task.first, task.second);
+  const std::string prefix = runningTaskName(task.first, task.second) + "-";
+  const std::string audit = attemptsPath(jobId) + "/" + prefix;
   bool sawOwnData = false;  // the marker in the way holds our data
   Error last{ErrorCode::kUnavailable, "starting an attempt"};
-  for (int attempt = 0; attempt <= retry_.retries; ++attempt) {
+  // In doubt from the start: the transaction that held this start was tried once already.
+  for (int attempt = inDoubt ? 1 : 0; attempt <= retry_.retries; ++attempt) {
     if (last.code == ErrorCode::kUnavailable && attempt > 0) co_await awaitReconnect();
     if (inDoubt) {
       auto landed = co_await findAuditNode(jobId, prefix, auditData);

@@ -254,6 +254,18 @@ class JobStore {
   // audit node's token, even when the session that made it is gone: one call, one audit node.
   Awaitable<Result<std::string>> startAttempt(std::string jobId, TaskId task, pb::RunningTask marker,
                                               std::string workerId);
+  // Several attempts of one job started as startAttempt starts each, in one transaction: a
+  // worker's group commit (one multi for the tasks launched while its previous one was in
+  // flight). When the transaction does not land whole (a task already running, a lost reply),
+  // each attempt goes on alone from where it stands, so every result is what startAttempt
+  // would have returned for it. At most kMaxStartsPerMulti starts (kInvalidArgument beyond).
+  struct AttemptStart {
+    TaskId task;
+    pb::RunningTask marker;
+  };
+  static constexpr size_t kMaxStartsPerMulti = 100;
+  Awaitable<Result<std::vector<Result<std::string>>>> startAttempts(std::string jobId, std::vector<AttemptStart> starts,
+                                                                    std::string workerId);
   // Removes the task's marker written by `markerSession` (this client's session when
   // startAttempt returned). A missing marker is fine; once that session has expired nothing is
   // removed (the marker went with it; one there now is another execution's).
@@ -333,6 +345,10 @@ class JobStore {
   // marker changed meanwhile (look again).
   Awaitable<Status> holdLandedMarker(std::string jobId, std::string markerPath, std::string data,
                                      std::string auditName);
+  // startAttempt's work for one task once its ids are checked: `auditData` is the call's
+  // token; `inDoubt` when a transaction holding its nodes may have landed unheard.
+  Awaitable<Result<std::string>> startAttemptFrom(std::string jobId, TaskId task, std::string data,
+                                                  std::string auditData, bool inDoubt);
 
   coord::Coordinator& zk_;
   RetryPolicy retry_;

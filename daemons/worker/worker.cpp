@@ -139,6 +139,7 @@ Status Worker::start() {
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
   jobStore_.emplace(server_.coordinator(),
                     jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
+  starter_.emplace(server_, *jobStore_, config_.id);
   batcher_.emplace(server_, *jobStore_,
                    OutputBatchOptions{config_.output_batch_max_tasks, milliseconds(config_.output_batch_linger_ms)});
 
@@ -179,6 +180,15 @@ void Worker::registerMetrics() {
     std::vector<daemon::MetricSample> out;
     for (size_t p = 0; p < kPhaseCount; ++p) out.push_back({{{"phase", kPhaseNames[p]}}, double(phaseSamples_[p])});
     return out;
+  });
+  // starts / transactions: how many task starts a ZooKeeper transaction holds (AttemptStarter).
+  metrics.counterFn("tellus_worker_start_transactions_total",
+                    "ZooKeeper transactions that started tasks here (each holds one or more starts).", [this] {
+                      return std::vector<daemon::MetricSample>{
+                          {{}, starter_ ? double(starter_->counts().transactions) : 0.0}};
+                    });
+  metrics.counterFn("tellus_worker_task_starts_total", "Task starts written to ZooKeeper here.", [this] {
+    return std::vector<daemon::MetricSample>{{{}, starter_ ? double(starter_->counts().starts) : 0.0}};
   });
 }
 
@@ -678,7 +688,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (killedJobs_.count(req.job_id())) {
     co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
   }
-  auto attemptId = co_await jobStore_->startAttempt(req.job_id(), taskId, marker, config_.id);
+  auto attemptId = co_await starter_->start(req.job_id(), taskId, std::move(marker));
   if (!attemptId) co_return attemptId.error();
   // The marker is this session's (startAttempt makes sure): only while it lives do we remove
   // the marker; after an expiry the path may hold another execution's (issue 12's chaos run:

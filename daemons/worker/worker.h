@@ -28,6 +28,7 @@
 #include "proc/subprocess.h"
 #include "tellus.pb.h"
 #include "worker/executor_process.h"
+#include "worker/attempt_starter.h"
 #include "worker/output_batcher.h"
 #include "worker/wan_shaper.h"
 
@@ -92,6 +93,7 @@ class Worker {
   // everything that holds on to them.
   daemon::Server server_;
   std::optional<jobstate::JobStore> jobStore_;  // over the coordinator: running markers, attempts, outputs
+  std::optional<AttemptStarter> starter_;       // over jobStore_: tasks' running markers and audit nodes
   std::optional<OutputBatcher> batcher_;        // over jobStore_: finished tasks' outputs
   std::unique_ptr<data::PartitionStore> store_;
   WanShaper wan_;

@@ -309,6 +309,58 @@ TEST_CASE("JobStore: an attempt that landed under a session gone by the retry co
   CHECK(f.run(f.store->attemptCounts(jobId))->at(task) == 1);
 }
 
+TEST_CASE("JobStore: starts in one transaction land together, and each goes alone when the transaction does not",
+          "[integration][jobstate][faults]") {
+  StoreFixture f;
+  const std::string jobId = f.createJob();
+  const pb::RunningTask marker = firstAttemptAt("s1");
+  const auto startsOf = [&](std::vector<uint32_t> tasks) {
+    std::vector<JobStore::AttemptStart> starts;
+    for (uint32_t t : tasks) starts.push_back({TaskId{0, t}, marker});
+    return starts;
+  };
+
+  // Landing whole: one attempt id per start, in order.
+  auto landed = f.run(f.store->startAttempts(jobId, startsOf({0, 1, 2}), "s1-w1"));
+  REQUIRE(landed.isOk());
+  REQUIRE(landed->size() == 3);
+  CHECK((*landed)[0].value() == "0-0-0000000000");
+  CHECK((*landed)[1].value() == "0-1-0000000001");
+  CHECK((*landed)[2].value() == "0-2-0000000002");
+  CHECK(*f.run(f.store->runningTasks(jobId)) == std::vector<TaskId>{{0, 0}, {0, 1}, {0, 2}});
+
+  // Task 1 already runs: the transaction fails, and the others start alone.
+  auto mixed = f.run(f.store->startAttempts(jobId, startsOf({3, 1, 4}), "s1-w1"));
+  REQUIRE(mixed.isOk());
+  REQUIRE(mixed->size() == 3);
+  CHECK((*mixed)[0].isOk());
+  CHECK((*mixed)[1].error().code == ErrorCode::kAlreadyExists);
+  CHECK((*mixed)[2].isOk());
+  auto counts = f.run(f.store->attemptCounts(jobId));
+  REQUIRE(counts.isOk());
+  CHECK(counts->at({0, 1}) == 1);
+  CHECK(counts->at({0, 3}) == 1);
+  CHECK(counts->at({0, 4}) == 1);
+
+  // The transaction landed and its reply was lost: each start finds its own, none twice.
+  f.faulty->injectNext(Fault::kAfter, "multi");
+  auto unheard = f.run(f.store->startAttempts(jobId, startsOf({5, 6}), "s1-w1"));
+  REQUIRE(unheard.isOk());
+  REQUIRE(unheard->size() == 2);
+  CHECK((*unheard)[0].isOk());
+  CHECK((*unheard)[1].isOk());
+  counts = f.run(f.store->attemptCounts(jobId));
+  REQUIRE(counts.isOk());
+  CHECK(counts->at({0, 5}) == 1);
+  CHECK(counts->at({0, 6}) == 1);
+  CHECK(f.run(f.store->runningTasks(jobId))->size() == 7);
+
+  // Bounded: a transaction holds at most kMaxStartsPerMulti starts.
+  std::vector<uint32_t> many(JobStore::kMaxStartsPerMulti + 1);
+  for (uint32_t i = 0; i < many.size(); ++i) many[i] = 100 + i;
+  CHECK(f.run(f.store->startAttempts(jobId, startsOf(many), "s1-w1")).error().code == ErrorCode::kInvalidArgument);
+}
+
 TEST_CASE("JobStore: a worker's writes land once through lost replies", "[integration][jobstate][faults]") {
   StoreFixture f;
   const std::string jobId = f.createJob();
