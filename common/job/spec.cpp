@@ -77,6 +77,10 @@ std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
                        fmt::format("cost_weight: expected seconds per currency unit in [0, {}], got {}",
                                    sched::kMaxCostWeightSPerUnit, spec.cost_weight())};
   }
+  if (spec.output_replicas() > kMaxOutputReplicas) {
+    return SpecProblem{-1, -1, "output_replicas",
+                       fmt::format("output_replicas: expected 0 to {}, got {}", kMaxOutputReplicas, spec.output_replicas())};
+  }
   if (spec.stages().empty()) return SpecProblem{-1, -1, "stages", "stages: a job needs at least one stage"};
 
   struct Readers {
@@ -230,6 +234,8 @@ Result<pb::JobSpec> parseJobSpec(const std::string& yaml, const std::string& fil
   spec.set_static_containers(root.optional<uint32_t>("containers_per_site", 0));
   spec.set_no_stealing(!root.optional<bool>("stealing", true));
   spec.set_cost_weight(root.optional<double>("cost_weight", 0, config::between<double>(0, sched::kMaxCostWeightSPerUnit)));
+  spec.set_output_replicas(root.optional<uint32_t>("output_replicas", kDefaultOutputReplicas,
+                                                   config::between<uint32_t>(0, kMaxOutputReplicas)));
 
   // Kept to point validation problems at their lines.
   std::vector<YamlMap> stageMaps;

@@ -28,6 +28,15 @@
 
 namespace tellus::job {
 
+// A job spec's output_replicas: copies of each finished output on other workers of its site.
+// One copy covers a single VM loss; more would only multiply the copying (issue 12).
+inline constexpr uint32_t kDefaultOutputReplicas = 1;
+inline constexpr uint32_t kMaxOutputReplicas = 1;
+// The spec's value, its default when absent (specs from before the knob, or built in code).
+inline uint32_t outputReplicas(const pb::JobSpec& spec) {
+  return spec.has_output_replicas() ? spec.output_replicas() : kDefaultOutputReplicas;
+}
+
 Result<pb::JobSpec> parseJobSpec(const std::string& yaml, const std::string& file);
 Result<pb::JobSpec> loadJobSpec(const std::string& path);
 

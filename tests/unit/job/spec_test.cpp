@@ -442,4 +442,23 @@ TEST_CASE("cost_weight: seconds per currency unit, default 0, bounded", "[unit][
   }
 }
 
+TEST_CASE("output_replicas: one copy by default, 0 turns it off, bounded", "[unit][job][replication]") {
+  CHECK(parsed(kWordcount).output_replicas() == 1);
+  CHECK(outputReplicas(parsed(kWordcount)) == 1);
+  CHECK(outputReplicas(parsed(kWordcount + "output_replicas: 0\n")) == 0);
+  CHECK(specError(kWordcount + "output_replicas: 2\n").starts_with("job.yaml:10: output_replicas: expected "));
+  CHECK(specError(kWordcount + "output_replicas: -1\n").starts_with("job.yaml:10: output_replicas: expected "));
+  // A spec built in code or stored before the knob has none: the default.
+  pb::JobSpec spec = rpcSpec();
+  CHECK_FALSE(spec.has_output_replicas());
+  CHECK(outputReplicas(spec) == kDefaultOutputReplicas);
+  spec.set_output_replicas(0);
+  CHECK(outputReplicas(spec) == 0);
+  CHECK(validateJobSpec(spec).isOk());
+  spec.set_output_replicas(kMaxOutputReplicas + 1);
+  const Status status = validateJobSpec(spec);
+  REQUIRE_FALSE(status.isOk());
+  CHECK(status.message() == "output_replicas: expected 0 to 1, got 2");
+}
+
 }  // namespace tellus::job
