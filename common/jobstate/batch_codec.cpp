@@ -125,6 +125,29 @@ void fillWorker(const Message& m, uint32_t w, pb::PartitionLocation& loc) {
 
 constexpr uint64_t kMaxSeq = 9999999999ULL;
 
+// A copy's worker as a table entry: of the output's site (replicas stay in their site).
+uint32_t replicaIndex(WorkerTable& workers, const pb::PartitionLocation& output, const pb::DatasetReplica& replica) {
+  pb::PartitionLocation loc;
+  loc.set_worker_id(replica.worker_id());
+  loc.set_worker_address(replica.worker_address());
+  loc.set_site(output.site());
+  return workers.of(loc);
+}
+
+// The copy named by table index `w` of an output whose own worker is index `primary`: kInternal
+// unless `w` is in the table, is not the output's own worker, and is of its site.
+template <class Message>
+Result<pb::DatasetReplica> replicaAt(const Message& m, uint32_t w, uint32_t primary, const std::string& where) {
+  if (w >= static_cast<uint32_t>(m.worker_ids_size()) || w == primary ||
+      m.worker_sites(static_cast<int>(w)) != m.worker_sites(static_cast<int>(primary))) {
+    return makeError(ErrorCode::kInternal, where + ": a copy names no other worker of its site");
+  }
+  pb::DatasetReplica replica;
+  replica.set_worker_id(m.worker_ids(static_cast<int>(w)));
+  replica.set_worker_address(m.worker_addresses(static_cast<int>(w)));
+  return replica;
+}
+
 }  // namespace
 
 bool isUsageSite(std::string_view site) { return site.size() <= kMaxSiteBytes && config::isSiteId(site); }
@@ -190,6 +213,16 @@ Result<std::string> encodeBatch(uint32_t stage, const std::vector<BatchItem>& it
     if (!item.auditOnly) {
       *e->mutable_bucket_bytes() = loc.bucket_bytes();
       e->set_finish_offset_ms(static_cast<uint32_t>(std::clamp<int64_t>(loc.finish_unix_ms() - base, 0, UINT32_MAX)));
+      if (static_cast<size_t>(loc.replicas_size()) > kMaxOutputCopies) {
+        return makeError(ErrorCode::kInvalidArgument,
+                         fmt::format("task {}/{}: {} copies of its output; at most {}", stage, item.task, loc.replicas_size(), kMaxOutputCopies));
+      }
+      for (const auto& replica : loc.replicas()) {
+        if (replica.worker_id() == loc.worker_id()) {
+          return makeError(ErrorCode::kInvalidArgument, fmt::format("task {}/{}: a copy on its own worker", stage, item.task));
+        }
+        e->add_replicas(replicaIndex(workers, loc, replica));
+      }
     }
   }
   storeWorkers(workers, batch);
@@ -231,6 +264,15 @@ Result<std::vector<BatchItem>> decodeBatch(uint32_t stage, const std::string& by
       return makeError(ErrorCode::kInternal, fmt::format("{}: entry of task {} fetched from {} sites", path, e.task(), e.fetched_size()));
     }
     *loc.mutable_fetched() = e.fetched();
+    // Batches written before copies existed have none: their outputs have one copy.
+    if (static_cast<size_t>(e.replicas_size()) > kMaxOutputCopies || (e.audit_only() && e.replicas_size() > 0)) {
+      return makeError(ErrorCode::kInternal, fmt::format("{}: entry of task {} names {} copies", path, e.task(), e.replicas_size()));
+    }
+    for (uint32_t w : e.replicas()) {
+      auto replica = replicaAt(batch, w, e.worker(), fmt::format("{}: entry of task {}", path, e.task()));
+      if (!replica) return replica.error();
+      *loc.add_replicas() = std::move(*replica);
+    }
     items.push_back(std::move(item));
   }
   return items;
@@ -267,10 +309,15 @@ Result<std::string> encodeSummary(const JobFinal& job) {
       auto loc = stage.outputs.find(t);
       if (loc == stage.outputs.end()) {
         out->add_output_worker(0);
+        out->add_output_replica(0);
         out->add_attempt(0);
         out->add_bucket_count(0);
       } else {
         out->add_output_worker(1 + workers.of(loc->second));
+        // The summary keeps the first copy only (kMaxOutputCopies is 1 today).
+        out->add_output_replica(loc->second.replicas().empty()
+                                    ? 0
+                                    : 1 + replicaIndex(workers, loc->second, loc->second.replicas(0)));
         out->add_attempt(loc->second.attempt());
         out->add_bucket_count(static_cast<uint32_t>(loc->second.bucket_bytes_size()));
         for (uint64_t b : loc->second.bucket_bytes()) out->add_bucket_bytes(b);
@@ -332,6 +379,9 @@ Result<JobFinal> decodeSummary(const std::string& bytes, const std::string& path
     } else if (tasks != 0) {
       return bad("tasks of a stage never released");
     }
+    // Summaries written before copies existed have no column: no output has a copy.
+    const bool copies = in.output_replica_size() > 0;
+    if (copies && static_cast<size_t>(in.output_replica_size()) != tasks) return bad("columns of different lengths");
     size_t bucket = 0, execution = 0;
     for (size_t t = 0; t < tasks; ++t) {
       const int i = static_cast<int>(t);
@@ -344,7 +394,14 @@ Result<JobFinal> decodeSummary(const std::string& bytes, const std::string& path
         fillWorker(summary, w - 1, loc);
         loc.set_attempt(in.attempt(i));
         for (uint32_t b = 0; b < buckets; ++b) loc.add_bucket_bytes(in.bucket_bytes(static_cast<int>(bucket + b)));
+        if (const uint32_t r = copies ? in.output_replica(i) : 0; r > 0) {
+          auto replica = replicaAt(summary, r - 1, w - 1, fmt::format("{}: stage {}: task {}", path, s, t));
+          if (!replica) return replica.error();
+          *loc.add_replicas() = std::move(*replica);
+        }
         stage.outputs[static_cast<uint32_t>(t)] = std::move(loc);
+      } else if (copies && in.output_replica(i) != 0) {
+        return bad("a copy of no output");
       }
       bucket += buckets;
       const uint32_t runs = in.executions(i);

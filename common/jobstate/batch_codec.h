@@ -44,6 +44,10 @@ inline constexpr size_t kMaxSiteBytes = 64;
 bool isUsageSite(std::string_view site);
 void addUsage(cost::Usage& usage, const pb::PartitionLocation& execution);
 
+// Copies of one output a node may name besides its own worker's (PartitionLocation::replicas;
+// a job spec's output_replicas is at most job::kMaxOutputReplicas, which is not more).
+inline constexpr size_t kMaxOutputCopies = 4;
+
 // A batch holds at most this many executions (its transaction also deletes as many audit
 // nodes: well under ZooKeeper's 1 MiB request limit), and its node at most kMaxBatchBytes.
 inline constexpr size_t kMaxBatchTasks = 1000;

@@ -471,3 +471,133 @@ TEST_CASE("a node that is not a taskMap encodeTaskMap wrote is an error naming i
   CHECK_THAT(error("TTM2" + std::string(kMaxNodeBytes, 'x')), Catch::Contains("more than a node may"));
   CHECK_THAT(error(framed("TTM2", std::string(kMaxInflatedBytes + 1, '\0'))), Catch::Contains("inflates beyond"));
 }
+
+namespace {
+
+pb::DatasetReplica copyOn(const std::string& worker) {
+  pb::DatasetReplica r;
+  r.set_worker_id(worker);
+  r.set_worker_address("127.0.0.1:9" + std::to_string(worker.size()));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("an output's copies round-trip in a batch and in a summary", "[jobstate][batch][replication]") {
+  auto items = batchOf(4);
+  *items[0].location.add_replicas() = copyOn("s1-w7");
+  *items[3].location.add_replicas() = copyOn("s1-w22");  // a worker the table holds already (task 2's)
+  auto node = encodeBatch(0, items);
+  REQUIRE(node.isOk());
+  auto back = decodeBatch(0, *node, "/p");
+  REQUIRE(back.isOk());
+  REQUIRE(back->size() == 4);
+  REQUIRE((*back)[0].location.replicas_size() == 1);
+  CHECK((*back)[0].location.replicas(0).worker_id() == "s1-w7");
+  CHECK((*back)[0].location.replicas(0).worker_address() == copyOn("s1-w7").worker_address());
+  CHECK((*back)[0].location.replicas(0).file().empty());
+  CHECK((*back)[1].location.replicas_size() == 0);
+  REQUIRE((*back)[3].location.replicas_size() == 1);
+  CHECK((*back)[3].location.replicas(0).worker_id() == "s1-w22");
+  CHECK((*back)[3].location.replicas(0).worker_address() == items[2].location.worker_address());
+  // One varint per copy: the batch budget (issue 16) holds with a copy of every output.
+  auto all = batchOf(200);
+  for (auto& item : all) *item.location.add_replicas() = copyOn(item.location.worker_id() == "s1-w1" ? "s1-w22" : "s1-w1");
+  auto big = encodeBatch(0, all);
+  REQUIRE(big.isOk());
+  CHECK(big->size() < 200 * 20);
+
+  JobFinal job;
+  job.stages.resize(1);
+  pb::TaskMap map;
+  map.add_owner_site("s1");
+  map.add_owner_site("s1");
+  job.stages[0].taskmap = map;
+  job.stages[0].outputs[0] = (*back)[0].location;
+  job.stages[0].outputs[1] = (*back)[1].location;
+  auto summary = encodeSummary(job);
+  REQUIRE(summary.isOk());
+  auto final = decodeSummary(*summary, "/summary");
+  REQUIRE(final.isOk());
+  REQUIRE(final->stages[0].outputs.at(0).replicas_size() == 1);
+  CHECK(final->stages[0].outputs.at(0).replicas(0).worker_id() == "s1-w7");
+  CHECK(final->stages[0].outputs.at(1).replicas_size() == 0);
+}
+
+TEST_CASE("copies are bounded and must name another worker of the output's site", "[jobstate][batch][replication]") {
+  auto items = batchOf(1);
+  for (size_t i = 0; i <= kMaxOutputCopies; ++i) *items[0].location.add_replicas() = copyOn("s1-w" + std::to_string(100 + i));
+  CHECK(encodeBatch(0, items).error().code == ErrorCode::kInvalidArgument);
+  items = batchOf(1);
+  *items[0].location.add_replicas() = copyOn(items[0].location.worker_id());  // itself
+  CHECK(encodeBatch(0, items).error().code == ErrorCode::kInvalidArgument);
+
+  // Decoding a node someone else wrote: an index out of the table, the output's own worker, a
+  // worker of another site, too many copies, a copy of an audit-only execution.
+  pb::OutputBatch bad;
+  for (const char* w : {"w0", "w1", "w2"}) {
+    bad.add_worker_ids(w);
+    bad.add_worker_addresses("a");
+  }
+  bad.add_worker_sites("s1");
+  bad.add_worker_sites("s1");
+  bad.add_worker_sites("s2");
+  auto* e = bad.add_entries();
+  e->set_worker(0);
+  e->add_replicas(1);
+  auto decoded = decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p");
+  REQUIRE(decoded.isOk());
+  REQUIRE(decoded->front().location.replicas_size() == 1);
+  CHECK(decoded->front().location.replicas(0).worker_id() == "w1");
+  for (uint32_t w : {3u, 0u, 2u}) {
+    e->set_replicas(0, w);
+    auto r = decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p/b-9");
+    REQUIRE_FALSE(r.isOk());
+    CHECK_THAT(r.message(), Catch::Contains("/p/b-9"));
+  }
+  e->set_replicas(0, 1);
+  for (size_t i = 0; i < kMaxOutputCopies; ++i) e->add_replicas(1);
+  CHECK_FALSE(decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p").isOk());
+  e->clear_replicas();
+  e->add_replicas(1);
+  e->set_audit_only(true);
+  CHECK_FALSE(decodeBatch(0, framed("TOB1", bad.SerializeAsString()), "/p").isOk());
+}
+
+TEST_CASE("batches and summaries from before copies decode with one copy per output", "[jobstate][batch][replication]") {
+  // A batch as the previous version wrote it: no replicas field at all.
+  pb::OutputBatch old;
+  old.add_worker_ids("s1-w1");
+  old.add_worker_addresses("127.0.0.1:1");
+  old.add_worker_sites("s1");
+  auto* e = old.add_entries();
+  e->set_task(2);
+  e->set_worker(0);
+  e->add_bucket_bytes(5);
+  auto decoded = decodeBatch(0, framed("TOB1", old.SerializeAsString()), "/p");
+  REQUIRE(decoded.isOk());
+  CHECK(decoded->front().location.worker_id() == "s1-w1");
+  CHECK(decoded->front().location.replicas_size() == 0);
+  // A summary without the output_replica column; with one of the wrong length it is an error.
+  pb::JobSummary summary;
+  summary.add_worker_ids("s1-w1");
+  summary.add_worker_addresses("127.0.0.1:1");
+  summary.add_worker_sites("s1");
+  summary.add_owner_sites("s1");
+  auto* stage = summary.add_stages();
+  stage->set_released(true);
+  stage->add_owner(0);
+  stage->add_output_worker(1);
+  stage->add_attempt(1);
+  stage->add_bucket_count(0);
+  stage->add_executions(0);
+  auto job = decodeSummary(framed("TJS1", summary.SerializeAsString()), "/s");
+  REQUIRE(job.isOk());
+  CHECK(job->stages[0].outputs.at(0).replicas_size() == 0);
+  stage->add_output_replica(0);
+  stage->add_output_replica(0);
+  CHECK_FALSE(decodeSummary(framed("TJS1", summary.SerializeAsString()), "/s").isOk());
+  stage->clear_output_replica();
+  stage->add_output_replica(1);  // the output's own worker
+  CHECK_FALSE(decodeSummary(framed("TJS1", summary.SerializeAsString()), "/s").isOk());
+}
