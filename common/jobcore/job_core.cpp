@@ -247,6 +247,13 @@ namespace {
 
 // A part's elapsed time as stageMeanS sums it: a value from the network that is not finite, is
 // negative or is absurd would stay in the running sum (NaN for good, or the small values lost).
+// An output a live worker can serve: its own worker's copy, or another one (PartitionLocation::replicas).
+bool outputLive(const pb::PartitionLocation& loc, const std::set<std::string>& live) {
+  if (live.count(loc.worker_id())) return true;
+  return std::any_of(loc.replicas().begin(), loc.replicas().end(),
+                     [&](const pb::DatasetReplica& r) { return live.count(r.worker_id()) > 0; });
+}
+
 double elapsedOf(const pb::PartitionLocation& location) {
   constexpr double kMaxElapsedS = 1e9;  // ~30 years
   const double v = location.elapsed_s();
@@ -266,6 +273,7 @@ void JobCore::setPart(uint32_t s, uint32_t t, const pb::PartitionLocation& locat
 
 std::map<uint32_t, pb::PartitionLocation>::iterator JobCore::erasePart(
     uint32_t s, std::map<uint32_t, pb::PartitionLocation>::iterator it) {
+  claimedLost_.erase({s, it->first});
   auto& counts = partWorkers_[s];
   auto count = counts.find(it->second.worker_id());
   if (count != counts.end() && --count->second == 0) counts.erase(count);
@@ -509,6 +517,27 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
     }
   }
   refreshRunningElsewhere();
+}
+
+void JobCore::onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost, const std::string& message,
+                          double now) {
+  onTaskEnded(launch, AttemptEnd::kInputNotReady, nullptr, message, now);
+  const uint32_t s = launch.task.first;
+  if (lost.job_id() != config_.jobId || s >= view_.stages.size() || lost.stage() >= view_.stages.size()) return;
+  // Only an upstream output this task reads (forward: its own task; shuffle: any of the stage).
+  for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
+    if (!in.has_stage() || job::stageIndex(view_.spec, in.stage()) != static_cast<int>(lost.stage())) continue;
+    if (in.edge() == pb::EDGE_FORWARD && lost.task() != launch.task.second) continue;
+    // Taken only while the output's own worker is dead: its worker, alive, serves it (and a
+    // claim made then must not linger until it dies).
+    const auto& parts = view_.stages[lost.stage()].parts;
+    const auto part = parts.find(lost.task());
+    const auto live = allLiveWorkers();
+    if (part != parts.end() && live && !live->count(part->second.worker_id())) {
+      claimedLost_.insert({lost.stage(), lost.task()});
+    }
+    return;
+  }
 }
 
 void JobCore::failJob(std::string reason) {
@@ -966,13 +995,13 @@ bool JobCore::inputsLive(uint32_t s, uint32_t t, const std::set<std::string>& li
     const auto& parts = view_.stages[static_cast<uint32_t>(u)].parts;
     if (in.edge() == pb::EDGE_FORWARD) {
       auto it = parts.find(t);
-      if (it == parts.end() || !live.count(it->second.worker_id())) return false;
+      if (it == parts.end() || !outputLive(it->second, live)) return false;
       continue;
     }
     // Every task of a shuffle reads every upstream output: decided once per upstream stage.
     auto [cached, fresh] = shuffleLive.try_emplace(static_cast<uint32_t>(u), true);
     if (fresh) {
-      for (const auto& [ut, loc] : parts) cached->second = cached->second && live.count(loc.worker_id()) > 0;
+      for (const auto& [ut, loc] : parts) cached->second = cached->second && outputLive(loc, live);
     }
     if (!cached->second) return false;
   }
@@ -1071,6 +1100,9 @@ void JobCore::decidePrimary(double now, Actions& out) {
       if (!*needed) continue;
       for (const auto& [t, loc] : view_.stages[u].parts) {
         if (live.count(loc.worker_id())) continue;
+        // Another copy serves it, unless a reader found none there (onInputLost).
+        const bool claimed = claimedLost_.count({u, t}) > 0;
+        if (!claimed && outputLive(loc, live)) continue;
         const double vanished = vanishedAt_.try_emplace(loc.worker_id(), now).first->second;
         if (now - vanished < config_.timings.lossSettleS) {
           unreachable = true;
@@ -1081,7 +1113,11 @@ void JobCore::decidePrimary(double now, Actions& out) {
           unreachable = true;
           continue;
         }
-        out.lostOutputs.push_back({{u, t}, loc.worker_id(), "its only copy was on dead worker " + loc.worker_id()});
+        out.lostOutputs.push_back(
+            {{u, t}, loc.worker_id(),
+             claimed                  ? fmt::format("its worker {} is dead and a reader found no other copy", loc.worker_id())
+             : loc.replicas().empty() ? "its only copy was on dead worker " + loc.worker_id()
+                                      : fmt::format("every copy was on a dead worker (its own: {})", loc.worker_id())});
       }
     }
     decideLostSites(now, live, out);
@@ -1369,6 +1405,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       *req.mutable_params() = stage.params();
       for (auto& in : *inputs) *req.add_inputs() = std::move(in);
       req.set_buckets(job::outputBuckets(view_.spec, id.first));
+      req.set_output_replicas(job::outputReplicas(view_.spec));
       req.set_epoch(epoch_);
       out.launches.push_back(std::move(task));
     }

@@ -276,6 +276,12 @@ class JobCore {
   // -- task outcomes (for launches this core made) --
   void onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
                    const std::string& message, double now);
+  // The worker found input `lost` on none of its copies (RunTaskResponse.lost_input: its own
+  // worker unreachable, the last copy without it). The attempt ends as kInputNotReady; the
+  // primary drops the output (its task runs again) once it finds the output's own worker dead
+  // too: a claim about a partition this launch does not read, or whose worker lives, changes
+  // nothing (a worker's word alone never removes an output).
+  void onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost, const std::string& message, double now);
 
   // -- primary writes, as they ended --
   // ok: written (or already there); false: not written (fenced or unavailable).
@@ -481,6 +487,8 @@ class JobCore {
   bool deleted_ = false;
   bool outsider_ = false;  // this JM's site is not among the job's
   std::map<std::string, double> vanishedAt_;  // worker holding a needed output -> first seen not live
+  // Outputs a reader found on no copy (onInputLost), until their part changes.
+  std::set<TaskId> claimedLost_;
   // A secondary's own outputs known only from their task's end whose worker was seen missing
   // since -> when first seen so: forgotten (and re-run) after lossSettleS unless listed first.
   std::map<TaskId, double> unconfirmedSince_;

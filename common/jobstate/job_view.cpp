@@ -77,6 +77,8 @@ pb::InputRef partitionRef(const std::string& jobId, uint32_t stage, uint32_t tas
   key->set_task(task);
   key->set_bucket(bucket);
   if (static_cast<int>(bucket) < loc.bucket_bytes_size()) ref.set_bytes(loc.bucket_bytes(static_cast<int>(bucket)));
+  // The output's other copies, tried in order when its worker cannot serve it.
+  *ref.mutable_replicas() = loc.replicas();
   return ref;
 }
 

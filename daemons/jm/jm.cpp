@@ -994,7 +994,15 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
   Result<pb::RunTaskResponse> r = co_await client->call<rpc::Worker::RunTask>(launch.request, kTaskTimeout);
   if (server_.stopping()) co_return;
   const double callS = std::chrono::duration<double>(Clock::now() - launchedAt).count();
-  if (r) {
+  if (r && r->has_lost_input()) {
+    // An input on none of its copies: the core decides whether its task must run again.
+    const auto& lost = r->lost_input();
+    const std::string why = fmt::format("input {}/s{}-t{}-b{} is on none of its copies", lost.job_id().substr(0, 64),
+                                        lost.stage(), lost.task(), lost.bucket());
+    spdlog::warn("task {} attempt {} on {}: {}", label, launch.attempt, launch.slotKey, why);
+    metrics_.taskSeconds->observe({launch.request.op(), "failed"}, callS);
+    core_.onInputLost(launch, lost, why, nowS());
+  } else if (r) {
     spdlog::info("task {} done on {} in {:.3f} s", label, launch.slotKey, r->location().elapsed_s());
     metrics_.taskSeconds->observe({launch.request.op(), "succeeded"}, r->location().elapsed_s());
     metrics_.launchSeconds->observe({launch.request.op()}, std::max(0.0, callS - r->location().elapsed_s()));

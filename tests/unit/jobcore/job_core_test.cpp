@@ -1815,3 +1815,114 @@ TEST_CASE("listing with verifyOutputs: the primary checks each part's finish key
   CHECK(actions.lostOutputs.empty());
   CHECK(actions.needSiteRecords);  // confirmed: the reduce stage may be released
 }
+
+namespace {
+
+pb::PartitionLocation outputWithCopy(const std::string& worker, const std::string& copy) {
+  auto loc = outputAt(worker);
+  auto* r = loc.add_replicas();
+  r->set_worker_id(copy);
+  r->set_worker_address("127.0.0.1:8");
+  return loc;
+}
+
+// A reduce task's launch as the core made it, for telling the core how it ended.
+LaunchTask reduceLaunch(uint32_t task) {
+  LaunchTask launch;
+  launch.slotKey = "a-w1/0";
+  launch.container = container("a-w1", 0);
+  launch.task = TaskId{1, task};
+  launch.attempt = 1;
+  return launch;
+}
+
+pb::PartitionKey keyOf(uint32_t stage, uint32_t task, const std::string& job = "job-1") {
+  pb::PartitionKey key;
+  key.set_job_id(job);
+  key.set_stage(stage);
+  key.set_task(task);
+  return key;
+}
+
+}  // namespace
+
+TEST_CASE("output copies: an output is kept while a copy's worker lives, removed once every copy's is dead",
+          "[unit][jobcore][replication]") {
+  JobCore core = loadedAt("a");
+  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  releaseMaps(core, 0);
+  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}, {1, outputAt("a-w2")}});
+  CHECK(core.step(1).lostOutputs.empty());
+  core.onLiveWorkers("a", {"a-w1", "a-w3"});  // a-w2's VM is gone: task 1's only copy with it
+  auto actions = core.step(2);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 1});
+  CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("only copy"));
+  core.onLostOutputRemoved(actions.lostOutputs[0], true);
+  CHECK(core.step(3).lostOutputs.empty());  // task 0 is served by its copy on a-w3
+  CHECK(core.view().stages[0].parts.count(0) == 1);
+  core.onLiveWorkers("a", {"a-w1"});  // and now a-w3 too
+  actions = core.step(4);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
+  CHECK(actions.lostOutputs[0].deadWorker == "a-w2");
+  CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("every copy"));
+}
+
+TEST_CASE("output copies: tasks ask for the spec's copies and read every copy of their inputs",
+          "[unit][jobcore][replication]") {
+  JobCore core = loadedAt("a");
+  auto actions = launchOnTwoContainers(core, 1);
+  for (const auto& l : actions.launches) CHECK(l.request.output_replicas() == 1);  // the default
+  // A reduce task's inputs name the map outputs' copies, in order after their own worker.
+  jobstate::JobView view = core.view();
+  view.stages[0].taskmap = mapStage();
+  for (uint32_t t = 0; t < 4; ++t) view.stages[0].parts[t] = t == 2 ? outputWithCopy("a-w2", "a-w1") : outputAt("a-w2");
+  auto inputs = jobstate::taskInputs(view, 1, 0);
+  REQUIRE(inputs.isOk());
+  REQUIRE(inputs->size() == 4);
+  CHECK((*inputs)[0].replicas_size() == 0);
+  REQUIRE((*inputs)[2].replicas_size() == 1);
+  CHECK((*inputs)[2].worker_id() == "a-w2");
+  CHECK((*inputs)[2].replicas(0).worker_id() == "a-w1");
+}
+
+TEST_CASE("output copies: an input a reader found on no copy is re-run once its own worker is dead, not before",
+          "[unit][jobcore][replication]") {
+  JobCore core = loadedAt("a");
+  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  releaseMaps(core, 0);
+  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  // A claim while the output's own worker lives changes nothing: its worker serves it.
+  core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
+  CHECK(core.attempts({1, 0}) == 0);  // not counted, as any missing input
+  CHECK(core.step(1).lostOutputs.empty());
+  // Its worker dies with the copy never made: kept (a copy lives) until a reader says so.
+  core.onLiveWorkers("a", {"a-w1", "a-w3"});
+  auto kept = core.step(2);
+  for (const auto& l : kept.lostOutputs) UNSCOPED_INFO(l.task.first << "/" << l.task.second << ": " << l.why);
+  CHECK(kept.lostOutputs.empty());
+  // Claims the core does not act on: another job's partition, a stage the task does not read,
+  // an output the stage does not have.
+  core.onInputLost(reduceLaunch(0), keyOf(0, 0, "job-2"), "no copy", 3);
+  core.onInputLost(reduceLaunch(0), keyOf(1, 0), "no copy", 3);
+  core.onInputLost(reduceLaunch(0), keyOf(0, 3), "no copy", 3);
+  CHECK(core.step(3).lostOutputs.empty());
+  // The reader found it on no copy: its task runs again.
+  core.onInputLost(reduceLaunch(1), keyOf(0, 0), "no copy", 4);
+  auto actions = core.step(4);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
+  CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("found no other copy"));
+  core.onLostOutputRemoved(actions.lostOutputs[0], true);
+  CHECK(core.view().stages[0].parts.empty());
+  CHECK(core.step(5).lostOutputs.empty());
+}
+
+TEST_CASE("output copies: a secondary acts on no reader's claim", "[unit][jobcore][replication]") {
+  JobCore core = loadedAt("b");
+  core.onLiveWorkers("a", {"a-w1", "a-w3"});
+  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
+  CHECK(core.step(2).lostOutputs.empty());
+}
