@@ -38,6 +38,8 @@ struct Worker {
   TELLUS_RPC_METHOD(Worker, KillJobTasks, net::Role::kMaster);
   TELLUS_RPC_METHOD(Worker, WriteDataset, net::Role::kMaster);
   TELLUS_RPC_METHOD(Worker, ReadLog, net::Role::kMaster);
+  // A worker of the same site asks for a copy of its output (the handler checks the site).
+  TELLUS_RPC_METHOD(Worker, Replicate, net::Role::kWorker);
 };
 
 struct Jm {
@@ -52,7 +54,7 @@ using AllMethods =
                Master::Result, Master::Put, Master::RegisterWorker, Master::Heartbeat, Master::JmUpdate,
                Master::Logs,
                Worker::LaunchJm, Worker::RunTask, Worker::Fetch, Worker::KillJobTasks, Worker::WriteDataset,
-               Worker::ReadLog,
+               Worker::ReadLog, Worker::Replicate,
                Jm::Steal, Jm::ContainerUsage, Jm::Grants, Jm::Heartbeat>;
 
 namespace detail {

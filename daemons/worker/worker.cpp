@@ -29,6 +29,7 @@
 #include "util/log.h"
 #include "util/names.h"
 #include "worker/log_retention.h"
+#include "worker/replication.h"
 
 namespace tellus::worker {
 
@@ -40,11 +41,16 @@ namespace {
 
 constexpr milliseconds kMasterCallTimeout{2000};
 constexpr milliseconds kFetchCallTimeout{30000};
+// A Replicate call covers the whole copy (the replica pulls every bucket before it answers);
+// past it the output is recorded without the copy.
+constexpr milliseconds kReplicateCallTimeout{60000};
 // A fetch keeps up to kFetchWindowBytes of chunk calls in flight: a link's bandwidth × RTT
 // (1 Gbit/s × 100 ms = 12.5 MB) fits, and 32 chunk calls stay far below the server's
 // calls-in-flight cap per connection (rpc limits, 256).
 constexpr uint32_t kFetchChunkBytes = 1 << 20;
 constexpr uint64_t kFetchWindowBytes = 32ULL << 20;
+// Copies of one input a RunTask may name (each is a source tried in turn).
+constexpr int kMaxInputCopies = 16;
 // The liveness node is re-checked this often while it is published and watched, and retried
 // this often while it is not.
 constexpr milliseconds kLivenessRecheck{30000};
@@ -112,6 +118,8 @@ Status Worker::start() {
   server_.handle<rpc::Worker::Fetch>([this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
   server_.handle<rpc::Worker::KillJobTasks>([this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); });
   server_.handle<rpc::Worker::WriteDataset>([this](const pb::WriteDatasetRequest& r) { return writeDataset(r); });
+  server_.handle<rpc::Worker::Replicate>(
+      [this](pb::ReplicateRequest r, net::CallContext c) { return replicate(std::move(r), c); });
   // Only our own site's master asks (it found us from the job's state for a client).
   server_.handle<rpc::Worker::ReadLog>(
       [this](pb::ReadLogRequest r, net::CallContext c) -> awaitable<Result<pb::LogsResponse>> {
@@ -134,6 +142,11 @@ Status Worker::start() {
   bytesReceived_ = &server_.metrics().counter(
       "tellus_worker_received_bytes_total", "Input bytes this worker fetched for its tasks, by site pair.",
       {"from_site", "to_site"});
+  replications_ = &server_.metrics().counter(
+      "tellus_worker_output_copies_total",
+      "Copies of finished outputs (worker.Replicate), by this worker's role (source: its own output; replica: "
+      "a copy it keeps) and result (ok, failed; skipped: no other live worker, or too many copies in flight).",
+      {"role", "result"});
   TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc, config_.tls,
                                          {net::Role::kWorker, config_.site, config_.id}}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
@@ -147,6 +160,19 @@ Status Worker::start() {
                config_.containers);
   server_.spawn(masterLoop(), "master registration loop");
   server_.spawn(livenessLoop(), "liveness publisher");
+  // The site's live workers: where our outputs' copies go, and who may ask us for one.
+  siteWorkersChanged_ = std::make_unique<coord::EventFlag>(server_.coordinator().executor());
+  auto watched = server_.coordinator().watchChildren(jobstate::siteWorkersPath(config_.site),
+                                                     [this](const std::vector<std::string>& names) {
+                                                       siteWorkerNames_ = names;
+                                                       siteWorkersChanged_->set();
+                                                     });
+  if (watched) {
+    siteWorkersWatch_ = std::move(watched).value();
+    server_.spawn(siteWorkersLoop(), "site workers");
+  } else {
+    spdlog::warn("watching the workers of {}: {}; outputs get no copies", config_.site, watched.message());
+  }
   if (config_.log_retention_ms > 0) server_.spawn(logRetentionLoop(), "log retention");
   if (auto constants = monitor::SystemConstants::query()) {
     monitor_.emplace(*constants);
@@ -556,9 +582,14 @@ Result<std::shared_ptr<ExecutorProcess>> Worker::acquireExecutor(const std::stri
 
 awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                   size_t index, std::map<std::string, uint64_t>& fetchedFrom) {
-  if (ref.worker_id() == config_.id && ref.has_partition()) {
-    auto path = store_->dataPath(toKey(ref.partition()));
-    if (path) co_return path->string();
+  if (ref.has_partition()) {
+    // Ours, or a copy we keep (worker/replication.h): read in place.
+    bool here = ref.worker_id() == config_.id;
+    for (const auto& replica : ref.replicas()) here = here || replica.worker_id() == config_.id;
+    if (here) {
+      auto path = store_->dataPath(toKey(ref.partition()));
+      if (path) co_return path->string();
+    }
   }
   if (!ref.dataset_file().empty()) {
     if (ref.worker_id() == config_.id && servable(ref.dataset_file())) co_return ref.dataset_file();
@@ -567,8 +598,8 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
     }
   }
   auto path = dir / ("input-" + std::to_string(index));
-  // The output partition, or the raw partition and its copies on other workers: a dead VM
-  // costs one retry, not the job. Only partitions carry a checksum.
+  // The partition and its copies on other workers (an output's, or a raw partition's): a dead
+  // VM costs one retry, not the job. Only output partitions carry a checksum.
   std::vector<transfer::FetchSource> sources;
   transfer::FetchSource first{ref.worker_id(), ref.worker_address(), {}, ref.has_partition()};
   if (ref.has_partition()) {
@@ -579,8 +610,8 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
   first.request.set_from_site(config_.site);
   sources.push_back(first);
   for (const auto& replica : ref.replicas()) {
-    transfer::FetchSource copy{replica.worker_id(), replica.worker_address(), first.request, false};
-    copy.request.set_dataset_file(replica.file());
+    transfer::FetchSource copy{replica.worker_id(), replica.worker_address(), first.request, ref.has_partition()};
+    if (!ref.has_partition()) copy.request.set_dataset_file(replica.file());
     sources.push_back(std::move(copy));
   }
   transfer::TransferOptions options;
@@ -635,6 +666,15 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
     if (in.has_partition()) {
       if (auto st = checkName("input job id", in.partition().job_id()); !st) co_return st.error();
     }
+    // Each copy is a source tried in turn: bounded.
+    if (in.replicas_size() > kMaxInputCopies) {
+      co_return makeError(ErrorCode::kInvalidArgument,
+                          fmt::format("RunTask: an input with {} copies, at most {}", in.replicas_size(), kMaxInputCopies));
+    }
+  }
+  if (req.output_replicas() > job::kMaxOutputReplicas) {
+    co_return makeError(ErrorCode::kInvalidArgument, fmt::format("RunTask: output_replicas {}, at most {}",
+                                                                 req.output_replicas(), job::kMaxOutputReplicas));
   }
   if (auto st = job::checkOperatorLimits("s" + std::to_string(req.stage()), req.op(), req.params(), limits); !st) {
     co_return st.error();
@@ -667,8 +707,20 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   std::map<std::string, uint64_t> fetchedFrom;
   for (int i = 0; i < req.inputs_size(); ++i) {
     auto file = co_await localInput(req.inputs(i), dir, static_cast<size_t>(i), fetchedFrom);
-    // Reported as kNotFound: the task is fine, its input is gone (the JM waits for lineage).
-    if (!file) co_return makeError(ErrorCode::kNotFound, "input " + std::to_string(i) + " unavailable: " + file.message());
+    if (!file) {
+      const auto& in = req.inputs(i);
+      // Its last copy answered that it holds no such partition (a copy the record names that
+      // was lost since): told apart, so that the JM re-runs its task once its own worker is
+      // dead too, instead of waiting for an input no one will bring back.
+      if (in.has_partition() && in.replicas_size() > 0 && file.error().code == ErrorCode::kNotFound) {
+        spdlog::warn("task {}/s{}-t{}: input {} is on no copy: {}", req.job_id(), req.stage(), req.task(), i, file.message());
+        pb::RunTaskResponse lost;
+        *lost.mutable_lost_input() = in.partition();
+        co_return lost;
+      }
+      // Reported as kNotFound: the task is fine, its input is gone (the JM waits for lineage).
+      co_return makeError(ErrorCode::kNotFound, "input " + std::to_string(i) + " unavailable: " + file.message());
+    }
     task.add_input_files(*file);
   }
   if (auto idle = slotIdleSince_.find(req.container().slot());
@@ -811,16 +863,178 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   // replaced is not lost. Recorded in a batch with the stage's other executions here (the
   // first copy of a task wins; a duplicate is kept for the audit only); the task stays marked
   // running until then. The JM has the location now, in the reply.
-  const bool stageIdle = std::none_of(taskRuns_.begin(), taskRuns_.end(), [&](const auto& run) {
-    return std::get<0>(run.first) == req.job_id() && std::get<1>(run.first) == req.stage();
-  });
-  batcher_->add(req.job_id(), req.stage(), jobstate::BatchItem{req.task(), loc, false}, markerSession,
-                stageIdle);
+  // With a copy asked for, recorded once the copy is complete or failed (replicateThenRecord):
+  // the record names only a copy that exists. The reply does not wait for it.
+  jobstate::BatchItem item{req.task(), loc, false};
+  const auto replica = req.output_replicas() > 0 && loc.bucket_bytes_size() > 0
+                           ? pickReplicaWorker(config_.id, siteWorkers_)
+                           : std::nullopt;
+  if (replica && replicating_ < kMaxReplications) {
+    ++replicating_;
+    server_.spawn(replicateThenRecord(req.job_id(), req.stage(), std::move(item), markerSession,
+                                      static_cast<uint32_t>(loc.bucket_bytes_size()), *replica, siteWorkers_.at(*replica)),
+                  "output copy");
+  } else {
+    if (req.output_replicas() > 0) replications_->inc({"source", "skipped"});
+    recordBatchItem(req.job_id(), req.stage(), std::move(item), markerSession);
+  }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed
   pb::RunTaskResponse resp;
   *resp.mutable_location() = loc;
   co_return resp;
+}
+
+void Worker::recordBatchItem(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession) {
+  const bool stageIdle = std::none_of(taskRuns_.begin(), taskRuns_.end(), [&](const auto& run) {
+    return std::get<0>(run.first) == jobId && std::get<1>(run.first) == stage;
+  });
+  batcher_->add(jobId, stage, std::move(item), markerSession, stageIdle);
+}
+
+awaitable<void> Worker::replicateThenRecord(std::string jobId, uint32_t stage, jobstate::BatchItem item,
+                                            int64_t markerSession, uint32_t buckets, std::string replicaId,
+                                            std::string replicaAddress) {
+  pb::ReplicateRequest req;
+  req.set_job_id(jobId);
+  req.set_stage(stage);
+  req.set_task(item.task);
+  req.set_buckets(buckets);
+  req.set_source_worker_id(config_.id);
+  req.set_source_address(server_.address());
+  req.set_site(config_.site);
+  req.set_worker_id(replicaId);
+  Status copied;
+  if (auto ep = net::Endpoint::parse(replicaAddress); !ep) {
+    copied = ep.error();
+  } else {
+    auto client = server_.client(*ep);
+    auto r = co_await client->call<rpc::Worker::Replicate>(req, kReplicateCallTimeout);
+    if (!r) copied = r.error();
+  }
+  --replicating_;
+  if (copied) {
+    auto* copy = item.location.add_replicas();
+    copy->set_worker_id(replicaId);
+    copy->set_worker_address(replicaAddress);
+    replications_->inc({"source", "ok"});
+  } else {
+    // Once per output: it is recorded with its one copy, as without replication.
+    spdlog::warn("output {}/s{}-t{}: no copy on {}: {}", jobId, stage, item.task, replicaId, copied.message());
+    replications_->inc({"source", "failed"});
+  }
+  recordBatchItem(jobId, stage, std::move(item), markerSession);
+}
+
+awaitable<Result<pb::ReplicateResponse>> Worker::replicate(pb::ReplicateRequest req, net::CallContext context) {
+  if (Status st = checkReplicateRequest(req, config_.id, config_.site, context.identity, siteWorkers_,
+                                        config_.limits.max_tasks_per_stage);
+      !st) {
+    replications_->inc({"replica", "failed"});
+    co_return st.error();
+  }
+  if (killedJobs_.count(req.job_id())) {
+    co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
+  }
+  std::error_code ec;
+  const auto dir = dataDir_ / "containers" / req.job_id();
+  std::filesystem::create_directories(dir, ec);
+  if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
+  const auto tmp = dir / fmt::format("copy-s{}-t{}-{}", req.stage(), req.task(), ++nextRun_);
+  transfer::TransferOptions options;
+  options.window = {.chunkBytes = kFetchChunkBytes,
+                    .windowBytes = kFetchWindowBytes,
+                    .maxTotalBytes = std::max(config_.limits.max_output_bytes, config_.limits.max_partition_bytes)};
+  options.chunkTimeout = kFetchCallTimeout;
+  transfer::ClientFor clientFor = [this](const net::Endpoint& ep) { return server_.client(ep); };
+  pb::ReplicateResponse resp;
+  std::vector<data::PartitionKey> committed;  // by this copy: removed again if it fails
+  Status result;
+  for (uint32_t b = 0; b < req.buckets(); ++b) {
+    const data::PartitionKey key{req.job_id(), req.stage(), req.task(), b};
+    if (store_->exists(key)) continue;  // here already (an execution of the task here, or a copy)
+    transfer::FetchSource source{req.source_worker_id(), req.source_address(), {}, true};
+    auto* k = source.request.mutable_partition();
+    k->set_job_id(req.job_id());
+    k->set_stage(req.stage());
+    k->set_task(req.task());
+    k->set_bucket(b);
+    source.request.set_from_site(config_.site);
+    std::vector<transfer::FetchSource> sources{std::move(source)};
+    auto fetched = co_await transfer::fetchToFile(clientFor, std::move(sources), tmp, options);
+    if (!fetched) {
+      result = fetched.error();
+      break;
+    }
+    // Published whole, as the executor publishes outputs (a checked fetch, then one commit).
+    auto writer = store_->create(key);
+    if (!writer) {
+      result = writer.error();
+      break;
+    }
+    std::ifstream in(tmp, std::ios::binary);
+    std::string chunk(kFetchChunkBytes, '\0');
+    Status appended;
+    while (appended && in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      if (in.gcount() > 0) appended = (*writer)->append(std::string_view(chunk.data(), static_cast<size_t>(in.gcount())));
+    }
+    if (appended && in.bad()) appended = makeError(ErrorCode::kInternal, "cannot read " + tmp.string());
+    if (!appended) {
+      result = appended;
+      break;
+    }
+    auto info = (*writer)->commit();
+    if (!info) {
+      result = info.error();
+      break;
+    }
+    committed.push_back(key);
+    resp.set_bytes(resp.bytes() + fetched->bytes);
+  }
+  std::filesystem::remove(tmp, ec);
+  if (!result) {
+    for (const auto& key : committed) (void)store_->remove(key);
+    replications_->inc({"replica", "failed"});
+    co_return result.error().prepend(fmt::format("copying {}/s{}-t{} from {}", req.job_id(), req.stage(), req.task(),
+                                                 req.source_worker_id()));
+  }
+  replications_->inc({"replica", "ok"});
+  co_return resp;
+}
+
+awaitable<void> Worker::siteWorkersLoop() {
+  // At most this many workers of a site are kept (a watch lists what ZooKeeper holds).
+  constexpr size_t kMaxSiteWorkers = 4096;
+  while (!server_.stopping()) {
+    siteWorkersChanged_->reset();
+    if (siteWorkerNames_) {
+      const auto names = std::move(*siteWorkerNames_);
+      siteWorkerNames_.reset();
+      std::map<std::string, std::string> next;
+      bool complete = true;
+      for (const auto& name : names) {
+        if (next.size() >= kMaxSiteWorkers) break;
+        if (auto known = siteWorkers_.find(name); known != siteWorkers_.end()) {
+          next.insert(*known);
+          continue;
+        }
+        auto node = co_await server_.coordinator().get(jobstate::siteWorkerPath(config_.site, name));
+        if (!node) {
+          complete = complete && node.error().code == ErrorCode::kNotFound;  // gone meanwhile
+          continue;
+        }
+        pb::WorkerInfo info;
+        if (info.ParseFromString(node->data) && info.worker_id() == name && net::Endpoint::parse(info.address())) {
+          next.emplace(name, info.address());
+        }
+      }
+      siteWorkers_ = std::move(next);
+      // A read that failed (connection loss) is tried again shortly, unless the watch fired.
+      if (!complete && !siteWorkerNames_) siteWorkerNames_ = names;
+    }
+    co_await siteWorkersChanged_->waitFor(siteWorkerNames_ ? kLivenessRetry : kLivenessRecheck);
+  }
 }
 
 bool Worker::residentOnly(const std::filesystem::path& file) const {

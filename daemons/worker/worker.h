@@ -19,6 +19,7 @@
 
 #include "config/config.h"
 #include "coord/coordinator.h"
+#include "coord/event_flag.h"
 #include "daemon/daemon.h"
 #include "daemon/server.h"
 #include "data/partition_store.h"
@@ -69,6 +70,16 @@ class Worker {
                                                                    std::chrono::steady_clock::duration executorWall,
                                                                    std::map<std::string, uint64_t> fetchedFrom);
   boost::asio::awaitable<Result<pb::FetchResponse>> fetch(pb::FetchRequest req, net::CallContext ctx);
+  // Output copies (worker/replication.h). W side: asks the site's next live worker for a copy
+  // of a finished output, then hands the output to the batcher, naming the copy if it is
+  // complete. R side: pulls the buckets from the caller into the partition store.
+  boost::asio::awaitable<void> replicateThenRecord(std::string jobId, uint32_t stage, jobstate::BatchItem item,
+                                                   int64_t markerSession, uint32_t buckets, std::string replicaId,
+                                                   std::string replicaAddress);
+  void recordBatchItem(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession);
+  boost::asio::awaitable<Result<pb::ReplicateResponse>> replicate(pb::ReplicateRequest req, net::CallContext ctx);
+  // Keeps siteWorkers_ current: the ids from a watch, each new one's address from its node.
+  boost::asio::awaitable<void> siteWorkersLoop();
   Result<pb::WriteDatasetResponse> writeDataset(const pb::WriteDatasetRequest& req);
   // A bounded piece of an execution's stderr (logs/<job>/<attempt id>.stderr) or of the job's
   // JM log here (jms/<job>/jm.log); both names are built from validated parts only.
@@ -158,6 +169,16 @@ class Worker {
   // Bytes of partitions served to and fetched from other workers, by site pair (from, to).
   daemon::Counter* bytesSent_ = nullptr;
   daemon::Counter* bytesReceived_ = nullptr;
+  // Live workers of this site (id -> RPC address), ourselves included: where a copy goes, and
+  // who may ask us for one.
+  std::map<std::string, std::string> siteWorkers_;
+  std::optional<std::vector<std::string>> siteWorkerNames_;  // from the watch, not read yet
+  std::unique_ptr<coord::EventFlag> siteWorkersChanged_;
+  coord::Subscription siteWorkersWatch_;
+  // Copies being made for our outputs: bounded, past kMaxReplications an output gets none.
+  static constexpr size_t kMaxReplications = 16;
+  size_t replicating_ = 0;
+  daemon::Counter* replications_ = nullptr;  // by role (source | replica) and result
 };
 
 // Loads the config, runs the worker until SIGTERM. The body of tellus-worker's main.

@@ -69,7 +69,9 @@ TEST_CASE("wire names are the ones every Tellus version has sent", "[unit][net]"
       // Added later (issue 15: `tellus logs`).
       "master.Logs",     "worker.ReadLog",
       // Added later (issue 12: direct heartbeats between a job's JMs).
-      "jm.Heartbeat"};
+      "jm.Heartbeat",
+      // Added later (issue 12: copies of finished outputs on a second worker).
+      "worker.Replicate"};
   std::set<std::string_view> current;
   std::apply([&](auto... tag) { (current.insert(decltype(tag)::kWireName), ...); }, rpc::AllMethods{});
   CHECK(current == historical);
