@@ -1187,8 +1187,6 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
     // The entry may have been evicted while we read: look it up again before caching.
     if (auto again = resultMeta_.find(jobId); again != resultMeta_.end()) again->second.parts[req.task()] = loc;
   }
-  auto ep = net::Endpoint::parse(loc.worker_address());
-  if (!ep) co_return ep.error();
   pb::FetchRequest fetch;
   fetch.mutable_partition()->set_job_id(jobId);
   fetch.mutable_partition()->set_stage(last);
@@ -1196,14 +1194,30 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
   fetch.mutable_partition()->set_bucket(0);
   fetch.set_offset(req.offset());
   fetch.set_max_bytes(req.max_bytes());
-  auto chunk = co_await server_.client(*ep)->call<rpc::Worker::Fetch>(fetch, ctx.remaining());
-  if (!chunk) co_return chunk.error().prepend("reading result from worker " + loc.worker_id());
-  resp.set_data(std::move(*chunk->mutable_data()));
-  resp.set_total_bytes(chunk->total_bytes());
-  resp.set_crc32(chunk->crc32());
-  resp.set_worker_id(loc.worker_id());
-  resp.set_site(loc.site());
-  co_return resp;
+  // The output's worker, then its copies in order (identical bytes, the same checksum): a lost
+  // VM does not take a finished result with it.
+  std::vector<std::pair<std::string, std::string>> copies{{loc.worker_id(), loc.worker_address()}};
+  for (const auto& r : loc.replicas()) copies.emplace_back(r.worker_id(), r.worker_address());
+  std::optional<Error> failed;
+  for (const auto& [worker, address] : copies) {
+    auto ep = net::Endpoint::parse(address);
+    if (!ep) {
+      failed = ep.error().prepend("reading result from worker " + worker);
+      continue;
+    }
+    auto chunk = co_await server_.client(*ep)->call<rpc::Worker::Fetch>(fetch, ctx.remaining());
+    if (!chunk) {
+      failed = chunk.error().prepend("reading result from worker " + worker);
+      continue;
+    }
+    resp.set_data(std::move(*chunk->mutable_data()));
+    resp.set_total_bytes(chunk->total_bytes());
+    resp.set_crc32(chunk->crc32());
+    resp.set_worker_id(worker);
+    resp.set_site(loc.site());
+    co_return resp;
+  }
+  co_return *failed;
 }
 
 awaitable<Result<std::optional<std::string>>> Master::siteOfWorker(const std::string& workerId) {
