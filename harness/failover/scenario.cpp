@@ -306,8 +306,9 @@ Result<std::string> Scenario::submit(const std::string& site) {
                        options_.sideTasks, options_.sideSleepS);
     mapInput = "inputs: [{stage: slow}, {stage: side}]";
   }
-  std::string spec = "name: " + name + R"(
-placement: proportional
+  const std::string replicas =
+      options_.outputReplicas ? fmt::format("output_replicas: {}\n", *options_.outputReplicas) : std::string();
+  std::string spec = "name: " + name + "\n" + replicas + R"(placement: proportional
 stages:
   - name: slow
     op: exec

@@ -127,6 +127,8 @@ struct ScenarioOptions {
   // may run (the word count is unchanged).
   uint32_t sideTasks = 0;
   double sideSleepS = 2.0;
+  // The job spec's output_replicas (copies of finished outputs); unset: the spec's default.
+  std::optional<uint32_t> outputReplicas;
 
   static harness::MiniClusterOptions defaultCluster();
 };

@@ -373,9 +373,12 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
 
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("a killed worker's tasks re-run elsewhere, its lost outputs are recomputed, its containers are withdrawn",
+TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re-run elsewhere, its lost outputs are "
+          "recomputed, its containers are withdrawn",
           "[integration][failover][worker]") {
-  auto sc = startScenario();
+  ScenarioOptions options;
+  options.outputReplicas = 0;  // today's behaviour without copies: lineage recomputes
+  auto sc = startScenario(options);
   auto& cluster = sc->cluster();
   const std::string site = cluster.sites()[1];
   auto jobId = sc->submit(cluster.sites()[0]);
@@ -452,7 +455,70 @@ TEST_CASE("a killed worker's tasks re-run elsewhere, its lost outputs are recomp
     CHECK(end->executions[id] == before->executions.at(id) + 1);
     CHECK(end->parts.at(id).worker_id() != victim);
   }
-  for (const auto& [id, loc] : end->parts) CHECK(loc.worker_id() != victim);
+  for (const auto& [id, loc] : end->parts) {
+    CHECK(loc.worker_id() != victim);
+    CHECK(loc.replicas_size() == 0);  // no copy was asked for
+  }
+}
+
+TEST_CASE("with output copies (the default) a killed worker's finished outputs are read from their copies: only the "
+          "tasks it was running run again",
+          "[integration][failover][worker][replication]") {
+  auto sc = startScenario();
+  auto& cluster = sc->cluster();
+  const std::string site = cluster.sites()[1];
+  auto jobId = sc->submit(cluster.sites()[0]);
+  INFO(whyNot(jobId));
+  REQUIRE(jobId.isOk());
+
+  // A worker of `site` that hosts no JM of the job, holds a finished output whose record names
+  // a copy on another worker, and runs a task.
+  std::string victim;
+  auto before = sc->waitFor(*jobId, midFirstStage([&](const JobSnapshot& s) {
+                              for (const auto& id : cluster.workers(site)) {
+                                bool hostsJm = false, holdsCopied = false, runsTask = false;
+                                for (const auto& [jmSite, jm] : s.jms) hostsJm = hostsJm || jm.worker_id() == id;
+                                for (const auto& [t, loc] : s.parts) {
+                                  holdsCopied = holdsCopied || (loc.worker_id() == id && loc.replicas_size() > 0);
+                                }
+                                for (const auto& [t, m] : s.running) runsTask = runsTask || m.container().worker_id() == id;
+                                if (!hostsJm && holdsCopied && runsTask) {
+                                  victim = id;
+                                  return true;
+                                }
+                              }
+                              return false;
+                            }),
+                            kJobDeadline);
+  INFO("waiting for the first stage: " << failureReport(before, *sc, *jobId));
+  REQUIRE(before.isOk());
+  REQUIRE(cluster.killWorker(victim).isOk());
+  auto after = snapshotNow(*sc, *jobId);
+  REQUIRE(after.isOk());
+
+  // Only what ran on the victim may run again: its finished outputs are not lost.
+  requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*after}, {victim}), cluster.sites()[0], kEnd);
+  auto end = sc->snapshot(*jobId);
+  REQUIRE(end.isOk());
+  size_t kept = 0;
+  for (const auto& [id, loc] : after->parts) {
+    if (loc.worker_id() != victim) continue;
+    INFO("output of task " << taskName(id) << " on the victim: " << loc.ShortDebugString());
+    // Every output of a worker with a live neighbour is copied before it is recorded.
+    REQUIRE(loc.replicas_size() == 1);
+    CHECK(loc.replicas(0).worker_id() != victim);
+    ++kept;
+    CHECK(end->executions[id] == 1);
+    CHECK(end->parts.at(id).worker_id() == victim);  // the same record, read from its copy
+  }
+  CHECK(kept >= 1);
+  // The tasks running on the victim (with their execution recorded) ran again, elsewhere.
+  for (const auto& [id, m] : before->running) {
+    if (m.container().worker_id() != victim || !before->executions.count(id)) continue;
+    INFO("task " << taskName(id) << " was running on the victim");
+    CHECK(end->executions[id] == before->executions.at(id) + 1);
+    CHECK(end->parts.at(id).worker_id() != victim);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //
 //   bench-failover [--session-timeout-ms 2000] [--partitions-per-site 32] [--task-sleep-s 1]
 //                  [--containers 2] [--repeats 1] [--timeline] [--block-heartbeats]
-//                  [--scenarios none,pjm-vm,pjm-process,sjm-vm,worker]
+//                  [--scenarios none,pjm-vm,pjm-process,sjm-vm,worker] [--output-replicas 0|1]
 //
 // --block-heartbeats: the JMs send no heartbeats (every worker's `jm:` section says
 // heartbeat_interval_ms: 0), as if every one were lost: a takeover then waits for the silent
@@ -60,6 +60,7 @@ struct BenchOptions {
   int repeats = 1;
   bool timeline = false;
   bool blockHeartbeats = false;
+  int outputReplicas = -1;  // the job spec's; -1: its default
   std::vector<std::string> scenarios = kScenarios;
 };
 
@@ -81,6 +82,7 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
   options.partitionsPerSite = bench.partitionsPerSite;
   options.taskSleepS = bench.taskSleepS;
   options.linesPerPartition = 40;
+  if (bench.outputReplicas >= 0) options.outputReplicas = static_cast<uint32_t>(bench.outputReplicas);
   if (bench.blockHeartbeats) {
     for (const auto& site : harness::MiniCluster::siteNames(options.cluster.sites)) {
       options.cluster.workerExtraYaml[site] += "jm:\n  heartbeat_interval_ms: 0\n";
@@ -282,6 +284,9 @@ int main(int argc, char** argv) {
   app.add_flag("--timeline", bench.timeline, "also print when each task finished, per stage and site");
   app.add_flag("--block-heartbeats", bench.blockHeartbeats,
                "no heartbeat window: takeovers wait for the silent primary's session to expire");
+  app.add_option("--output-replicas", bench.outputReplicas,
+                 "the job spec's output_replicas (copies of finished outputs; default: the spec's default, 1)")
+      ->check(CLI::Range(0, 1));
   app.add_option("--scenarios", scenarios, "comma-separated subset of none,pjm-vm,pjm-process,sjm-vm,worker");
   CLI11_PARSE(app, argc, argv);
   // Logs (the test session's ZooKeeper client) go to stderr: stdout is the JSON document.
@@ -316,6 +321,7 @@ int main(int argc, char** argv) {
   out["job"] = {{"stages", "exec 'sleep S; cat' per raw partition -> wordcount.map (6) -> wordcount.reduce (3)"},
                 {"partitions_per_site", bench.partitionsPerSite},
                 {"task_sleep_s", bench.taskSleepS},
+                {"output_replicas", bench.outputReplicas >= 0 ? Json(bench.outputReplicas) : Json("default")},
                 {"failure_injected_when", "half of the first stage is done"}};
   for (const auto& scenario : bench.scenarios) {
     Json runs = Json::array();
