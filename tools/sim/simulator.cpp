@@ -1070,6 +1070,9 @@ void Engine::startJobManagers(JobRt& job) {
   // tasks reading pinned blocks, not the stages after them.
   spec.add_derived_operators("sim");
   spec.set_cost_weight(policy_.costWeight);
+  // The simulator models no copies of finished outputs (a lost worker loses its outputs, as
+  // with output_replicas: 0): its workers never make one.
+  spec.set_output_replicas(0);
   std::vector<pb::StageInputs> inputs(stages);
   std::set<int> jobSites;
   std::vector<int> rootTasksAt(sites_.size(), 0);

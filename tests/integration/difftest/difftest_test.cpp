@@ -219,6 +219,9 @@ std::string specYaml() {
       "name: difftest\n"
       "placement: in-place\n"
       "containers_per_site: 2\n"
+      // The simulator models no output copies (tools/sim): the daemons make none either, so
+      // the lost worker's output is lost in both and lineage re-runs it in both.
+      "output_replicas: 0\n"
       "stages:\n"
       "  - name: map\n"
       "    op: exec\n"
