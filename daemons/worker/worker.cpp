@@ -580,6 +580,15 @@ Result<std::shared_ptr<ExecutorProcess>> Worker::acquireExecutor(const std::stri
   return executor;
 }
 
+transfer::TransferOptions Worker::fetchOptions() const {
+  transfer::TransferOptions options;
+  options.window = {.chunkBytes = kFetchChunkBytes,
+                    .windowBytes = kFetchWindowBytes,
+                    .maxTotalBytes = std::max(config_.limits.max_output_bytes, config_.limits.max_partition_bytes)};
+  options.chunkTimeout = kFetchCallTimeout;
+  return options;
+}
+
 awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                   size_t index, std::map<std::string, uint64_t>& fetchedFrom) {
   if (ref.has_partition()) {
@@ -614,11 +623,7 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
     if (!ref.has_partition()) copy.request.set_dataset_file(replica.file());
     sources.push_back(std::move(copy));
   }
-  transfer::TransferOptions options;
-  options.window = {.chunkBytes = kFetchChunkBytes,
-                    .windowBytes = kFetchWindowBytes,
-                    .maxTotalBytes = std::max(config_.limits.max_output_bytes, config_.limits.max_partition_bytes)};
-  options.chunkTimeout = kFetchCallTimeout;
+  const transfer::TransferOptions options = fetchOptions();
   // Named, not a temporary: GCC 12 destroys a lambda converted to a coroutine's std::function
   // parameter twice when it is built inside the co_await expression (harmless only while it
   // captures nothing but `this`).
@@ -941,11 +946,7 @@ awaitable<Result<pb::ReplicateResponse>> Worker::replicate(pb::ReplicateRequest 
   std::filesystem::create_directories(dir, ec);
   if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
   const auto tmp = dir / fmt::format("copy-s{}-t{}-{}", req.stage(), req.task(), ++nextRun_);
-  transfer::TransferOptions options;
-  options.window = {.chunkBytes = kFetchChunkBytes,
-                    .windowBytes = kFetchWindowBytes,
-                    .maxTotalBytes = std::max(config_.limits.max_output_bytes, config_.limits.max_partition_bytes)};
-  options.chunkTimeout = kFetchCallTimeout;
+  const transfer::TransferOptions options = fetchOptions();
   transfer::ClientFor clientFor = [this](const net::Endpoint& ep) { return server_.client(ep); };
   pb::ReplicateResponse resp;
   std::vector<data::PartitionKey> committed;  // by this copy: removed again if it fails

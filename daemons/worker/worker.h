@@ -28,8 +28,9 @@
 #include "net/methods.h"
 #include "proc/subprocess.h"
 #include "tellus.pb.h"
-#include "worker/executor_process.h"
+#include "transfer/chunked.h"
 #include "worker/attempt_starter.h"
+#include "worker/executor_process.h"
 #include "worker/output_batcher.h"
 #include "worker/wan_shaper.h"
 
@@ -90,6 +91,8 @@ class Worker {
   std::string jmExitReason(const std::string& jobId) const;
   // Brings one input partition to a local file (or points at it when it is already here);
   // bytes fetched from another site are added to fetchedFrom[that site] (the job's usage).
+  // How partitions are fetched from other workers (a task's inputs, an output's copy).
+  transfer::TransferOptions fetchOptions() const;
   boost::asio::awaitable<Result<std::string>> localInput(const pb::InputRef& ref, const std::filesystem::path& dir,
                                                          size_t index, std::map<std::string, uint64_t>& fetchedFrom);
   bool servable(const std::filesystem::path& file) const;

@@ -68,6 +68,26 @@ std::function<bool(const JobSnapshot&)> midFirstStage(std::function<bool(const J
   };
 }
 
+// With the first stage under way (midFirstStage): a worker of `site` that hosts no JM of the
+// job, runs a task and holds a finished output that `holds` accepts. Its id goes to `victim`.
+std::function<bool(const JobSnapshot&)> workerToKill(
+    harness::MiniCluster& cluster, const std::string& site, std::string& victim,
+    std::function<bool(const std::string& worker, const pb::PartitionLocation&)> holds) {
+  return midFirstStage([&cluster, site, &victim, holds](const JobSnapshot& s) {
+    for (const auto& id : cluster.workers(site)) {
+      bool hostsJm = false, holdsOutput = false, runsTask = false;
+      for (const auto& [jmSite, jm] : s.jms) hostsJm = hostsJm || jm.worker_id() == id;
+      for (const auto& [t, loc] : s.parts) holdsOutput = holdsOutput || holds(id, loc);
+      for (const auto& [t, m] : s.running) runsTask = runsTask || m.container().worker_id() == id;
+      if (!hostsJm && holdsOutput && runsTask) {
+        victim = id;
+        return true;
+      }
+    }
+    return false;
+  });
+}
+
 // A job of the scenario, submitted and caught with its first stage under way: the moment every
 // scenario below injects its failure.
 struct JobMidFirstStage {
@@ -387,20 +407,11 @@ TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re
 
   // A worker of `site` that hosts no JM of the job, holds a finished output, and runs a task.
   std::string victim;
-  auto before = sc->waitFor(*jobId, midFirstStage([&](const JobSnapshot& s) {
-                              for (const auto& id : cluster.workers(site)) {
-                                bool hostsJm = false, holdsOutput = false, runsTask = false;
-                                for (const auto& [jmSite, jm] : s.jms) hostsJm = hostsJm || jm.worker_id() == id;
-                                for (const auto& [t, loc] : s.parts) holdsOutput = holdsOutput || loc.worker_id() == id;
-                                for (const auto& [t, m] : s.running) runsTask = runsTask || m.container().worker_id() == id;
-                                if (!hostsJm && holdsOutput && runsTask) {
-                                  victim = id;
-                                  return true;
-                                }
-                              }
-                              return false;
-                            }),
-                            kJobDeadline);
+  auto before = sc->waitFor(
+      *jobId,
+      workerToKill(cluster, site, victim,
+                   [](const std::string& id, const pb::PartitionLocation& loc) { return loc.worker_id() == id; }),
+      kJobDeadline);
   INFO("waiting for the first stage: " << failureReport(before, *sc, *jobId));
   REQUIRE(before.isOk());
   REQUIRE(cluster.killWorker(victim).isOk());
@@ -474,21 +485,11 @@ TEST_CASE("with output copies (the default) a killed worker's finished outputs a
   // A worker of `site` that hosts no JM of the job, holds a finished output whose record names
   // a copy on another worker, and runs a task.
   std::string victim;
-  auto before = sc->waitFor(*jobId, midFirstStage([&](const JobSnapshot& s) {
-                              for (const auto& id : cluster.workers(site)) {
-                                bool hostsJm = false, holdsCopied = false, runsTask = false;
-                                for (const auto& [jmSite, jm] : s.jms) hostsJm = hostsJm || jm.worker_id() == id;
-                                for (const auto& [t, loc] : s.parts) {
-                                  holdsCopied = holdsCopied || (loc.worker_id() == id && loc.replicas_size() > 0);
-                                }
-                                for (const auto& [t, m] : s.running) runsTask = runsTask || m.container().worker_id() == id;
-                                if (!hostsJm && holdsCopied && runsTask) {
-                                  victim = id;
-                                  return true;
-                                }
-                              }
-                              return false;
-                            }),
+  auto before = sc->waitFor(*jobId,
+                            workerToKill(cluster, site, victim,
+                                         [](const std::string& id, const pb::PartitionLocation& loc) {
+                                           return loc.worker_id() == id && loc.replicas_size() > 0;
+                                         }),
                             kJobDeadline);
   INFO("waiting for the first stage: " << failureReport(before, *sc, *jobId));
   REQUIRE(before.isOk());
