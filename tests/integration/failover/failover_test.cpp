@@ -95,11 +95,13 @@ struct JobMidFirstStage {
   JobSnapshot before;  // the snapshot that found the first stage under way
 };
 
-JobMidFirstStage submitAndWaitMidFirstStage(Scenario& sc, const std::string& site) {
+// `until`: a moment within the first stage (midFirstStage with a condition of the scenario's).
+JobMidFirstStage submitAndWaitMidFirstStage(Scenario& sc, const std::string& site,
+                                            std::function<bool(const JobSnapshot&)> until = midFirstStage()) {
   auto jobId = sc.submit(site);
   INFO(whyNot(jobId));
   REQUIRE(jobId.isOk());
-  auto before = sc.waitFor(*jobId, midFirstStage(), kJobDeadline);
+  auto before = sc.waitFor(*jobId, until, kJobDeadline);
   INFO("waiting for the first stage: " << failureReport(before, sc, *jobId));
   REQUIRE(before.isOk());
   return {*jobId, *before};
@@ -401,21 +403,14 @@ TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re
   auto sc = startScenario(options);
   auto& cluster = sc->cluster();
   const std::string site = cluster.sites()[1];
-  auto jobId = sc->submit(cluster.sites()[0]);
-  INFO(whyNot(jobId));
-  REQUIRE(jobId.isOk());
 
   // A worker of `site` that hosts no JM of the job, holds a finished output, and runs a task.
   std::string victim;
-  auto before = sc->waitFor(
-      *jobId,
-      workerToKill(cluster, site, victim,
-                   [](const std::string& id, const pb::PartitionLocation& loc) { return loc.worker_id() == id; }),
-      kJobDeadline);
-  INFO("waiting for the first stage: " << failureReport(before, *sc, *jobId));
-  REQUIRE(before.isOk());
+  const auto holds = [](const std::string& id, const pb::PartitionLocation& loc) { return loc.worker_id() == id; };
+  const JobMidFirstStage job =
+      submitAndWaitMidFirstStage(*sc, cluster.sites()[0], workerToKill(cluster, site, victim, holds));
   REQUIRE(cluster.killWorker(victim).isOk());
-  auto after = snapshotNow(*sc, *jobId);
+  auto after = snapshotNow(*sc, job.id);
   REQUIRE(after.isOk());
 
   // The master withdraws the worker's containers; ZooKeeper forgets the worker.
@@ -433,20 +428,20 @@ TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re
   INFO("site " << site << " as its master publishes it: " << lastSeen);
   CHECK(withdrawn);
   // No JM was on the victim: none was replaced (checked while the JMs still run).
-  auto later = snapshotNow(*sc, *jobId);
+  auto later = snapshotNow(*sc, job.id);
   REQUIRE(later.isOk());
   if (later->terminal()) {
     WARN("the job ended before the JMs could be compared");
   } else {
-    for (const auto& [jmSite, jm] : before->jms) {
+    for (const auto& [jmSite, jm] : job.before.jms) {
       INFO("JM at " << jmSite);
       REQUIRE(later->jms.count(jmSite));
       CHECK(later->jms.at(jmSite).pid() == jm.pid());
     }
   }
 
-  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {victim}), cluster.sites()[0], kEnd);
-  auto end = sc->snapshot(*jobId);
+  requireCorrectEnd(*sc, job.id, mayRerun(job.before, *after, {victim}), cluster.sites()[0], kEnd);
+  auto end = sc->snapshot(job.id);
   REQUIRE(end.isOk());
   // Lineage: every output that was only on the victim was still needed (the first stage was
   // not done) and was computed again, elsewhere.
@@ -460,10 +455,10 @@ TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re
   }
   CHECK(lost >= 1);
   // Tasks running on the victim (with their execution recorded) ran again, elsewhere.
-  for (const auto& [id, m] : before->running) {
-    if (m.container().worker_id() != victim || !before->executions.count(id)) continue;
+  for (const auto& [id, m] : job.before.running) {
+    if (m.container().worker_id() != victim || !job.before.executions.count(id)) continue;
     INFO("task " << taskName(id) << " was running on the victim");
-    CHECK(end->executions[id] == before->executions.at(id) + 1);
+    CHECK(end->executions[id] == job.before.executions.at(id) + 1);
     CHECK(end->parts.at(id).worker_id() != victim);
   }
   for (const auto& [id, loc] : end->parts) {
@@ -478,28 +473,22 @@ TEST_CASE("with output copies (the default) a killed worker's finished outputs a
   auto sc = startScenario();
   auto& cluster = sc->cluster();
   const std::string site = cluster.sites()[1];
-  auto jobId = sc->submit(cluster.sites()[0]);
-  INFO(whyNot(jobId));
-  REQUIRE(jobId.isOk());
 
   // A worker of `site` that hosts no JM of the job, holds a finished output whose record names
   // a copy on another worker, and runs a task.
   std::string victim;
-  auto before = sc->waitFor(*jobId,
-                            workerToKill(cluster, site, victim,
-                                         [](const std::string& id, const pb::PartitionLocation& loc) {
-                                           return loc.worker_id() == id && loc.replicas_size() > 0;
-                                         }),
-                            kJobDeadline);
-  INFO("waiting for the first stage: " << failureReport(before, *sc, *jobId));
-  REQUIRE(before.isOk());
+  const auto holds = [](const std::string& id, const pb::PartitionLocation& loc) {
+    return loc.worker_id() == id && loc.replicas_size() > 0;
+  };
+  const JobMidFirstStage job =
+      submitAndWaitMidFirstStage(*sc, cluster.sites()[0], workerToKill(cluster, site, victim, holds));
   REQUIRE(cluster.killWorker(victim).isOk());
-  auto after = snapshotNow(*sc, *jobId);
+  auto after = snapshotNow(*sc, job.id);
   REQUIRE(after.isOk());
 
   // Only what ran on the victim may run again: its finished outputs are not lost.
-  requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*after}, {victim}), cluster.sites()[0], kEnd);
-  auto end = sc->snapshot(*jobId);
+  requireCorrectEnd(*sc, job.id, runningOn({&job.before, &*after}, {victim}), cluster.sites()[0], kEnd);
+  auto end = sc->snapshot(job.id);
   REQUIRE(end.isOk());
   size_t kept = 0;
   for (const auto& [id, loc] : after->parts) {
@@ -514,10 +503,10 @@ TEST_CASE("with output copies (the default) a killed worker's finished outputs a
   }
   CHECK(kept >= 1);
   // The tasks running on the victim (with their execution recorded) ran again, elsewhere.
-  for (const auto& [id, m] : before->running) {
-    if (m.container().worker_id() != victim || !before->executions.count(id)) continue;
+  for (const auto& [id, m] : job.before.running) {
+    if (m.container().worker_id() != victim || !job.before.executions.count(id)) continue;
     INFO("task " << taskName(id) << " was running on the victim");
-    CHECK(end->executions[id] == before->executions.at(id) + 1);
+    CHECK(end->executions[id] == job.before.executions.at(id) + 1);
     CHECK(end->parts.at(id).worker_id() != victim);
   }
 }
