@@ -687,14 +687,14 @@ awaitable<void> JobManager::mainLoop() {
   // reports the session connected. Such a JM confirms it is still this site's JM with a
   // round trip on the session (registerSelf) before it steps: a resumed JM that a replacement
   // took over from must not launch alongside it on what it knew before the pause.
-  const auto pauseThreshold = milliseconds(std::max<uint32_t>(config_.zookeeper.session_timeout_ms / 2, 4 * config_.tick_ms));
-  auto lastIteration = Clock::now();
+  pauseThreshold_ = milliseconds(std::max<uint32_t>(config_.zookeeper.session_timeout_ms / 2, 4 * config_.tick_ms));
+  lastIteration_ = Clock::now();
   while (!server_.stopping()) {
     wake_.reset();
     const auto iterationStart = Clock::now();
-    const auto sinceLast = iterationStart - lastIteration;
-    lastIteration = iterationStart;
-    if (sinceLast > pauseThreshold && registered_) {
+    const auto sinceLast = iterationStart - lastIteration_;
+    lastIteration_ = iterationStart;
+    if (sinceLast > pauseThreshold_ && registered_) {
       spdlog::info("JM did not run for {} ms: confirming its registration before acting",
                    std::chrono::duration_cast<milliseconds>(sinceLast).count());
       registered_ = false;
@@ -1073,6 +1073,15 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   if (Status s = net::checkCallerSite(context.identity, req.thief_site()); !s) co_return s.error();
   pb::StealResponse resp;
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
+  // A JM that may have been paused (its loop has not run for the pause threshold, or it has
+  // not confirmed its registration since), or has no session, gives nothing: its view of
+  // which tasks wait may be stale, and a replacement may have run them meanwhile (bench-chaos
+  // worker-stop: a resumed JM gave away a task its replacement had finished). The thief asks
+  // again later, by when the JM has confirmed itself or exited.
+  if (!registered_ || !server_.zookeeperAvailable() || Clock::now() - lastIteration_ > pauseThreshold_) {
+    resp.set_retry_after_ms(std::min<uint32_t>(config_.tick_ms, kMaxRetryAfterMs));
+    co_return resp;
+  }
   // The thief's measured rates, from the network: only the job's sites, finite and positive,
   // one per site (a longer list is not a measurement: it is ignored, not scanned).
   std::map<std::string, double> inbound;

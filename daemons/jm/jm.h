@@ -140,6 +140,10 @@ class JobManager {
 
   // Registration and election.
   bool registered_ = false;
+  // When the main loop last began an iteration, and the gap past which the JM takes itself for
+  // paused (it confirms its registration before acting; giveWork gives nothing meanwhile).
+  Clock::time_point lastIteration_ = Clock::now();
+  std::chrono::milliseconds pauseThreshold_{0};
   int32_t registeredVersion_ = -1;  // our registration's version as we last wrote it (-1: unknown)
   bool everRegistered_ = false;
   // The session expired: the released stages' taskMaps are read before the next step. The
