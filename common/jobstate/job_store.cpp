@@ -958,19 +958,12 @@ awaitable<Result<std::string>> JobStore::startAttempt(std::string jobId, TaskId 
   // landed under a session that is gone by the retry, and the retry must find it rather than
   // start the execution a second time in the audit.
   co_return co_await startAttemptFrom(std::move(jobId), task, marker.SerializeAsString(),
-                                      auditNodeData(workerId, randomToken()), false, 0);
-}
-
-Status JobStore::checkSession(int64_t session) const {
-  if (session == 0 || zk_.sessionId() == session) return Status::ok();
-  return makeError(ErrorCode::kUnavailable,
-                   "the ZooKeeper session that took the request has expired: its sender took this worker for lost");
+                                      auditNodeData(workerId, randomToken()), false);
 }
 
 awaitable<Result<std::vector<Result<std::string>>>> JobStore::startAttempts(std::string jobId,
                                                                             std::vector<AttemptStart> starts,
-                                                                            std::string workerId,
-                                                                            int64_t session) {
+                                                                            std::string workerId) {
   if (auto st = checkJobId(jobId); !st) co_return st.error();
   if (!isName(workerId)) co_return makeError(ErrorCode::kInvalidArgument, "bad worker id");
   if (starts.size() > kMaxStartsPerMulti) {
@@ -989,10 +982,6 @@ awaitable<Result<std::vector<Result<std::string>>>> JobStore::startAttempts(std:
   }
   std::vector<Result<std::string>> out;
   bool inDoubt = false;
-  if (auto st = checkSession(session); !st) {
-    for (size_t i = 0; i < starts.size(); ++i) out.push_back(st.error());
-    co_return out;
-  }
   if (starts.size() > 1) {
     auto r = co_await zk_.multi(std::move(ops));
     if (r && r->size() == 2 * starts.size()) {
@@ -1010,14 +999,13 @@ awaitable<Result<std::vector<Result<std::string>>>> JobStore::startAttempts(std:
     inDoubt = !r && r.error().code == ErrorCode::kUnavailable;
   }
   for (size_t i = 0; i < starts.size(); ++i) {
-    out.push_back(
-        co_await startAttemptFrom(jobId, starts[i].task, std::move(data[i]), std::move(auditData[i]), inDoubt, session));
+    out.push_back(co_await startAttemptFrom(jobId, starts[i].task, std::move(data[i]), std::move(auditData[i]), inDoubt));
   }
   co_return out;
 }
 
 awaitable<Result<std::string>> JobStore::startAttemptFrom(std::string jobId, TaskId task, std::string data,
-                                                          std::string auditData, bool inDoubt, int64_t session) {
+                                                          std::string auditData, bool inDoubt) {
   const std::string markerPath = runningTaskPath(jobId, task.first, task.second);
   const std::string prefix = runningTaskName(task.first, task.second) + "-";
   const std::string audit = attemptsPath(jobId) + "/" + prefix;
@@ -1043,7 +1031,6 @@ awaitable<Result<std::string>> JobStore::startAttemptFrom(std::string jobId, Tas
       if (sawOwnData) break;  // a marker like ours, but another executor's
       inDoubt = false;        // nothing landed: a plain retry
     }
-    if (auto st = checkSession(session); !st) co_return st.error();
     std::vector<coord::ZkOp> ops{coord::ZkOp::create(markerPath, data, coord::CreateMode::kEphemeral),
                                  coord::ZkOp::create(audit, auditData, coord::CreateMode::kPersistentSequential)};
     auto r = co_await zk_.multi(std::move(ops));

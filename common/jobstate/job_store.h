@@ -259,17 +259,13 @@ class JobStore {
   // flight). When the transaction does not land whole (a task already running, a lost reply),
   // each attempt goes on alone from where it stands, so every result is what startAttempt
   // would have returned for it. At most kMaxStartsPerMulti starts (kInvalidArgument beyond).
-  // `session`: the coordinator's session when the caller took the request (0: any). A start
-  // that has not landed is refused (kUnavailable) once the session is another: a worker whose
-  // session expired (a stopped VM, resumed) must not run what was sent to it before, which
-  // its sender took for lost and ran elsewhere. A start that may have landed is finished.
   struct AttemptStart {
     TaskId task;
     pb::RunningTask marker;
   };
   static constexpr size_t kMaxStartsPerMulti = 100;
   Awaitable<Result<std::vector<Result<std::string>>>> startAttempts(std::string jobId, std::vector<AttemptStart> starts,
-                                                                    std::string workerId, int64_t session = 0);
+                                                                    std::string workerId);
   // Removes the task's marker written by `markerSession` (this client's session when
   // startAttempt returned). A missing marker is fine; once that session has expired nothing is
   // removed (the marker went with it; one there now is another execution's).
@@ -352,9 +348,7 @@ class JobStore {
   // startAttempt's work for one task once its ids are checked: `auditData` is the call's
   // token; `inDoubt` when a transaction holding its nodes may have landed unheard.
   Awaitable<Result<std::string>> startAttemptFrom(std::string jobId, TaskId task, std::string data,
-                                                  std::string auditData, bool inDoubt, int64_t session);
-  // kUnavailable when `session` (0: any) is no longer the coordinator's (startAttempts).
-  Status checkSession(int64_t session) const;
+                                                  std::string auditData, bool inDoubt);
 
   coord::Coordinator& zk_;
   RetryPolicy retry_;

@@ -7,11 +7,9 @@ namespace tellus::worker {
 
 using boost::asio::awaitable;
 
-awaitable<Result<std::string>> AttemptStarter::start(std::string jobId, jobstate::TaskId task, pb::RunningTask marker,
-                                                     int64_t session) {
+awaitable<Result<std::string>> AttemptStarter::start(std::string jobId, jobstate::TaskId task, pb::RunningTask marker) {
   auto pending = std::make_shared<Pending>(co_await boost::asio::this_coro::executor);
   pending->start = jobstate::JobStore::AttemptStart{task, std::move(marker)};
-  pending->session = session;
   auto [queue, idle] = queues_.try_emplace(jobId);
   queue->second.waiting.push_back(pending);
   // The first start of a quiet job writes at once (the write runs on the next turn of the
@@ -29,16 +27,12 @@ awaitable<void> AttemptStarter::write(std::string jobId) {
       co_return;
     }
     auto& waiting = queue->second.waiting;
-    // One transaction, one session: starts taken under another go in one of their own.
-    const size_t limit = std::min(waiting.size(), jobstate::JobStore::kMaxStartsPerMulti);
-    size_t n = 1;
-    while (n < limit && waiting[n]->session == waiting.front()->session) ++n;
-    const int64_t session = waiting.front()->session;
+    const size_t n = std::min(waiting.size(), jobstate::JobStore::kMaxStartsPerMulti);
     std::vector<std::shared_ptr<Pending>> batch(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(n));
     waiting.erase(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(n));
     std::vector<jobstate::JobStore::AttemptStart> starts;
     for (const auto& p : batch) starts.push_back(p->start);
-    auto results = co_await store_.startAttempts(jobId, std::move(starts), workerId_, session);
+    auto results = co_await store_.startAttempts(jobId, std::move(starts), workerId_);
     ++counts_.transactions;
     counts_.starts += n;
     for (size_t i = 0; i < n; ++i) {

@@ -25,11 +25,9 @@ class AttemptStarter {
   AttemptStarter(daemon::Server& server, jobstate::JobStore& store, std::string workerId)
       : server_(server), store_(store), workerId_(std::move(workerId)) {}
 
-  // Starts an attempt of `task` of `jobId` (JobStore::startAttempts), together with the other
-  // starts of the job waiting at the time that were taken under the same ZooKeeper `session`
-  // (the worker's when the request arrived: refused once it has expired).
-  boost::asio::awaitable<Result<std::string>> start(std::string jobId, jobstate::TaskId task, pb::RunningTask marker,
-                                                    int64_t session);
+  // Starts an attempt of `task` of `jobId` (JobStore::startAttempt), together with the other
+  // starts of the job waiting at the time.
+  boost::asio::awaitable<Result<std::string>> start(std::string jobId, jobstate::TaskId task, pb::RunningTask marker);
 
   // Transactions written and starts they held (the worker's metrics).
   struct Counts {
@@ -42,7 +40,6 @@ class AttemptStarter {
   struct Pending {
     explicit Pending(boost::asio::any_io_executor executor) : done(std::move(executor)) {}
     jobstate::JobStore::AttemptStart start;
-    int64_t session = 0;
     std::optional<Result<std::string>> result;
     coord::EventFlag done;
   };

@@ -646,10 +646,6 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
   using Clock = std::chrono::steady_clock;
   const auto received = Clock::now();
-  // The session the request arrived under: a request that sat in our socket while we were
-  // stopped past the session timeout was given up by its JM (our containers were lost) and
-  // its task run elsewhere; once the session is another, the start refuses it (-1: none now).
-  const int64_t receivedSession = server_.coordinator().sessionId() != 0 ? server_.coordinator().sessionId() : -1;
   // Everything is checked before the container directory is made: the job id becomes a
   // directory, the counts bound what the executor writes and what we fetch.
   const auto& limits = config_.limits;
@@ -749,7 +745,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (killedJobs_.count(req.job_id())) {
     co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
   }
-  auto attemptId = co_await starter_->start(req.job_id(), taskId, std::move(marker), receivedSession);
+  auto attemptId = co_await starter_->start(req.job_id(), taskId, std::move(marker));
   if (!attemptId) co_return attemptId.error();
   // The marker is this session's (startAttempt makes sure): only while it lives do we remove
   // the marker; after an expiry the path may hold another execution's (issue 12's chaos run:

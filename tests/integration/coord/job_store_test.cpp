@@ -355,19 +355,6 @@ TEST_CASE("JobStore: starts in one transaction land together, and each goes alon
   CHECK(counts->at({0, 6}) == 1);
   CHECK(f.run(f.store->runningTasks(jobId))->size() == 7);
 
-  // Taken under a session that is no longer ours (expired while the worker was stopped):
-  // refused, nothing written; under ours: started.
-  const int64_t ours = (**f.zk).sessionId();
-  auto stale = f.run(f.store->startAttempts(jobId, startsOf({7, 8}), "s1-w1", ours + 1));
-  REQUIRE(stale.isOk());
-  REQUIRE(stale->size() == 2);
-  CHECK((*stale)[0].error().code == ErrorCode::kUnavailable);
-  CHECK((*stale)[1].error().code == ErrorCode::kUnavailable);
-  CHECK(f.run(f.store->attemptCounts(jobId))->count({0, 7}) == 0);
-  auto current = f.run(f.store->startAttempts(jobId, startsOf({7}), "s1-w1", ours));
-  REQUIRE(current.isOk());
-  CHECK((*current)[0].isOk());
-
   // Bounded: a transaction holds at most kMaxStartsPerMulti starts.
   std::vector<uint32_t> many(JobStore::kMaxStartsPerMulti + 1);
   for (uint32_t i = 0; i < many.size(); ++i) many[i] = 100 + i;
