@@ -26,6 +26,9 @@ constexpr milliseconds kMasterCallTimeout{2000};
 constexpr milliseconds kStealCallTimeout{2000};
 // A victim's retry hint is capped: the work may change before then anyway.
 constexpr uint32_t kMaxRetryAfterMs = 60'000;
+// How much longer than outputs_coalesce_ms a vanished marker of an unrecorded task is held
+// (markersHeld_): the record's listing and its reads.
+constexpr milliseconds kMarkerHold{1000};
 // Link rates beyond this (1 Tbit/s) are not measurements.
 constexpr double kMaxLinkMbps = 1e6;
 // Our site's measured inbound rates are re-read at most this often for steal requests.
@@ -337,7 +340,11 @@ awaitable<void> JobManager::readChangedState() {
     if (names) co_await readParts(s);
   }
   const bool safetyReread = Clock::now() - markersReadAt_ >= milliseconds(config_.safety_reread_ms);
-  if (markerNames_ || safetyReread) co_await readMarkers();
+  if (markerNames_ || safetyReread) {
+    co_await readMarkers();
+  } else if (!markersHeld_.empty()) {
+    applyMarkers();  // a held task recorded meanwhile, or its hold over
+  }
   if (jmNames_) co_await readJms();
 }
 
@@ -410,8 +417,33 @@ awaitable<void> JobManager::readMarkers() {
   }
   markerListing_ = {names.begin(), names.end()};
   markersUnread_ = std::move(unread);
+  // The hold lasts past the outputs' listing delay (outputs_coalesce_ms) with room for the
+  // listing itself.
+  const auto holdUntil = Clock::now() + milliseconds(config_.outputs_coalesce_ms) + kMarkerHold;
+  for (const auto& [id, marker] : markers_) {
+    if (!markers.count(id) && !recorded(id)) markersHeld_.try_emplace(id, marker, holdUntil);
+  }
   markers_ = std::move(markers);
-  core_.onRunningMarkers(markers_);
+  applyMarkers();
+}
+
+bool JobManager::recorded(const TaskId& id) const {
+  const auto& stages = core_.view().stages;
+  return id.first < stages.size() && stages[id.first].parts.count(id.second) > 0;
+}
+
+void JobManager::applyMarkers() {
+  const auto now = Clock::now();
+  std::erase_if(markersHeld_, [&](const auto& held) {
+    return markers_.count(held.first) || recorded(held.first) || held.second.second <= now;
+  });
+  if (markersHeld_.empty()) {
+    core_.onRunningMarkers(markers_);
+    return;
+  }
+  auto shown = markers_;
+  for (const auto& [id, held] : markersHeld_) shown.emplace(id, held.first);
+  core_.onRunningMarkers(shown);
 }
 
 awaitable<void> JobManager::readJms() {

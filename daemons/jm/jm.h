@@ -115,6 +115,16 @@ class JobManager {
   std::map<jobcore::TaskId, pb::RunningTask> markers_;
   std::set<jobcore::TaskId> markerListing_;
   std::set<jobcore::TaskId> markersUnread_;  // listed, contents not read: tasks we ran then
+  // Markers that went while their task was not recorded in our view, held (shown to the core
+  // as still running) until the task's record is listed or the hold ends: a batch removes its
+  // tasks' markers and records them in one transaction, but markers and records are listed
+  // apart, and a task seen neither running nor recorded was launched a second time
+  // (bench-chaos worker-stop). A task that failed (no record) waits out the hold.
+  std::map<jobcore::TaskId, std::pair<pb::RunningTask, Clock::time_point>> markersHeld_;
+  // Hands the core the listed markers plus the held ones, dropping holds that are over.
+  void applyMarkers();
+  // The task's output is recorded in the core's view.
+  bool recorded(const jobcore::TaskId& id) const;
   Clock::time_point markersReadAt_{};
   // Our site's measured inbound link rates, sent with steal requests.
   std::vector<pb::LinkRate> inbound_;
