@@ -1,0 +1,106 @@
+"""What the Python benchmarks under tools/bench share: a throwaway cluster from scripts/cluster,
+the CLI's environment for it, and the workers' per-task phase metrics."""
+import os, subprocess, sys, tempfile, urllib.request
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def scrape(address):
+    """(phase seconds, phase samples, tasks) summed from one worker's /metrics."""
+    with urllib.request.urlopen("http://%s/metrics" % address, timeout=5) as r:
+        text = r.read().decode()
+    seconds, samples, tasks = {}, {}, 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        name = name_labels.split("{", 1)[0]
+        label = name_labels.split('"')[1] if '"' in name_labels else ""
+        if name == "tellus_worker_task_phase_seconds_total":
+            seconds[label] = float(value)
+        elif name == "tellus_worker_task_phase_samples_total":
+            samples[label] = float(value)
+        elif name == "tellus_worker_tasks_total":
+            tasks += float(value)
+    return seconds, samples, tasks
+
+
+def phase_ms_per_task(before, after, phases):
+    """Milliseconds per task of each phase between two scrapes of every worker, the tasks
+    run, and each phase's sample count."""
+    tasks_run = sum(a[2] - b[2] for a, b in zip(after, before))
+    per_task, samples = {}, {}
+    for p in phases:
+        s = sum(a[0].get(p, 0) - b[0].get(p, 0) for a, b in zip(after, before))
+        n = sum(a[1].get(p, 0) - b[1].get(p, 0) for a, b in zip(after, before))
+        per_task[p] = round(1000.0 * s / tasks_run, 3) if tasks_run else None
+        samples[p] = int(n)
+    return per_task, int(tasks_run), samples
+
+
+class Cluster:
+    """`scripts/cluster up` in a fresh run directory on enter, `down` on exit."""
+
+    def __init__(self, bin_dir, sites, workers, containers, insecure=False, extra=()):
+        self.bin = bin_dir
+        self.sites = ["us-east", "eu-west", "ap-south", "us-west", "eu-north", "sa-east",
+                      "me-central", "af-south"][:sites]
+        self.workers = workers
+        self.args = ["--sites", str(sites), "--workers", str(workers), "--containers", str(containers)]
+        self.args += (["--insecure"] if insecure else []) + list(extra)
+        self.insecure = insecure
+        self.run_dir = tempfile.mkdtemp(prefix="tellus-bench-")
+        self.env = dict(os.environ, TELLUS_BIN=bin_dir)
+        self.script = os.path.join(root, "scripts", "cluster")
+
+    def __enter__(self):
+        subprocess.run([self.script, "up", "--run-dir", self.run_dir] + self.args, env=self.env,
+                       check=True, stdout=subprocess.DEVNULL)
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run([self.script, "down", "--run-dir", self.run_dir], env=self.env,
+                       stdout=subprocess.DEVNULL)
+
+    def read(self, *path):
+        with open(os.path.join(self.run_dir, *path)) as f:
+            return f.read().strip()
+
+    def master(self, site=None):
+        return self.read(site, "master-address") if site else self.read("master")
+
+    def cli_env(self):
+        """Environment for the `tellus` CLI: the operator's certificate, or plaintext."""
+        if self.insecure:
+            return dict(os.environ, TELLUS_INSECURE="1")
+        certs = os.path.join(self.run_dir, "certs")
+        return dict(os.environ, TELLUS_TLS_CA=os.path.join(certs, "ca.pem"),
+                    TELLUS_TLS_CERT=os.path.join(certs, "client.operator.pem"),
+                    TELLUS_TLS_KEY=os.path.join(certs, "client.operator.key"))
+
+    def worker_ids(self, site):
+        return ["%s-w%d" % (site, w + 1) for w in range(self.workers)]
+
+    def worker_http(self):
+        """host:port of every worker's /metrics, all sites."""
+        return [self.read(site, w + "-http-address") for site in self.sites for w in self.worker_ids(site)]
+
+    def pids(self):
+        """name -> pid of every daemon and ZooKeeper the run directory recorded."""
+        out = {}
+        for f in os.listdir(os.path.join(self.run_dir, "pids")):
+            out[f[:-4]] = int(self.read("pids", f))
+        return out
+
+    def tellus(self, *args, timeout_ms=600000):
+        """Runs the CLI against the first site's master; raises on failure, returns stdout."""
+        out = subprocess.run([os.path.join(self.bin, "tellus"), "--master", self.master(),
+                              "--timeout-ms", str(timeout_ms)] + list(args),
+                             capture_output=True, text=True, env=self.cli_env())
+        if out.returncode != 0:
+            raise RuntimeError("tellus %s failed: %s%s" % (" ".join(args), out.stdout[-2000:], out.stderr[-2000:]))
+        return out.stdout
