@@ -719,16 +719,14 @@ awaitable<void> JobManager::mainLoop() {
   // reports the session connected. Such a JM confirms it is still this site's JM with a
   // round trip on the session (registerSelf) before it steps: a resumed JM that a replacement
   // took over from must not launch alongside it on what it knew before the pause.
-  pauseThreshold_ = milliseconds(std::max<uint32_t>(config_.zookeeper.session_timeout_ms / 2, 4 * config_.tick_ms));
-  lastIteration_ = Clock::now();
+  pause_.emplace(milliseconds(std::max<uint32_t>(config_.zookeeper.session_timeout_ms / 2, 4 * config_.tick_ms)),
+                 Clock::now());
   while (!server_.stopping()) {
     wake_.reset();
-    const auto iterationStart = Clock::now();
-    const auto sinceLast = iterationStart - lastIteration_;
-    lastIteration_ = iterationStart;
-    if (sinceLast > pauseThreshold_ && registered_) {
+    const auto paused = pause_->tick(Clock::now());
+    if (paused && registered_) {
       spdlog::info("JM did not run for {} ms: confirming its registration before acting",
-                   std::chrono::duration_cast<milliseconds>(sinceLast).count());
+                   std::chrono::duration_cast<milliseconds>(*paused).count());
       registered_ = false;
     }
     // Without a ZooKeeper session what this JM knows of the job may be stale (another JM may
@@ -1110,7 +1108,7 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   // which tasks wait may be stale, and a replacement may have run them meanwhile (bench-chaos
   // worker-stop: a resumed JM gave away a task its replacement had finished). The thief asks
   // again later, by when the JM has confirmed itself or exited.
-  if (!registered_ || !server_.zookeeperAvailable() || Clock::now() - lastIteration_ > pauseThreshold_) {
+  if (!registered_ || !server_.zookeeperAvailable() || !pause_ || pause_->overdue(Clock::now())) {
     resp.set_retry_after_ms(std::min<uint32_t>(config_.tick_ms, kMaxRetryAfterMs));
     co_return resp;
   }

@@ -20,6 +20,7 @@
 #include "coord/event_flag.h"
 #include "coord/coordinator.h"
 #include "daemon/daemon.h"
+#include "daemon/pause_detector.h"
 #include "daemon/server.h"
 #include "jobcore/job_core.h"
 #include "jobcore/part_listing.h"
@@ -150,10 +151,9 @@ class JobManager {
 
   // Registration and election.
   bool registered_ = false;
-  // When the main loop last began an iteration, and the gap past which the JM takes itself for
-  // paused (it confirms its registration before acting; giveWork gives nothing meanwhile).
-  Clock::time_point lastIteration_ = Clock::now();
-  std::chrono::milliseconds pauseThreshold_{0};
+  // The main loop's turns (from its start): a gap past the threshold and the JM takes itself
+  // for paused (it confirms its registration before acting; giveWork gives nothing meanwhile).
+  std::optional<daemon::PauseDetector> pause_;
   int32_t registeredVersion_ = -1;  // our registration's version as we last wrote it (-1: unknown)
   bool everRegistered_ = false;
   // The session expired: the released stages' taskMaps are read before the next step. The

@@ -55,6 +55,8 @@ constexpr int kMaxInputCopies = 16;
 // this often while it is not.
 constexpr milliseconds kLivenessRecheck{30000};
 constexpr milliseconds kLivenessRetry{500};
+// The pause detector's period (its threshold is half the session timeout, at least 4 of these).
+constexpr milliseconds kPauseTick{100};
 // The start-up question to each ZooKeeper server about its connection limit.
 constexpr milliseconds kZkCheckTimeout{2000};
 // Writes that must land through a ZooKeeper connection loss are retried this often (each try
@@ -160,6 +162,9 @@ Status Worker::start() {
                config_.containers);
   server_.spawn(masterLoop(), "master registration loop");
   server_.spawn(livenessLoop(), "liveness publisher");
+  pause_.emplace(std::max(milliseconds(config_.zookeeper.session_timeout_ms / 2), 4 * kPauseTick),
+                 std::chrono::steady_clock::now());
+  server_.spawn(pauseLoop(), "pause detector");
   // The site's live workers: where our outputs' copies go, and who may ask us for one.
   siteWorkersChanged_ = std::make_unique<coord::EventFlag>(server_.coordinator().executor());
   auto watched = server_.coordinator().watchChildren(jobstate::siteWorkersPath(config_.site),
@@ -371,6 +376,37 @@ awaitable<void> Worker::livenessLoop() {
     }
     co_await changed.waitFor(published && watch ? kLivenessRecheck : kLivenessRetry);
   }
+}
+
+awaitable<void> Worker::pauseLoop() {
+  const auto path = jobstate::siteWorkerPath(config_.site, config_.id);
+  while (!server_.stopping()) {
+    co_await server_.sleepFor(kPauseTick);
+    const auto paused = pause_->tick(std::chrono::steady_clock::now());
+    if (!paused) continue;
+    ++pauses_;
+    startsHeld_ = true;
+    spdlog::warn("worker did not run for {} ms: refusing task starts until its ZooKeeper session is confirmed",
+                 std::chrono::duration_cast<milliseconds>(*paused).count());
+    // Confirmed by a round trip on the session: the liveness node is ours (livenessLoop
+    // re-creates it under a new session after an expiry).
+    while (!server_.stopping()) {
+      auto stat = co_await server_.coordinator().exists(path);
+      if (stat && *stat && (*stat)->ephemeralOwner == server_.coordinator().sessionId()) break;
+      co_await server_.sleepFor(kPauseTick);
+    }
+    (void)pause_->tick(std::chrono::steady_clock::now());  // the confirmation's own wait is no pause
+    startsHeld_ = false;
+    spdlog::info("ZooKeeper session confirmed after the pause: taking task starts again");
+  }
+}
+
+Status Worker::checkNotPaused(uint64_t pausesAtArrival) const {
+  if (startsHeld_ || pauses_ != pausesAtArrival || pause_->overdue(std::chrono::steady_clock::now())) {
+    return makeError(ErrorCode::kUnavailable,
+                     "worker " + config_.id + " was stopped for a while and has not confirmed its ZooKeeper session: ask again");
+  }
+  return Status::ok();
 }
 
 awaitable<void> Worker::masterLoop() {
@@ -646,6 +682,10 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
 awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, net::CallContext) {
   using Clock = std::chrono::steady_clock;
   const auto received = Clock::now();
+  // A request that may have waited in our socket while we were stopped is refused before
+  // anything else: its sender may have given its task up and run it elsewhere.
+  const uint64_t pausesAtArrival = pauses_;
+  if (auto st = checkNotPaused(pausesAtArrival); !st) co_return st.error();
   // Everything is checked before the container directory is made: the job id becomes a
   // directory, the counts bound what the executor writes and what we fetch.
   const auto& limits = config_.limits;
@@ -745,6 +785,8 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (killedJobs_.count(req.job_id())) {
     co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
   }
+  // Fetching the inputs took time: a pause in it is found here, before the start is written.
+  if (auto st = checkNotPaused(pausesAtArrival); !st) co_return st.error();
   auto attemptId = co_await starter_->start(req.job_id(), taskId, std::move(marker));
   if (!attemptId) co_return attemptId.error();
   // The marker is this session's (startAttempt makes sure): only while it lives do we remove

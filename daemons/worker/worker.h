@@ -21,6 +21,7 @@
 #include "coord/coordinator.h"
 #include "coord/event_flag.h"
 #include "daemon/daemon.h"
+#include "daemon/pause_detector.h"
 #include "daemon/server.h"
 #include "data/partition_store.h"
 #include "jobstate/job_store.h"
@@ -49,6 +50,11 @@ class Worker {
  private:
   boost::asio::awaitable<void> masterLoop();
   boost::asio::awaitable<void> livenessLoop();
+  // Ticks the pause detector; after a pause, holds task starts until the session is confirmed.
+  boost::asio::awaitable<void> pauseLoop();
+  // kUnavailable when a task that arrived at pause count `pausesAtArrival` must not start: this
+  // worker may have been stopped since (or is not yet sure its session outlived a pause).
+  Status checkNotPaused(uint64_t pausesAtArrival) const;
   // Deletes per-job log directories past log_retention_ms (worker/log_retention.h).
   boost::asio::awaitable<void> logRetentionLoop();
   // Once a second: CPU and memory of every running executor tree, per container, sent to the
@@ -123,6 +129,14 @@ class Worker {
   static constexpr size_t kMaxKilledJobs = 1024;
   std::set<std::string> killedJobs_;
   std::deque<std::string> killedOrder_;
+  // A worker stopped past its session timeout (SIGSTOP, a frozen VM) had its tasks given up
+  // by their JMs and run elsewhere; a RunTask that waited in its socket meanwhile must not run
+  // on resume (bench-chaos worker-stop). After a detected pause (pauses_ counts them) task
+  // starts are refused, kUnavailable, until a round trip on the session finds this worker's
+  // liveness node its own: the session outlived the pause, or a new one re-registered it.
+  std::optional<daemon::PauseDetector> pause_;
+  uint64_t pauses_ = 0;
+  bool startsHeld_ = false;
   struct BusySlot {
     std::string jobId;
     int tasks = 0;

@@ -4,7 +4,9 @@
 //     session timeout, then resumed; meanwhile its movable tasks run at the other sites and
 //     its residency-pinned ones wait for it;
 //   - ZooKeeper quorum lost and regained: two of the three voters are stopped for longer than
-//     the session timeout, then resumed.
+//     the session timeout, then resumed;
+//   - a worker stopped past its session timeout with a task request in its socket: the
+//     request's sender took the worker for lost, so the worker refuses it when it resumes.
 // Each time the job must end with the exact word count, no finished task may run again, no
 // write of a stale primary may land, and (quorum) the daemons hold still while ZooKeeper is
 // away and say so once. Every wait is on a real condition with a deadline.
@@ -13,14 +15,18 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "failover/scenario.h"
 #include "checks.h"
 #include "harness/eventually.h"
 #include "harness/files.h"
 #include "jobstate/paths.h"
+#include "net/methods.h"
+#include "net/rpc_client.h"
 
 namespace tellus::failover {
 namespace {
@@ -410,6 +416,64 @@ TEST_CASE("ZooKeeper quorum lost past the session timeout and regained: the daem
     for (const auto& id : cluster.workers(site)) allWorkers.insert(id);
   }
   requireCorrectEnd(*sc, *jobId, runningOn({&*before, &*atPause}, allWorkers), cluster.sites()[0], kEnd);
+}
+
+TEST_CASE("a task request that waited in a stopped worker's socket past its session expiry is refused on resume; "
+          "the worker takes tasks again once its session is confirmed",
+          "[failover][partition][pause]") {
+  harness::MiniClusterOptions options;
+  options.sites = 1;
+  options.workersPerSite = 1;
+  options.sessionTimeoutMs = kSessionTimeoutMs;
+  options.tls = false;  // the test sends RunTask itself, as a JM would
+  auto started = harness::MiniCluster::start(options);
+  REQUIRE(started.isOk());
+  auto& cluster = **started;
+  const std::string site = cluster.sites().front();
+  const std::string id = cluster.workers(site).front();
+  auto worker = net::Endpoint::parse(cluster.workerAddress(id));
+  REQUIRE(worker.isOk());
+  // A request for a job that does not exist: whatever the worker decides, nothing can run.
+  pb::RunTaskRequest run;
+  run.set_job_id("job-0000000042");
+  run.set_op("synthetic");
+  run.mutable_container()->set_worker_id(id);
+  run.mutable_container()->set_slot(0);
+  run.set_site(site);
+  auto refusedAsPaused = [](const Result<pb::RunTaskResponse>& r) {
+    return !r.isOk() && r.error().code == ErrorCode::kUnavailable &&
+           r.message().find("was stopped") != std::string::npos;
+  };
+  auto before = net::callBlocking<rpc::Worker::RunTask>(*worker, run, 10000ms);
+  INFO(before.message());
+  CHECK_FALSE(before.isOk());
+  CHECK_FALSE(refusedAsPaused(before));
+
+  const auto logOffset = readFile(cluster.daemonLog(id)).size();
+  REQUIRE(cluster.pauseWorker(id).isOk());
+  // Sent to the stopped worker: the request waits in its socket.
+  std::optional<Result<pb::RunTaskResponse>> stale;
+  std::thread sender([&] { stale = net::callBlocking<rpc::Worker::RunTask>(*worker, run, 120000ms); });
+  // Its session expires: ZooKeeper removes its liveness node, and a JM would take it for lost.
+  const bool expired = harness::eventually(
+      [&] {
+        auto live = cluster.zkReader().exists(jobstate::siteWorkerPath(site, id));
+        return live.isOk() && !*live;
+      },
+      60s, 50ms);
+  Status resumed = cluster.resumeWorker(id);
+  sender.join();
+  REQUIRE(expired);
+  REQUIRE(resumed.isOk());
+  REQUIRE(stale.has_value());
+  INFO(stale->message());
+  CHECK(refusedAsPaused(*stale));
+  // Re-registered under a new session, it takes requests again.
+  CHECK(harness::eventually(
+      [&] { return !refusedAsPaused(net::callBlocking<rpc::Worker::RunTask>(*worker, run, 10000ms)); }, 60s, 100ms));
+  const std::string log = readFile(cluster.daemonLog(id)).substr(logOffset);
+  CHECK(count(log, "refusing task starts until its ZooKeeper session is confirmed") == 1);
+  CHECK(count(log, "ZooKeeper session confirmed after the pause") == 1);
 }
 
 }  // namespace
