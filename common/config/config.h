@@ -168,7 +168,7 @@ struct JmTuning {
   uint32_t safety_reread_ms = 30000;   // running markers and the election re-read this often (under watches)
   uint32_t publish_interval_ms = 1000; // a changed desire/grant count is published at most this often
   uint32_t markers_coalesce_ms = 500;  // running markers are re-listed at most this often
-  uint32_t outputs_coalesce_ms = 200;  // a stage's output records are re-listed at most this often
+  uint32_t outputs_coalesce_ms = 100;  // a stage's output records are re-listed at most this often
   // The primary heartbeats the job's other JMs this often; a secondary that heard it and then
   // misses heartbeat_misses in a row takes over (window = interval × misses).
   uint32_t heartbeat_interval_ms = 200;

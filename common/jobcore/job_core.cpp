@@ -599,6 +599,10 @@ void JobCore::onFailWritten(bool ok) {
   if (!ok) failReported_ = false;
 }
 
+void JobCore::onSucceedWritten(bool ok) {
+  if (!ok) succeedReported_ = false;
+}
+
 void JobCore::onPublished(uint32_t desire, uint32_t granted) {
   publishedDesire_ = desire;
   publishedGranted_ = granted;
@@ -1166,7 +1170,8 @@ void JobCore::decidePrimary(double now, Actions& out) {
   bool allListed = true;
   for (uint32_t s = 0; s < stages; ++s) allListed = allListed && listed(s);
   if (trusted && !unreachable && allListed && jobDone(view_) && status_.state() == pb::JOB_RUNNING) {
-    out.succeed = true;
+    if (!succeedReported_) out.succeed = true;
+    succeedReported_ = true;
     return;
   }
   // Every site of the job needs a JM: ask a site's master for one when it has none.
@@ -1323,6 +1328,10 @@ void JobCore::decideLaunches(double now, Actions& out) {
   std::vector<sched::WaitingTask> waiting;
   std::map<std::string, TaskId> byLabel;
   std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
+  // Per stage, its tasks here that wait to launch (ready or not; counted up to a full launch
+  // window): a launch that leaves fewer than this JM's containers waiting is of the stage's
+  // last wave here (RunTaskRequest.stage_tail).
+  std::map<uint32_t, size_t> queued;
   bool anyWaiting = false;
   bool unlisted = false;  // a released stage is not listed yet: our own work is not known
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
@@ -1335,6 +1344,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
     for (uint32_t t : unfinishedHere_[s]) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
+      ++queued[s];
       auto backoff = notBefore_.find(id);
       if (backoff != notBefore_.end() && now < backoff->second) {
         wakeAt(backoff->second, now, out);
@@ -1342,7 +1352,10 @@ void JobCore::decideLaunches(double now, Actions& out) {
       }
       if (!inputsReady(s, t)) continue;  // an upstream output is being recomputed
       anyWaiting = true;
-      if (inWindow == config_.launchWindow) break;
+      if (inWindow == config_.launchWindow) {
+        queued[s] = std::numeric_limits<size_t>::max();  // more than a window waits: no tail yet
+        break;
+      }
       ++inWindow;
       if (!meanS) meanS = stageMeanS(s);
       double since = waitingSince_.try_emplace(id, now).first->second;
@@ -1407,6 +1420,9 @@ void JobCore::decideLaunches(double now, Actions& out) {
       req.set_buckets(job::outputBuckets(view_.spec, id.first));
       req.set_output_replicas(job::outputReplicas(view_.spec));
       req.set_epoch(epoch_);
+      auto& left = queued[id.first];
+      if (left != std::numeric_limits<size_t>::max()) --left;
+      req.set_stage_tail(left < slots_.size());
       out.launches.push_back(std::move(task));
     }
     if (decision.freeAfter > 0) room = true;

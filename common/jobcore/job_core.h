@@ -293,6 +293,9 @@ class JobCore {
   void onContainerRequestSent(const ContainerRequest& request);
   // The fail action's status write ended; when it did not land, the next step asks again.
   void onFailWritten(bool ok);
+  // The same for the succeed action (asked for once while its write may have landed: the
+  // steps until the status watch says so must not write it again).
+  void onSucceedWritten(bool ok);
   void onPublished(uint32_t desire, uint32_t granted);
 
   // -- stealing --
@@ -484,6 +487,7 @@ class JobCore {
   std::vector<std::set<uint32_t>> unfinishedHere_, unfinishedElsewhere_;  // by stage
   std::optional<std::string> failure_;
   bool failReported_ = false;
+  bool succeedReported_ = false;
   bool deleted_ = false;
   bool outsider_ = false;  // this JM's site is not among the job's
   std::map<std::string, double> vanishedAt_;  // worker holding a needed output -> first seen not live

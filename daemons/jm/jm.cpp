@@ -866,6 +866,7 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     if (written) {
       spdlog::info("job {} succeeded in {} ms", config_.job_id, done.finish_unix_ms() - done.submit_unix_ms());
     }
+    core_.onSucceedWritten(written.isOk());
   }
   for (const auto& site : actions.startJms) server_.spawn(requestJm(site), "asking for a JM at " + site);
   if (actions.request && !requestInFlight_) server_.spawn(sendContainerRequest(*actions.request), "container request");

@@ -9,13 +9,14 @@ namespace tellus::worker {
 using boost::asio::awaitable;
 
 void OutputBatcher::add(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession,
-                        bool stageIdle) {
+                        Due due) {
   Key key{jobId, stage};
   auto& q = queues_[key];
   if (!q.due) q.due = std::make_unique<coord::EventFlag>(server_.runtime().io().get_executor());
   q.items.push_back(std::move(item));
   q.sessions.push_back(markerSession);
-  if (stageIdle || q.items.size() >= options_.maxTasks) q.due->set();
+  if (due == Due::kNow) q.now = true;
+  if (due != Due::kLinger || q.items.size() >= options_.maxTasks) q.due->set();
   if (!q.flushing) {
     q.flushing = true;
     server_.spawn(flush(std::move(key)), "recording a batch of outputs");
@@ -54,7 +55,7 @@ awaitable<void> OutputBatcher::flush(Key key) {
       // `tellus status` read.
       const auto gap = std::min<std::chrono::milliseconds>(options_.linger, kIdleGap);
       known = known_.find(key);
-      if (known != known_.end() && q.items.size() < options_.maxTasks) {
+      if (known != known_.end() && q.items.size() < options_.maxTasks && !q.now) {
         const auto since = std::chrono::steady_clock::now() - known->second.lastWrite;
         if (since < gap) {
           co_await server_.sleepFor(std::chrono::ceil<std::chrono::milliseconds>(gap - since));
@@ -65,6 +66,7 @@ awaitable<void> OutputBatcher::flush(Key key) {
     // The queue may have grown meanwhile: written up to maxTasks at a time.
     auto& q = queues_[key];
     q.due->reset();
+    const bool now = std::exchange(q.now, false);
     // One batch, one marker session (recordBatch removes the markers only while it lives):
     // executions of an older session go in a batch of their own, and the rest right after.
     const size_t limit = std::min<size_t>(q.items.size(), options_.maxTasks);
@@ -77,6 +79,10 @@ awaitable<void> OutputBatcher::flush(Key key) {
     q.items.erase(q.items.begin(), q.items.begin() + static_cast<std::ptrdiff_t>(n));
     q.sessions.erase(q.sessions.begin(), q.sessions.begin() + static_cast<std::ptrdiff_t>(n));
     if (q.items.size() >= options_.maxTasks || (!q.sessions.empty() && q.sessions.front() != session)) q.due->set();
+    if (now && !q.items.empty()) {  // what waited with a kNow item goes right after this batch
+      q.now = true;
+      q.due->set();
+    }
     // Taken out while written (another stage's flush may evict entries meanwhile), put back after.
     jobstate::StageRecords known;
     if (auto it = known_.find(key); it != known_.end()) {

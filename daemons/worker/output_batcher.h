@@ -11,8 +11,10 @@
 // batch). A batch is also written at once when it holds `maxTasks` executions, or when nothing
 // else of its stage runs on this worker (the stage's last outputs here) and kIdleGap (at most
 // `linger`) has passed since the last write: between two launches of short tasks the stage is
-// idle here too. One flush per (job, stage) at a time, each a coroutine spawned on the server
-// (counted in its stop).
+// idle here too. But when the execution that leaves the stage idle here is of the stage's last
+// wave at its JM (RunTaskRequest.stage_tail), the batch is written at once: no more of the
+// stage is coming to share the write, and the stage's end waits for it. One flush per
+// (job, stage) at a time, each a coroutine spawned on the server (counted in its stop).
 // Threading: the server's executor only.
 
 #include <chrono>
@@ -39,10 +41,15 @@ class OutputBatcher {
   OutputBatcher(daemon::Server& server, jobstate::JobStore& store, OutputBatchOptions options)
       : server_(server), store_(store), options_(options) {}
 
+  // When a queued execution is written (see the top).
+  enum class Due {
+    kLinger,     // with the next write of its stage, at most once per linger
+    kStageIdle,  // nothing else of the stage runs here now: after kIdleGap since the last write
+    kNow,        // and of the stage's last wave at its JM: at once
+  };
   // Queues a finished execution of `stage` of `jobId` (its location names the execution).
-  // `stageIdle`: nothing else of the stage runs here now: write without waiting.
   // `markerSession`: the ZooKeeper session that wrote the task's running marker.
-  void add(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession, bool stageIdle);
+  void add(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession, Due due);
   // Executions queued and not written yet (for the log and tests).
   size_t pending() const;
 
@@ -52,6 +59,7 @@ class OutputBatcher {
     std::vector<jobstate::BatchItem> items;
     std::vector<int64_t> sessions;  // by item: the session of its marker
     std::unique_ptr<coord::EventFlag> due;  // set: write now
+    bool now = false;                       // an item is Due::kNow: not even kIdleGap
     bool flushing = false;
   };
   boost::asio::awaitable<void> flush(Key key);

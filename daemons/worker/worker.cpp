@@ -914,12 +914,12 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
                            : std::nullopt;
   if (replica && replicating_ < kMaxReplications) {
     ++replicating_;
-    server_.spawn(replicateThenRecord(req.job_id(), req.stage(), std::move(item), markerSession,
+    server_.spawn(replicateThenRecord(req.job_id(), req.stage(), std::move(item), markerSession, req.stage_tail(),
                                       static_cast<uint32_t>(loc.bucket_bytes_size()), *replica, siteWorkers_.at(*replica)),
                   "output copy");
   } else {
     if (req.output_replicas() > 0) replications_->inc({"source", "skipped"});
-    recordBatchItem(req.job_id(), req.stage(), std::move(item), markerSession);
+    recordBatchItem(req.job_id(), req.stage(), std::move(item), markerSession, req.stage_tail());
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // fetched inputs are no longer needed
@@ -928,16 +928,21 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   co_return resp;
 }
 
-void Worker::recordBatchItem(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession) {
+void Worker::recordBatchItem(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession,
+                             bool stageTail) {
   const bool stageIdle = std::none_of(taskRuns_.begin(), taskRuns_.end(), [&](const auto& run) {
     return std::get<0>(run.first) == jobId && std::get<1>(run.first) == stage;
   });
-  batcher_->add(jobId, stage, std::move(item), markerSession, stageIdle);
+  // The stage's last wave here ends with its last running task: then nothing more is coming.
+  batcher_->add(jobId, stage, std::move(item), markerSession,
+                !stageIdle ? OutputBatcher::Due::kLinger
+                : stageTail ? OutputBatcher::Due::kNow
+                            : OutputBatcher::Due::kStageIdle);
 }
 
 awaitable<void> Worker::replicateThenRecord(std::string jobId, uint32_t stage, jobstate::BatchItem item,
-                                            int64_t markerSession, uint32_t buckets, std::string replicaId,
-                                            std::string replicaAddress) {
+                                            int64_t markerSession, bool stageTail, uint32_t buckets,
+                                            std::string replicaId, std::string replicaAddress) {
   pb::ReplicateRequest req;
   req.set_job_id(jobId);
   req.set_stage(stage);
@@ -966,7 +971,7 @@ awaitable<void> Worker::replicateThenRecord(std::string jobId, uint32_t stage, j
     spdlog::warn("output {}/s{}-t{}: no copy on {}: {}", jobId, stage, item.task, replicaId, copied.message());
     replications_->inc({"source", "failed"});
   }
-  recordBatchItem(jobId, stage, std::move(item), markerSession);
+  recordBatchItem(jobId, stage, std::move(item), markerSession, stageTail);
 }
 
 awaitable<Result<pb::ReplicateResponse>> Worker::replicate(pb::ReplicateRequest req, net::CallContext context) {

@@ -81,9 +81,11 @@ class Worker {
   // of a finished output, then hands the output to the batcher, naming the copy if it is
   // complete. R side: pulls the buckets from the caller into the partition store.
   boost::asio::awaitable<void> replicateThenRecord(std::string jobId, uint32_t stage, jobstate::BatchItem item,
-                                                   int64_t markerSession, uint32_t buckets, std::string replicaId,
-                                                   std::string replicaAddress);
-  void recordBatchItem(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession);
+                                                   int64_t markerSession, bool stageTail, uint32_t buckets,
+                                                   std::string replicaId, std::string replicaAddress);
+  // `stageTail`: the RunTask said the stage's last wave (written without batching delay).
+  void recordBatchItem(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession,
+                       bool stageTail);
   boost::asio::awaitable<Result<pb::ReplicateResponse>> replicate(pb::ReplicateRequest req, net::CallContext ctx);
   // Keeps siteWorkers_ current: the ids from a watch, each new one's address from its node.
   boost::asio::awaitable<void> siteWorkersLoop();

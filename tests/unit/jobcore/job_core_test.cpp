@@ -192,6 +192,20 @@ TEST_CASE("granted containers run this site's node-local tasks, with the epoch a
   CHECK(core.step(0.3).launches.empty());
 }
 
+TEST_CASE("a launch that leaves fewer of its stage waiting here than the containers held is of its last wave",
+          "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  auto actions = launchOnTwoContainers(core, 0.2);  // a owns 3 tasks of stage 0; two launch
+  std::vector<bool> tails;
+  for (const auto& l : actions.launches) tails.push_back(l.request.stage_tail());
+  CHECK(tails == std::vector<bool>{false, true});  // 2, then 1 left waiting, with 2 containers
+  const auto output = outputAt("a-w1");
+  core.onTaskEnded(actions.launches[0], AttemptEnd::kSucceeded, &output, "", 0.5);
+  auto last = core.step(0.6);
+  REQUIRE(last.launches.size() == 1);
+  CHECK(last.launches[0].request.stage_tail());  // none left
+}
+
 TEST_CASE("a running marker's contents are needed only for a task owned here that we neither run nor have an output of",
           "[unit][jobcore]") {
   JobCore core = loadedAt("a");
@@ -233,6 +247,13 @@ TEST_CASE("outputs complete stages; the primary releases the next stage and then
   listParts(core, 1, reduceParts);
   actions = core.step(2);
   CHECK(actions.succeed);
+  // Asked for once: the steps until the status says so do not write it again, unless the write
+  // did not land.
+  CHECK_FALSE(core.step(2.1).succeed);
+  core.onSucceedWritten(false);
+  CHECK(core.step(2.2).succeed);
+  core.onSucceedWritten(true);
+  CHECK_FALSE(core.step(2.3).succeed);
   // Once the status says so, every JM exits.
   auto done = running();
   done.set_state(pb::JOB_SUCCEEDED);
