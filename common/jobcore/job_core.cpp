@@ -1341,10 +1341,11 @@ void JobCore::decideLaunches(double now, Actions& out) {
     }
     std::optional<double> meanS;
     size_t inWindow = 0;
+    size_t stageQueued = 0;
     for (uint32_t t : unfinishedHere_[s]) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
-      ++queued[s];
+      ++stageQueued;
       auto backoff = notBefore_.find(id);
       if (backoff != notBefore_.end() && now < backoff->second) {
         wakeAt(backoff->second, now, out);
@@ -1353,7 +1354,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       if (!inputsReady(s, t)) continue;  // an upstream output is being recomputed
       anyWaiting = true;
       if (inWindow == config_.launchWindow) {
-        queued[s] = std::numeric_limits<size_t>::max();  // more than a window waits: no tail yet
+        stageQueued = std::numeric_limits<size_t>::max();  // more than a window waits: no tail yet
         break;
       }
       ++inWindow;
@@ -1369,6 +1370,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       byLabel[w.id] = id;
       waiting.push_back(std::move(w));
     }
+    if (stageQueued > 0) queued[s] = stageQueued;
   }
   if (anyWaiting) hadWaiting_ = true;
   // Containers we inherited that still run a task launched by our predecessor.

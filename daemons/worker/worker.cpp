@@ -149,6 +149,9 @@ Status Worker::start() {
       "Copies of finished outputs (worker.Replicate), by this worker's role (source: its own output; replica: "
       "a copy it keeps) and result (ok, failed; skipped: no other live worker, or too many copies in flight).",
       {"role", "result"});
+  // Before the server takes requests: RunTask asks it.
+  pause_.emplace(std::max(milliseconds(config_.zookeeper.session_timeout_ms / 2), 4 * kPauseTick),
+                 std::chrono::steady_clock::now());
   TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc, config_.tls,
                                          {net::Role::kWorker, config_.site, config_.id}}));
   // A worker's writes ride out a ZooKeeper leader election (a connection loss) themselves.
@@ -162,8 +165,6 @@ Status Worker::start() {
                config_.containers);
   server_.spawn(masterLoop(), "master registration loop");
   server_.spawn(livenessLoop(), "liveness publisher");
-  pause_.emplace(std::max(milliseconds(config_.zookeeper.session_timeout_ms / 2), 4 * kPauseTick),
-                 std::chrono::steady_clock::now());
   server_.spawn(pauseLoop(), "pause detector");
   // The site's live workers: where our outputs' copies go, and who may ask us for one.
   siteWorkersChanged_ = std::make_unique<coord::EventFlag>(server_.coordinator().executor());
