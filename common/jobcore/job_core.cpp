@@ -48,7 +48,7 @@ double JobCore::Slot::used() const {
   return u;
 }
 
-JobCore::JobCore(CoreConfig config) : config_(std::move(config)) {}
+JobCore::JobCore(CoreConfig config) : config_(std::move(config)), computeHistory_(config_.lease.historyK) {}
 
 uint32_t JobCore::attempts(const TaskId& id) const {
   auto it = attempts_.find(id);
@@ -467,6 +467,7 @@ double JobCore::taskShare(uint32_t s) const {
 void JobCore::finishAttempt(const LaunchTask& launch) {
   running_.erase(launch.task);
   launchedAt_.erase(launch.task);
+  leaseS_.erase(launch.task);
   auto it = slots_.find(launch.slotKey);
   if (it != slots_.end()) {
     it->second.tasks.erase(launch.task);
@@ -476,6 +477,7 @@ void JobCore::finishAttempt(const LaunchTask& launch) {
 
 void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
                           const std::string& message, double now) {
+  if (end == AttemptEnd::kSucceeded && location != nullptr) noteLease(launch, *location, now);
   finishAttempt(launch);
   const TaskId id = launch.task;
   switch (end) {
@@ -517,6 +519,31 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
     }
   }
   refreshRunningElsewhere();
+}
+
+double JobCore::leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles) const {
+  auto bytes = inputBytesBySource(id.first, id.second, shuffles);
+  bytes.erase(config_.site);  // read here: no transfer
+  return sched::leaseEstimateS(bytes, inbound_, computeHistory_.meanS(std::to_string(id.first), worker), config_.lease);
+}
+
+void JobCore::noteLease(const LaunchTask& launch, const pb::PartitionLocation& location, double now) {
+  const auto launched = launchedAt_.find(launch.task);
+  const auto lease = leaseS_.find(launch.task);
+  if (launched != launchedAt_.end() && lease != leaseS_.end()) {
+    if (auto accuracy = sched::leaseAccuracy(now - launched->second, lease->second)) {
+      leaseAccuracySum_ += *accuracy;
+      ++leaseAccuracyN_;
+    }
+  }
+  // Compute time: the execution's time less what its fetches from other sites take at the
+  // measured rates (the part eq. 1 estimates from the link, not from history).
+  double computeS = location.elapsed_s();
+  for (const auto& fetched : location.fetched()) {
+    auto rate = inbound_.find(fetched.site());
+    if (rate != inbound_.end() && rate->second > 0) computeS -= static_cast<double>(fetched.bytes()) / rate->second;
+  }
+  computeHistory_.record(std::to_string(launch.task.first), launch.container.id().worker_id(), std::max(0.0, computeS));
 }
 
 void JobCore::onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost, const std::string& message,
@@ -591,6 +618,7 @@ void JobCore::onTasksReassigned(const ReassignTasks& reassignment, const std::op
 
 void JobCore::onContainerRequestSent(const ContainerRequest& request) {
   sentDesire_ = request.desire;
+  leasesChanged_ = false;
   sentRemaining_ = request.remainingTasks;
   for (const auto& id : request.release) slots_.erase(slotKeyOf(id));
 }
@@ -756,7 +784,6 @@ bool JobCore::thiefFinishesFirst(const std::map<std::string, double>& inputBytes
     transferS += amount / rate->second;
   }
   if (transferS == 0) return true;
-  if (slots_.empty()) return true;  // we cannot run it at all
   // Here it starts when a container frees up for it: each container frees when its running
   // tasks reach their stage's mean time, then takes one task per mean time.
   const double p = stageMeanS(s);
@@ -769,9 +796,17 @@ bool JobCore::thiefFinishesFirst(const std::map<std::string, double>& inputBytes
     }
     freeAt.push_back(at);
   }
-  std::sort(freeAt.begin(), freeAt.end());
-  const size_t c = freeAt.size();
-  const double victimFinish = freeAt[queuePosition % c] + static_cast<double>(queuePosition / c) * p + p;
+  // Owed containers (desire above the grant) come from other jobs' containers here as their
+  // leases end: the soonest of them count as ours (Awan: wait for a local container that frees
+  // up soon rather than move the input).
+  if (desire_ > slots_.size() && !siteLeaseEnds_.empty()) {
+    std::vector<double> ends = siteLeaseEnds_;
+    const size_t owed = std::min<size_t>(desire_ - slots_.size(), ends.size());
+    std::partial_sort(ends.begin(), ends.begin() + static_cast<std::ptrdiff_t>(owed), ends.end());
+    for (size_t i = 0; i < owed; ++i) freeAt.push_back(std::max(now, ends[i]));
+  }
+  if (freeAt.empty()) return true;  // we cannot run it at all
+  const double victimFinish = sched::queuedStartAt(std::move(freeAt), queuePosition, p) + p;
   return now + transferS + p < victimFinish;
 }
 
@@ -919,8 +954,12 @@ Actions JobCore::step(double now) {
       }
     }
   }
-  decideContainers(now, out);
+  // Launches first: the containers decideContainers hands back are those still idle after
+  // them (a container released and filled in the same step would run a task the master has
+  // given to another job), and the utilization it samples for the coming interval counts them.
+  countStealable();
   decideLaunches(now, out);
+  decideContainers(now, out);
   const bool roleChanged = primary_ != publishedPrimary_;
   const bool countsChanged = desire_ != publishedDesire_ || slots_.size() != publishedGranted_;
   if (roleChanged || countsChanged) {
@@ -1196,6 +1235,29 @@ void JobCore::decidePrimary(double now, Actions& out) {
   }
 }
 
+size_t JobCore::unfinishedHereCount() const {
+  size_t unfinished = 0;
+  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+    if (listed(s)) unfinished += unfinishedHere_[s].size();  // else not known yet
+  }
+  return unfinished;
+}
+
+void JobCore::countStealable() {
+  // Other sites' tasks that are neither done nor running. While there are some, a JM keeps at
+  // least a container to steal with even when it owns no task.
+  size_t stealable = 0;
+  if (!view_.spec.no_stealing()) {
+    for (uint32_t s = 0; s < view_.stages.size(); ++s) {
+      if (listed(s)) stealable += unfinishedElsewhere_[s].size();
+    }
+    for (const auto& [id, marker] : runningElsewhere_) {
+      if (listed(id.first)) stealable -= unfinishedElsewhere_[id.first].count(id.second);
+    }
+  }
+  stealable_ = stealable;
+}
+
 void JobCore::decideContainers(double now, Actions& out) {
   // Utilization over the Af period, weighted by time: measured CPU where the worker reported
   // it, else the occupied share.
@@ -1213,22 +1275,8 @@ void JobCore::decideContainers(double now, Actions& out) {
     busyNow_ = busy / static_cast<double>(slots_.size());
   }
 
-  // Work this sub-job still has: its unfinished tasks of released stages.
-  size_t unfinished = 0;
-  // Work this JM could steal: other sites' tasks that are neither done nor running. While there
-  // is some, a JM keeps at least a container to steal with even when it owns no task.
-  size_t stealable = 0;
-  for (uint32_t s = 0; s < view_.stages.size(); ++s) {
-    if (!listed(s)) continue;  // its unfinished tasks are not known yet
-    unfinished += unfinishedHere_[s].size();
-    if (!view_.spec.no_stealing()) stealable += unfinishedElsewhere_[s].size();
-  }
-  if (!view_.spec.no_stealing()) {
-    for (const auto& [id, marker] : runningElsewhere_) {
-      if (listed(id.first)) stealable -= unfinishedElsewhere_[id.first].count(id.second);
-    }
-  }
-  stealable_ = stealable;
+  const size_t unfinished = unfinishedHereCount();
+  const size_t stealable = stealable_;
   if (af_.period == 0 || now - lastAf_ >= config_.timings.afPeriodS) {
     sched::AfObservation obs;
     obs.allocation = static_cast<double>(slots_.size());
@@ -1252,11 +1300,19 @@ void JobCore::decideContainers(double now, Actions& out) {
   request.remainingTasks = static_cast<uint32_t>(std::min<size_t>(unfinished, std::numeric_limits<uint32_t>::max()));
   // When the desire drops, give back idle containers first.
   size_t excess = slots_.size() > desire ? slots_.size() - desire : 0;
-  for (auto it = slots_.begin(); it != slots_.end() && excess > 0; ++it) {
-    if (it->second.tasks.empty()) {
+  for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+    if (excess > 0 && it->second.tasks.empty()) {
       request.release.push_back(it->second.container.id());
       --excess;
+      continue;
     }
+    double endsAt = now;
+    for (const auto& [id, share] : it->second.tasks) {
+      auto launched = launchedAt_.find(id);
+      auto lease = leaseS_.find(id);
+      if (launched != launchedAt_.end() && lease != leaseS_.end()) endsAt = std::max(endsAt, launched->second + lease->second);
+    }
+    request.leases.emplace_back(it->second.container.id(), endsAt - now);
   }
   // Sent on change; repeated while the master owes us containers (a lost grant event).
   bool changed = !sentDesire_ || *sentDesire_ != desire || !request.release.empty();
@@ -1264,11 +1320,13 @@ void JobCore::decideContainers(double now, Actions& out) {
   // The master's queue follows the work left here, at most once per refresh period (a
   // finished task must not cost a request each).
   bool progressed = request.remainingTasks != sentRemaining_ && now - lastRequest_ >= config_.timings.masterRefreshS;
-  if (changed || unmet || progressed) {
+  // New leases (launches) reach the master at most once per refresh period too.
+  bool leased = leasesChanged_ && now - lastRequest_ >= config_.timings.masterRefreshS;
+  if (changed || unmet || progressed || leased) {
     lastRequest_ = now;
     out.request = std::move(request);
   }
-  if (slots_.size() < desire) wakeAt(lastRequest_ + config_.timings.masterRefreshS, now, out);
+  if (slots_.size() < desire || leasesChanged_) wakeAt(lastRequest_ + config_.timings.masterRefreshS, now, out);
   // The next Af period, while there is anything to size.
   if (!slots_.empty() || useful > 0) wakeAt(lastAf_ + config_.timings.afPeriodS, now, out);
 }
@@ -1327,6 +1385,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
   // the queue (launchWindow tasks), inputs resolved only for the tasks that launch.
   std::vector<sched::WaitingTask> waiting;
   std::map<std::string, TaskId> byLabel;
+  ShuffleCache shuffles;  // the lease estimates' input sources, per shuffle stage once
   std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
   // Per stage, its tasks here that wait to launch (ready or not; counted up to a full launch
   // window): a launch that leaves fewer than this JM's containers waiting is of the stage's
@@ -1396,6 +1455,8 @@ void JobCore::decideLaunches(double now, Actions& out) {
       slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
       launchedAt_[id] = now;
+      leaseS_[id] = leaseEstimateS(id, slot.container.id().worker_id(), shuffles);
+      leasesChanged_ = true;
       const auto since = waitingSince_.find(id);
       const double waitedS = since == waitingSince_.end() ? 0.0 : now - since->second;
       waitingSince_.erase(id);

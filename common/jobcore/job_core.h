@@ -21,6 +21,7 @@
 #include "jobstate/job_view.h"
 #include "jobstate/placement.h"
 #include "sched/af.h"
+#include "sched/lease.h"
 #include "sched/parades.h"
 #include "tellus.pb.h"
 #include "util/result.h"
@@ -78,6 +79,7 @@ struct CoreConfig {
   sched::AfParams af;                     // Af's δ and ρ (HOUTU §4.2)
   sched::ParadesParams parades;           // Parades' τ and δ (HOUTU §4.3)
   jobstate::PlacementOptions placement;   // e.g. Tetrium's WAN budget ρ
+  sched::LeaseParams lease;               // Awan's lease estimate (paper 004 eq. 1): k, δ, default
   // Waiting tasks of one stage Parades looks at per step. Tasks of a stage at a site are
   // alike (same locality level, released together), so the head of the queue is what its
   // longest-waiting-first rule picks; the bound keeps a step O(containers + stages) for
@@ -127,6 +129,9 @@ struct RemoveLostOutput {
 struct ContainerRequest {
   uint32_t desire = 0;
   std::vector<pb::ContainerId> release;  // idle containers handed back
+  // Awan leases (docs/design.md, "Leases"): for every container held and kept, how long until
+  // the work put on it should end (0: idle), by the estimate of paper 004 eq. 1.
+  std::vector<std::pair<pb::ContainerId, double>> leases;
   // Unfinished tasks of released stages owned here: the sub-job's entry in the site's
   // published queue, which the masters' job order ranks by (docs/design.md, "Job order").
   uint32_t remainingTasks = 0;
@@ -272,6 +277,19 @@ class JobCore {
   // -- resources --
   void onGrants(const std::vector<pb::Container>& granted);
   void onUsage(const pb::ContainerUsageReport& report);
+  // What this site's workers measured fetching from each other site, bytes/s (its SiteInfo's
+  // inbound rates): the transfer term of a lease estimate.
+  void onInboundRates(std::map<std::string, double> bytesPerS) { inbound_ = std::move(bytesPerS); }
+  // When the containers other jobs hold at this site should come free (their leases as the
+  // site's master published them, in our clock). A victim of a steal that is owed containers
+  // counts the soonest of them as its own: a local container about to free up can beat moving
+  // the input (paper 004 §III-C).
+  void onSiteLeases(std::vector<double> endsAt) { siteLeaseEnds_ = std::move(endsAt); }
+  // Mean accuracy (paper 004 eq. 3) of this JM's lease estimates over its finished executions,
+  // and how many there were.
+  std::pair<double, uint64_t> leaseAccuracy() const {
+    return {leaseAccuracyN_ ? leaseAccuracySum_ / static_cast<double>(leaseAccuracyN_) : 0.0, leaseAccuracyN_};
+  }
 
   // -- task outcomes (for launches this core made) --
   void onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
@@ -369,6 +387,15 @@ class JobCore {
   };
 
   void refreshRunningElsewhere();
+  // Work this sub-job still has: its unfinished tasks of listed released stages.
+  size_t unfinishedHereCount() const;
+  // stealable_ for this step (decideLaunches asks for steals, decideContainers sizes by it).
+  void countStealable();
+  // Paper 004 eq. 1 for task `id` at worker `worker` (its stage is its similarity class).
+  using ShuffleCache = std::map<uint32_t, std::map<std::string, double>>;
+  double leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles) const;
+  // A finished execution: its compute time into the history, its lease's accuracy counted.
+  void noteLease(const LaunchTask& launch, const pb::PartitionLocation& location, double now);
   double taskShare(uint32_t stage) const;
   // The unfinished tasks of released stage s owned here / elsewhere: rebuilt when its taskMap
   // changes, kept up to date as outputs are recorded or removed (so a step does not scan
@@ -390,7 +417,6 @@ class JobCore {
   bool inputsReady(uint32_t s, uint32_t t) const;
   // Input bytes task t of stage s reads, by the site holding them; `shuffles` caches a shuffle
   // stage's sources (the same for all its tasks).
-  using ShuffleCache = std::map<uint32_t, std::map<std::string, double>>;
   std::map<std::string, double> inputBytesBySource(uint32_t s, uint32_t t, ShuffleCache& shuffles) const;
   // The thief would finish the task before we would (see offerSteal).
   bool thiefFinishesFirst(const std::map<std::string, double>& inputBytes, uint32_t s, size_t queuePosition,
@@ -479,6 +505,13 @@ class JobCore {
   std::map<std::string, Slot> slots_;  // granted containers by slot key
   std::set<TaskId> running_;           // launched by us, not ended
   std::map<TaskId, double> launchedAt_;
+  std::map<TaskId, double> leaseS_;  // each running launch's lease estimate
+  sched::ComputeHistory computeHistory_;
+  std::map<std::string, double> inbound_;  // bytes/s into this site, by source
+  std::vector<double> siteLeaseEnds_;      // other jobs' containers here (onSiteLeases)
+  double leaseAccuracySum_ = 0;
+  uint64_t leaseAccuracyN_ = 0;
+  bool leasesChanged_ = false;  // a launch since the last request: its lease is not sent yet
   std::map<TaskId, uint32_t> attempts_;
   std::map<TaskId, double> notBefore_;
   std::map<TaskId, double> waitingSince_;

@@ -669,6 +669,67 @@ TEST_CASE("steal as victim: a task goes only when the thief would finish it firs
   CHECK(idle.offerSteal("b", 3, 111, {{"a", 1.0}}).tasks == std::vector<uint32_t>{3, 1, 2});
 }
 
+TEST_CASE("steal as victim: a local container whose lease ends soon beats moving the input", "[unit][jobcore]") {
+  pb::TaskMap map;
+  for (const char* s : {"a", "a", "a", "a"}) map.add_owner_site(s);
+  pb::PartitionLocation done = outputAt("a-w1");
+  done.set_elapsed_s(10);  // p = 10 s
+  // A victim with no container of its own, owed one (desire 1, nothing granted). Tasks 1 and 2
+  // read 100 bytes at a: 100 s to reach b at 1 byte/s. Task 3 reads at b and always goes.
+  auto victimWith = [&](std::vector<double> leaseEnds) {
+    JobCore core = loadedAt("a");
+    core.onTaskMap(0, map, 0);
+    listParts(core, 0, {{0, done}});
+    CHECK(core.step(100).launches.empty());
+    core.onSiteLeases(std::move(leaseEnds));
+    return core;
+  };
+  // Another job's container here frees at 105: task 1 starts at 111 (now) and ends by 121,
+  // task 2 by 131, both long before the 221 s of the move: both stay.
+  JobCore soon = victimWith({105, 5000});
+  CHECK(soon.offerSteal("b", 3, 111, {{"a", 1.0}}).tasks == std::vector<uint32_t>{3});
+  // Its lease ends only at 1000: waiting for it is worse than the move, so they go.
+  JobCore late = victimWith({1000});
+  CHECK(late.offerSteal("b", 3, 111, {{"a", 1.0}}).tasks == std::vector<uint32_t>{3, 1, 2});
+}
+
+TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the next request; accuracy is kept",
+          "[unit][jobcore]") {
+  CoreConfig config = configAt("a");
+  config.lease.defaultS = 30;
+  config.lease.slackS = 0.5;
+  JobCore core = loadedWith(config);
+  auto actions = launchOnTwoContainers(core, 0.2);
+  if (actions.request) core.onContainerRequestSent(*actions.request);
+  // Nothing of stage 0 ever finished: the predefined lease, counted from each launch.
+  auto withLeases = core.step(1.5);
+  REQUIRE(withLeases.request);
+  REQUIRE(withLeases.request->leases.size() == 2);
+  for (const auto& [id, endsInS] : withLeases.request->leases) CHECK(endsInS == Approx(30 - 1.3));
+  core.onContainerRequestSent(*withLeases.request);
+  CHECK_FALSE(core.step(1.6).request);  // sent once until something changes
+
+  // Task 0 ends at 2.2 after 2 s (1.5 s of it in the executor): the lease was off by 28 s.
+  pb::PartitionLocation output = outputAt("a-w1");
+  output.set_elapsed_s(1.5);
+  core.onTaskEnded(actions.launches[0], AttemptEnd::kSucceeded, &output, "", 2.2);
+  CHECK(core.leaseAccuracy() == std::pair<double, uint64_t>{0.0, 1});
+  // The next task on that worker is leased for its compute history: 1.5 s + δ.
+  auto next = core.step(2.2);
+  REQUIRE(next.launches.size() == 1);
+  CHECK_FALSE(next.request);  // a second request within the refresh period waits for it
+  REQUIRE(next.wakeAt);
+  auto later = core.step(2.6);
+  REQUIRE(later.request);
+  std::map<std::string, double> leases;
+  for (const auto& [id, endsInS] : later.request->leases) leases[slotKeyOf(id)] = endsInS;
+  CHECK(leases.at(next.launches[0].slotKey) == Approx(2.0 - 0.4));
+  // That one ends 1.8 s after its launch against its 2 s lease: 1 - 0.2 / 1.8.
+  core.onTaskEnded(next.launches[0], AttemptEnd::kSucceeded, &output, "", 4.0);
+  CHECK(core.leaseAccuracy().first == Approx((1 - 0.2 / 1.8) / 2));
+  CHECK(core.leaseAccuracy().second == 2);
+}
+
 TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);
