@@ -270,6 +270,10 @@ void readJmTuning(YamlMap& m, JmTuning& c) {
   c.site_lost_after_ms = m.optional<uint32_t>("site_lost_after_ms", c.site_lost_after_ms);
   c.decision_log_max_bytes =
       m.optional<uint32_t>("decision_log_max_bytes", c.decision_log_max_bytes, between<uint32_t>(0, 1u << 30));
+  c.lease_history = m.optional<uint32_t>("lease_history", c.lease_history, between<uint32_t>(1, 1000));
+  c.lease_slack_ms = m.optional<uint32_t>("lease_slack_ms", c.lease_slack_ms, between<uint32_t>(0, 3'600'000));
+  c.lease_default_ms = m.optional<uint32_t>("lease_default_ms", c.lease_default_ms, between<uint32_t>(1, 86'400'000));
+  c.locality_wait_ms = m.optional<uint32_t>("locality_wait_ms", c.locality_wait_ms, between<uint32_t>(0, 3'600'000));
 }
 
 ExecConfig readExec(YamlMap& root) {
@@ -403,6 +407,20 @@ Result<MasterConfig> parseMasterConfig(const std::string& yaml, const std::strin
     if (m.ok() && c.queue_stale_ms <= c.queue_publish_ms) {
       m.fail("queue_stale_ms", "expected more than queue_publish_ms (" + std::to_string(c.queue_publish_ms) + "), got " +
                                    std::to_string(c.queue_stale_ms));
+    }
+    c.lease_default_ms = m.optional<uint32_t>("lease_default_ms", c.lease_default_ms, between<uint32_t>(1, 86'400'000));
+    c.lease_max_ms = m.optional<uint32_t>("lease_max_ms", c.lease_max_ms, between<uint32_t>(1, 86'400'000));
+    if (m.ok() && c.lease_default_ms > c.lease_max_ms) {
+      m.fail("lease_max_ms", fmt::format("expected at least lease_default_ms ({}), got {}", c.lease_default_ms, c.lease_max_ms));
+    }
+    c.lease_grace_ms = m.optional<uint32_t>("lease_grace_ms", c.lease_grace_ms, between<uint32_t>(0, 86'400'000));
+    {
+      const auto expiry = m.optional<std::string>("lease_expiry", std::string("extend"));
+      if (expiry == "kill") {
+        c.lease_expiry = LeaseExpiry::kKill;
+      } else if (expiry != "extend" && m.ok()) {
+        m.fail("lease_expiry", "expected one of extend, kill, got " + quoted(expiry));
+      }
     }
     c.job_state_retention_ms = m.optional<uint32_t>("job_state_retention_ms", c.job_state_retention_ms);
     c.worker_timeout_ms = m.optional<uint32_t>("worker_timeout_ms", c.worker_timeout_ms, kPositive);
@@ -563,6 +581,10 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "heartbeat_interval_ms" << YAML::Value << c.heartbeat_interval_ms;
   out << YAML::Key << "heartbeat_misses" << YAML::Value << c.heartbeat_misses;
   out << YAML::Key << "site_lost_after_ms" << YAML::Value << c.site_lost_after_ms;
+  out << YAML::Key << "lease_history" << YAML::Value << c.lease_history;
+  out << YAML::Key << "lease_slack_ms" << YAML::Value << c.lease_slack_ms;
+  out << YAML::Key << "lease_default_ms" << YAML::Value << c.lease_default_ms;
+  out << YAML::Key << "locality_wait_ms" << YAML::Value << c.locality_wait_ms;
   if (!c.exit_reason_file.empty()) {
     out << YAML::Key << "exit_reason_file" << YAML::Value << YAML::DoubleQuoted << c.exit_reason_file;
   }

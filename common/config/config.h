@@ -115,6 +115,9 @@ struct ExecConfig {
   std::string work_dir = "/tmp";
 };
 
+// What a master does with a lease overdue past its grace (MasterConfig::lease_expiry).
+enum class LeaseExpiry { kExtend, kKill };
+
 struct MasterConfig {
   std::string site;                    // [a-z0-9-]+ (required)
   std::string listen;                  // host:port of the RPC server (required)
@@ -134,6 +137,14 @@ struct MasterConfig {
   sched::JobOrder job_order = sched::JobOrder::kFair;
   uint32_t queue_publish_ms = 1000;  // the site's queue (/sites/<site>/queue) is rewritten this often
   uint32_t queue_stale_ms = 3000;    // another site's queue older than this counts as empty
+  // Awan leases (paper 004 §III-C, docs/config.md "Leases"): every container granted is leased
+  // until its JM's estimate (lease_default_ms until the JM states one; no lease is longer than
+  // lease_max_ms). A lease overdue by more than lease_grace_ms is extended by the grace
+  // (`extend`, counted) or taken back with its task killed and run again (`kill`).
+  uint32_t lease_default_ms = 30000;
+  uint32_t lease_max_ms = 3600000;
+  uint32_t lease_grace_ms = 10000;
+  LeaseExpiry lease_expiry = LeaseExpiry::kExtend;
   // A job submitted here is compacted (its ZooKeeper state folded into a summary) this long
   // after it ended.
   uint32_t job_state_retention_ms = 600000;
@@ -180,6 +191,14 @@ struct JmTuning {
   // in its decision_log_file, at most this many bytes per file (later ones are dropped, and
   // that is logged once). 0: none are written. For the differential test against tellus-sim.
   uint32_t decision_log_max_bytes = 0;
+  // Awan's lease estimate (paper 004 eq. 1): the newest lease_history compute times of a
+  // stage's tasks per worker, plus lease_slack_ms (δ); lease_default_ms for a stage none of
+  // whose tasks has finished yet.
+  uint32_t lease_history = 10;
+  uint32_t lease_slack_ms = 500;
+  uint32_t lease_default_ms = 30000;
+  // A stage below its job's min_locality is held back at most this long (paper 004 §IV).
+  uint32_t locality_wait_ms = 10000;
 };
 
 struct WorkerConfig {

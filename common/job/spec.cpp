@@ -81,6 +81,10 @@ std::optional<SpecProblem> findProblem(const pb::JobSpec& spec) {
     return SpecProblem{-1, -1, "output_replicas",
                        fmt::format("output_replicas: expected 0 to {}, got {}", kMaxOutputReplicas, spec.output_replicas())};
   }
+  if (!(spec.min_locality() >= 0 && spec.min_locality() <= 1)) {
+    return SpecProblem{-1, -1, "min_locality",
+                       fmt::format("min_locality: expected a fraction of tasks in [0, 1], got {}", spec.min_locality())};
+  }
   if (spec.stages().empty()) return SpecProblem{-1, -1, "stages", "stages: a job needs at least one stage"};
 
   struct Readers {
@@ -236,6 +240,8 @@ Result<pb::JobSpec> parseJobSpec(const std::string& yaml, const std::string& fil
   spec.set_cost_weight(root.optional<double>("cost_weight", 0, config::between<double>(0, sched::kMaxCostWeightSPerUnit)));
   spec.set_output_replicas(root.optional<uint32_t>("output_replicas", kDefaultOutputReplicas,
                                                    config::between<uint32_t>(0, kMaxOutputReplicas)));
+  spec.set_min_locality(root.optional<double>("min_locality", 0, config::between<double>(0, 1)));
+  spec.set_atomic_containers(root.optional<bool>("atomic_containers", false));
 
   // Kept to point validation problems at their lines.
   std::vector<YamlMap> stageMaps;

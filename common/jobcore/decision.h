@@ -35,6 +35,8 @@ struct Decision {
 inline constexpr std::string_view kRerunLostOutput = "lost-output";  // lineage: its output is gone
 inline constexpr std::string_view kRerunFailed = "failed";           // the attempt failed (counted)
 inline constexpr std::string_view kRerunWorkerLost = "worker-lost";  // its worker died while it ran
+// Its container's lease ran out past the grace and the master took it back (lease_expiry: kill).
+inline constexpr std::string_view kRerunLeaseTakenBack = "lease-taken-back";
 
 std::string_view kindName(Decision::Kind kind);
 

@@ -70,6 +70,7 @@ Status JobCore::onJobLoaded(const pb::JobSpec& spec, const std::vector<pb::Stage
   finishKeys_.assign(stages, {});
   verified_.assign(stages, {});
   untrusted_.assign(stages, {});
+  if (spec.min_locality() > 0) localityGate_.emplace(spec.min_locality(), config_.timings.localityWaitS);
   partsListed_.assign(stages, false);
   for (uint32_t s = 0; s < stages; ++s) {
     if (!isDatasetStage(spec, s)) continue;
@@ -310,6 +311,11 @@ void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionL
     if (known != finishKey) untrusted_[stage].erase(task);
     known = finishKey;
   }
+  // Another site's execution, new to us, that read nothing across sites: its time is compute
+  // alone, a record of "a similar task on a different node" for our lease estimates.
+  if (location.site() != config_.site && location.fetched().empty() && !listedParts_[stage].count(task)) {
+    computeHistory_.record(std::to_string(stage), location.worker_id(), location.elapsed_s());
+  }
   setPart(stage, task, location);
   notePart(stage, task, true);
   listedParts_[stage].insert(task);
@@ -478,6 +484,13 @@ void JobCore::finishAttempt(const LaunchTask& launch) {
 void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
                           const std::string& message, double now) {
   if (end == AttemptEnd::kSucceeded && location != nullptr) noteLease(launch, *location, now);
+  const bool takenBack = leaseTakenBack_.erase(launch.task) > 0;
+  if (end == AttemptEnd::kSucceeded) {
+    leaseFloorS_.erase(launch.task);
+  } else if (takenBack) {
+    // Killed because the master took its container back: not the task's fault.
+    end = AttemptEnd::kWorkerUnreachable;
+  }
   finishAttempt(launch);
   const TaskId id = launch.task;
   switch (end) {
@@ -491,14 +504,17 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
       }
       break;
     case AttemptEnd::kWorkerUnreachable: {
-      // Not the task's fault: stop using the worker's idle containers until the master grants
-      // them again, and do not count the attempt.
-      const auto& worker = launch.container.id().worker_id();
-      std::erase_if(slots_, [&](const auto& kv) {
-        return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
-      });
+      // Not the task's fault: do not count the attempt. Unless its container was taken back,
+      // stop using the worker's idle containers until the master grants them again.
+      if (!takenBack) {
+        const auto& worker = launch.container.id().worker_id();
+        std::erase_if(slots_, [&](const auto& kv) {
+          return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
+        });
+      }
       if (attempts_[id] > 0) --attempts_[id];
-      record({Decision::Kind::kRerun, id.first, {id.second}, config_.site, "", std::string(kRerunWorkerLost)});
+      record({Decision::Kind::kRerun, id.first, {id.second}, config_.site, "",
+              std::string(takenBack ? kRerunLeaseTakenBack : kRerunWorkerLost)});
       break;
     }
     case AttemptEnd::kInputNotReady:
@@ -521,10 +537,40 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
   refreshRunningElsewhere();
 }
 
+void JobCore::holdBackBelowMinLocality(uint32_t s, std::vector<sched::WaitingTask>& waiting, size_t from,
+                                       const std::map<std::string, TaskId>& byLabel, double now, Actions& out) {
+  if (!localityGate_ || waiting.size() == from || !isDatasetStage(view_.spec, s)) return;
+  // Eq. 2 over the stage's waiting tasks here: local when its partition is at this site (the
+  // bandwidth of a local read is above any B_min a WAN link reaches).
+  std::vector<double> local;
+  for (size_t i = from; i < waiting.size(); ++i) {
+    const uint32_t t = byLabel.at(waiting[i].id).second;
+    local.push_back(view_.stages[s].inputs.partitions(static_cast<int>(t)).site() == config_.site ? 1.0 : 0.0);
+  }
+  if (localityGate_->admit(s, sched::localityLevel(local, 1.0), now)) return;
+  waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(from), waiting.end());
+  if (auto deadline = localityGate_->nextDeadline()) wakeAt(*deadline, now, out);
+}
+
 double JobCore::leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles) const {
   auto bytes = inputBytesBySource(id.first, id.second, shuffles);
   bytes.erase(config_.site);  // read here: no transfer
-  return sched::leaseEstimateS(bytes, inbound_, computeHistory_.meanS(std::to_string(id.first), worker), config_.lease);
+  const double estimate =
+      sched::leaseEstimateS(bytes, inbound_, computeHistory_.meanS(std::to_string(id.first), worker), config_.lease);
+  auto floor = leaseFloorS_.find(id);
+  return floor == leaseFloorS_.end() ? estimate : std::max(estimate, floor->second);
+}
+
+void JobCore::onLeasesTakenBack(const std::vector<pb::ContainerId>& containers) {
+  for (const auto& id : containers) {
+    auto slot = slots_.find(slotKeyOf(id));
+    if (slot == slots_.end()) continue;
+    for (const auto& [task, share] : slot->second.tasks) {
+      leaseTakenBack_.insert(task);
+      auto lease = leaseS_.find(task);
+      if (lease != leaseS_.end()) leaseFloorS_[task] = 2 * lease->second;
+    }
+  }
 }
 
 void JobCore::noteLease(const LaunchTask& launch, const pb::PartitionLocation& location, double now) {
@@ -678,7 +724,17 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       if (s < pinnedStages_.size() && pinnedStages_[s]) continue;
       candidates.push_back(t);
     }
-    if (candidates.size() <= freeHere) {
+    // The first `shelter` candidates are kept for our idle containers.
+    size_t shelter = freeHere;
+    if (localityGate_ && isDatasetStage(view_.spec, s)) {
+      // Under min_locality our idle containers start only the local tasks; the others, which
+      // hold the stage back here, are for the thieves where their partitions are.
+      const auto nonLocal = std::stable_partition(candidates.begin(), candidates.end(), [&](uint32_t t) {
+        return view_.stages[s].inputs.partitions(static_cast<int>(t)).site() == config_.site;
+      });
+      shelter = std::min<size_t>(freeHere, static_cast<size_t>(nonLocal - candidates.begin()));
+    }
+    if (candidates.size() <= shelter) {
       freeHere -= candidates.size();
       continue;
     }
@@ -689,7 +745,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     ShuffleCache shuffles;
     std::map<uint32_t, std::map<std::string, double>> sources;  // by task
     std::vector<sched::WaitingTask> waiting;
-    for (size_t i = freeHere; i < candidates.size(); ++i) {
+    for (size_t i = shelter; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
       sched::WaitingTask w;
       w.id = std::to_string(t);
@@ -703,8 +759,8 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     }
     // Where each waiting task stands in our queue, for the finish-time comparison below.
     std::map<uint32_t, size_t> position;
-    for (size_t i = freeHere; i < candidates.size(); ++i) position[candidates[i]] = i - freeHere;
-    freeHere = 0;
+    for (size_t i = shelter; i < candidates.size(); ++i) position[candidates[i]] = i - shelter;
+    freeHere -= shelter;
     const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
     bool tooCostly = false;  // Parades would give a task, but moving its input costs more than waiting
     for (uint32_t c = 0; c < maxTasks && !waiting.empty(); ++c) {
@@ -1297,6 +1353,7 @@ void JobCore::decideContainers(double now, Actions& out) {
 
   ContainerRequest request;
   request.desire = desire;
+  request.allOrNone = view_.spec.atomic_containers();
   request.remainingTasks = static_cast<uint32_t>(std::min<size_t>(unfinished, std::numeric_limits<uint32_t>::max()));
   // When the desire drops, give back idle containers first.
   size_t excess = slots_.size() > desire ? slots_.size() - desire : 0;
@@ -1401,6 +1458,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
     std::optional<double> meanS;
     size_t inWindow = 0;
     size_t stageQueued = 0;
+    const size_t stageStart = waiting.size();
     for (uint32_t t : unfinishedHere_[s]) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
@@ -1430,6 +1488,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       waiting.push_back(std::move(w));
     }
     if (stageQueued > 0) queued[s] = stageQueued;
+    holdBackBelowMinLocality(s, waiting, stageStart, byLabel, now, out);
   }
   if (anyWaiting) hadWaiting_ = true;
   // Containers we inherited that still run a task launched by our predecessor.

@@ -40,6 +40,7 @@ struct CoreTimings {
   double afPeriodS = 1.0;          // L: Af period
   double stealIntervalS = 0.3;     // at most one steal attempt per interval
   double inputRetryS = 0.5;        // backoff after a launch met a missing input or a live predecessor
+  double localityWaitS = 10.0;     // a stage below its job's min_locality is held back at most this long
   double jmGraceS = 2.0;           // a JM that never appeared gets this long before one is requested
   double jmRequestIntervalS = 5.0; // between two requests for the same site's JM
   double masterRefreshS = 1.0;     // a container request is repeated at least this often while unmet
@@ -135,6 +136,7 @@ struct ContainerRequest {
   // Unfinished tasks of released stages owned here: the sub-job's entry in the site's
   // published queue, which the masters' job order ranks by (docs/design.md, "Job order").
   uint32_t remainingTasks = 0;
+  bool allOrNone = false;  // the spec's atomic_containers
 };
 
 struct StealWork {
@@ -285,6 +287,10 @@ class JobCore {
   // counts the soonest of them as its own: a local container about to free up can beat moving
   // the input (paper 004 §III-C).
   void onSiteLeases(std::vector<double> endsAt) { siteLeaseEnds_ = std::move(endsAt); }
+  // Containers the master took back for an expired lease (its lease_expiry: kill): the task on
+  // each is being killed. Its end is not counted against it, and its next lease is twice the
+  // one that ran out (a task longer than every estimate is not killed forever).
+  void onLeasesTakenBack(const std::vector<pb::ContainerId>& containers);
   // Mean accuracy (paper 004 eq. 3) of this JM's lease estimates over its finished executions,
   // and how many there were.
   std::pair<double, uint64_t> leaseAccuracy() const {
@@ -391,6 +397,11 @@ class JobCore {
   size_t unfinishedHereCount() const;
   // stealable_ for this step (decideLaunches asks for steals, decideContainers sizes by it).
   void countStealable();
+  // The job's min_locality (paper 004 §IV): a dataset stage whose waiting tasks here (entries
+  // `from`.. of `waiting`) are local below that fraction is held back — taken out of
+  // `waiting` — for at most locality_wait, meanwhile thieves at its data's sites may take them.
+  void holdBackBelowMinLocality(uint32_t s, std::vector<sched::WaitingTask>& waiting, size_t from,
+                                const std::map<std::string, TaskId>& byLabel, double now, Actions& out);
   // Paper 004 eq. 1 for task `id` at worker `worker` (its stage is its similarity class).
   using ShuffleCache = std::map<uint32_t, std::map<std::string, double>>;
   double leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles) const;
@@ -512,6 +523,11 @@ class JobCore {
   double leaseAccuracySum_ = 0;
   uint64_t leaseAccuracyN_ = 0;
   bool leasesChanged_ = false;  // a launch since the last request: its lease is not sent yet
+  // Tasks whose container the master took back for an expired lease, and the lease their next
+  // launch gets at least (twice the one that ran out).
+  std::set<TaskId> leaseTakenBack_;
+  std::map<TaskId, double> leaseFloorS_;
+  std::optional<sched::LocalityGate> localityGate_;  // the spec sets min_locality > 0
   std::map<TaskId, uint32_t> attempts_;
   std::map<TaskId, double> notBefore_;
   std::map<TaskId, double> waitingSince_;

@@ -53,4 +53,30 @@ std::vector<int> grantInOrder(const std::vector<SubJobShare>& subJobs, const std
   return grants;
 }
 
+std::vector<int> withAllOrNone(std::vector<SubJobShare> subJobs, const std::vector<bool>& allOrNone,
+                               std::vector<int> grants, int freeContainers, int siteContainers,
+                               const std::function<std::vector<int>(const std::vector<SubJobShare>&, int)>& share) {
+  int left = freeContainers;
+  for (int g : grants) left -= g;
+  bool withheld = false;
+  for (size_t i = 0; i < subJobs.size(); ++i) {
+    if (!allOrNone[i] || grants[i] == 0) continue;
+    const int owed = std::min(std::max(0, subJobs[i].desire - subJobs[i].allocated), siteContainers - subJobs[i].allocated);
+    if (grants[i] >= owed) continue;
+    left += grants[i];
+    grants[i] = 0;
+    withheld = true;
+  }
+  if (!withheld || left <= 0) return grants;
+  // The second round: every grant so far counts as held; the atomic sub-jobs ask for nothing
+  // more (one that was withheld waits for a round with room for all it is owed).
+  for (size_t i = 0; i < subJobs.size(); ++i) {
+    subJobs[i].allocated += grants[i];
+    if (allOrNone[i]) subJobs[i].desire = subJobs[i].allocated;
+  }
+  const auto more = share(subJobs, left);
+  for (size_t i = 0; i < subJobs.size(); ++i) grants[i] += more[i];
+  return grants;
+}
+
 }  // namespace tellus::sched

@@ -4,6 +4,7 @@
 // smallest (weighted) share whose desire is still unmet.
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,14 @@ struct SubJobShare {
 // time to the sub-job with the smallest (allocated + granted) / weight among those with
 // allocated + granted < desire (ties: smaller index). Stops when no desire is unmet.
 std::vector<int> fairShare(const std::vector<SubJobShare>& subJobs, int freeContainers);
+
+// Atomic requests (paper 004 §III-C's atomic_request): a sub-job marked in `allOrNone` that
+// `grants` would give only part of what it is owed — desire - allocated, at most
+// siteContainers - allocated (more could never be granted) — gets nothing this round; what it
+// would have had is shared again among the others by `share` (the policy that made `grants`).
+std::vector<int> withAllOrNone(std::vector<SubJobShare> subJobs, const std::vector<bool>& allOrNone,
+                               std::vector<int> grants, int freeContainers, int siteContainers,
+                               const std::function<std::vector<int>(const std::vector<SubJobShare>&, int)>& share);
 
 // The same containers handed out in a job order (paper 001: FCFS, SRPT, Reordering, SWAG):
 // each sub-job in `order` (indices into subJobs) gets what it still wants (desire - allocated)

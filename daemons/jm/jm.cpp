@@ -9,6 +9,7 @@
 
 #include "jobstate/job_store.h"
 #include "jobstate/paths.h"  // site records (not job state): sites/<site>/live, workers
+#include "jobstate/site_queue.h"
 #include "util/log.h"
 
 namespace tellus::jm {
@@ -31,8 +32,13 @@ constexpr uint32_t kMaxRetryAfterMs = 60'000;
 constexpr milliseconds kMarkerHold{1000};
 // Link rates beyond this (1 Tbit/s) are not measurements.
 constexpr double kMaxLinkMbps = 1e6;
-// Our site's measured inbound rates are re-read at most this often for steal requests.
-constexpr auto kInboundMaxAge = std::chrono::seconds(10);
+// Our site's record (measured inbound rates: lease estimates, steal requests) and published
+// queue (other jobs' leases here: steal answers) are re-read this often.
+constexpr auto kSiteViewMaxAge = std::chrono::seconds(1);
+// A site queue published longer ago than this says nothing about leases now.
+constexpr int64_t kSiteLeasesMaxAgeMs = 10'000;
+// Containers a master may say it took back in one message (far above any site's).
+constexpr int kMaxLeasesTakenBack = 65536;
 constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
 constexpr milliseconds kTakeOverRetry{200};
 
@@ -47,6 +53,10 @@ jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   core.timings.publishIntervalS = c.publish_interval_ms / 1000.0;
   core.timings.primaryMissS = c.heartbeat_interval_ms * c.heartbeat_misses / 1000.0;
   core.timings.takeOverRetryS = std::chrono::duration<double>(kTakeOverRetry).count();
+  core.timings.localityWaitS = c.locality_wait_ms / 1000.0;
+  core.lease.historyK = c.lease_history;
+  core.lease.slackS = c.lease_slack_ms / 1000.0;
+  core.lease.defaultS = c.lease_default_ms / 1000.0;
   // The daemons of a deployment share one ZooKeeper configuration: the workers' sessions
   // expire within about this of each other.
   core.timings.lossSettleS = c.zookeeper.session_timeout_ms / 1000.0;
@@ -118,6 +128,12 @@ void JobManager::registerMetrics() {
   m.gauge("tellus_jm_epoch", "The primary epoch this JM acts under.", [this, labels] {
     return std::vector<daemon::MetricSample>{{labels(), double(core_.epoch())}};
   });
+  m.gauge("tellus_jm_lease_accuracy",
+          "Mean accuracy of this JM's lease estimates over its finished executions (paper 004 eq. 3: 1 - "
+          "|runtime - lease| / runtime, floored at 0).",
+          [this, labels] { return std::vector<daemon::MetricSample>{{labels(), core_.leaseAccuracy().first}}; });
+  m.gauge("tellus_jm_lease_estimates", "Finished executions whose lease accuracy is in tellus_jm_lease_accuracy.",
+          [this, labels] { return std::vector<daemon::MetricSample>{{labels(), double(core_.leaseAccuracy().second)}}; });
 }
 
 void JobManager::countGrants(std::size_t granted) {
@@ -140,6 +156,7 @@ Status JobManager::start() {
     co_return onHeartbeat(beat, context);
   });
   server_.handle<rpc::Jm::Grants>([this](const pb::JmUpdateResponse& g) {
+    onLeasesTakenBack(g);
     countGrants(static_cast<std::size_t>(g.granted_size()));
     core_.onGrants({g.granted().begin(), g.granted().end()});
     wake();
@@ -767,6 +784,10 @@ awaitable<void> JobManager::mainLoop() {
     }
     // The reads above may have outlasted the session (a read times out only after seconds).
     if (!server_.zookeeperAvailable()) continue;
+    if (!siteViewReadAt_ || Clock::now() - *siteViewReadAt_ > kSiteViewMaxAge) {
+      siteViewReadAt_ = Clock::now();
+      server_.spawn(refreshSiteView(), "reading this site's record and queue");
+    }
     co_await execute(core_.step(nowS()));
     writeDecisions();
     if (server_.stopping()) break;
@@ -776,6 +797,10 @@ awaitable<void> JobManager::mainLoop() {
 
 awaitable<void> JobManager::execute(jobcore::Actions actions) {
   if (actions.exit) {
+    const auto [accuracy, estimates] = core_.leaseAccuracy();
+    if (estimates > 0) {
+      spdlog::info("lease estimates: {} executions, mean accuracy {:.3f} (paper 004 eq. 3)", estimates, accuracy);
+    }
     pb::JmUpdateRequest bye;
     bye.set_job_id(config_.job_id);
     bye.set_finished(true);
@@ -977,7 +1002,13 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
   req.set_jm_address(server_.address());
   req.set_desire(request.desire);
   req.set_remaining_tasks(request.remainingTasks);
+  req.set_all_or_none(request.allOrNone);
   for (const auto& id : request.release) *req.add_release() = id;
+  for (const auto& [id, endsInS] : request.leases) {
+    auto* lease = req.add_leases();
+    *lease->mutable_id() = id;
+    lease->set_ends_in_ms(static_cast<uint32_t>(std::clamp(endsInS * 1000.0, 0.0, double(jobstate::kMaxQueueLeaseMs))));
+  }
   auto resp = co_await server_.client(*master)->call<rpc::Master::JmUpdate>(req, kMasterCallTimeout);
   requestInFlight_ = false;
   if (server_.stopping()) co_return;
@@ -985,9 +1016,61 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
     spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
     co_return;
   }
+  onLeasesTakenBack(*resp);
   countGrants(static_cast<std::size_t>(resp->granted_size()));
   core_.onGrants({resp->granted().begin(), resp->granted().end()});
   wake();
+}
+
+void JobManager::onLeasesTakenBack(const pb::JmUpdateResponse& update) {
+  if (update.lease_expired_size() == 0) return;
+  if (update.lease_expired_size() > kMaxLeasesTakenBack) {
+    spdlog::warn("master took back {} containers in one message: not believed", update.lease_expired_size());
+    return;
+  }
+  spdlog::info("master took back {} container(s) whose lease ran out: their tasks run again",
+               update.lease_expired_size());
+  core_.onLeasesTakenBack({update.lease_expired().begin(), update.lease_expired().end()});
+}
+
+awaitable<void> JobManager::refreshSiteView() {
+  siteViewReadAt_ = Clock::now();
+  auto live = co_await server_.coordinator().get(siteLivePath(config_.site));
+  if (server_.stopping()) co_return;
+  if (live) {
+    auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
+    if (info) {
+      inbound_.assign(info->inbound().begin(), info->inbound().end());
+      // The same checks a victim applies to a thief's rates: finite, positive, below 1 Tbit/s.
+      std::map<std::string, double> bytesPerS;
+      for (const auto& rate : inbound_) {
+        if (std::isfinite(rate.mbps()) && rate.mbps() > 0 && rate.mbps() <= kMaxLinkMbps) {
+          bytesPerS[rate.from_site()] = rate.mbps() * 1e6 / 8;
+        }
+      }
+      core_.onInboundRates(std::move(bytesPerS));
+    }
+  }
+  auto queueNode = co_await server_.coordinator().get(siteQueuePath(config_.site));
+  if (server_.stopping()) co_return;
+  std::vector<double> leaseEnds;
+  if (queueNode) {
+    auto queue = jobstate::parseSiteQueue(queueNode->data, config_.site);
+    if (!queue) {
+      spdlog::debug("site queue: {}", queue.message());
+    } else {
+      // Publisher's wall clock to our monotonic one (the site's master runs in the same site).
+      const int64_t ageMs = daemon::nowUnixMs() - queue->published_unix_ms();
+      if (std::abs(ageMs) <= kSiteLeasesMaxAgeMs) {
+        const double now = nowS();
+        for (const auto& lease : queue->leases()) {
+          if (lease.job_id() == config_.job_id) continue;  // ours: known better here
+          leaseEnds.push_back(now + (static_cast<double>(lease.ends_in_ms()) - static_cast<double>(ageMs)) / 1000.0);
+        }
+      }
+    }
+  }
+  core_.onSiteLeases(std::move(leaseEnds));
 }
 
 awaitable<bool> JobManager::failJob(std::string reason) {
@@ -1050,16 +1133,8 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
 awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
   bool gotWork = false;
   std::optional<double> retryAfterS;
-  // What our site's workers measured fetching from the others (its record, read at most every
-  // kInboundMaxAgeS): victims weigh moving a task against it.
-  if (!inboundReadAt_ || Clock::now() - *inboundReadAt_ > kInboundMaxAge) {
-    auto live = co_await server_.coordinator().get(siteLivePath(config_.site));
-    if (live) {
-      auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
-      if (info) inbound_.assign(info->inbound().begin(), info->inbound().end());
-    }
-    inboundReadAt_ = Clock::now();
-  }
+  // What our site's workers measured fetching from the others (its record, re-read by the
+  // main loop): victims weigh moving a task against it.
   for (const auto& site : steal.victims) {
     auto victim = jms_.find(site);
     if (victim == jms_.end()) continue;

@@ -20,7 +20,7 @@
 #include "cost/cost_proto.h"
 #include "jobstate/residency.h"
 #include "sched/fair_share.h"
-#include "master/site_queue.h"
+#include "jobstate/site_queue.h"
 #include "master/web_assets.h"
 #include "util/log.h"
 #include "util/names.h"
@@ -85,6 +85,9 @@ Status Master::start() {
   containerChanges_ = &metrics.counter("tellus_master_container_changes_total",
                                        "Containers granted to JMs, and released by them (handed back or job ended).",
                                        {"direction"});
+  leaseOverdue_ = &metrics.counter("tellus_master_leases_overdue_total",
+                                   "Container leases overdue past lease_grace_ms, by what was done: extended or taken back.",
+                                   {"action"});
   workersLost_ = &metrics.counter("tellus_master_workers_lost_total", "Workers declared lost (missed heartbeats).");
   workerLossDetection_ = &metrics.histogram(
       "tellus_master_worker_loss_detection_seconds",
@@ -336,12 +339,20 @@ void Master::allocate() {
   if (free.empty() || shares.empty()) return;
   // Spread grants over workers: interleave the free slots by slot index.
   std::stable_sort(free.begin(), free.end(), [](const SlotKey& a, const SlotKey& b) { return a.second < b.second; });
-  auto grants = config_.job_order == sched::JobOrder::kFair
-                    ? sched::fairShare(shares, static_cast<int>(free.size()))
-                    : sched::grantInOrder(shares, jobOrderOf(shares), static_cast<int>(free.size()));
+  auto share = [&](const std::vector<sched::SubJobShare>& among, int count) {
+    return config_.job_order == sched::JobOrder::kFair ? sched::fairShare(among, count)
+                                                       : sched::grantInOrder(among, jobOrderOf(among), count);
+  };
+  auto grants = share(shares, static_cast<int>(free.size()));
+  std::vector<bool> allOrNone;
+  for (const auto& sh : shares) allOrNone.push_back(subJobs_[sh.id].allOrNone);
+  grants = sched::withAllOrNone(shares, allOrNone, std::move(grants), static_cast<int>(free.size()),
+                                static_cast<int>(slots_.size()), share);
+  const auto now = Clock::now();
   size_t next = 0;
   for (size_t i = 0; i < shares.size(); ++i) {
     for (int g = 0; g < grants[i] && next < free.size(); ++g) {
+      leases_.granted(free[next], now);
       slots_[free[next++]] = shares[i].id;
       containerChanges_->inc({"granted"});
     }
@@ -387,9 +398,80 @@ awaitable<void> Master::pushGrants(std::string jobId, std::string jmAddress) {
   if (!ep) co_return;
   pb::JmUpdateResponse event;
   for (auto& c : grantsOf(jobId)) *event.add_granted() = std::move(c);
+  auto expired = leaseExpired_.find(jobId);
+  if (expired != leaseExpired_.end()) {
+    for (const auto& id : expired->second) *event.add_lease_expired() = id;
+  }
   auto client = server_.client(*ep);
   auto r = co_await client->call<rpc::Jm::Grants>(event, kPeerCallTimeout);
-  if (!r) spdlog::debug("grant event to the JM of {} not delivered: {}", jobId, r.message());
+  if (!r) {
+    spdlog::debug("grant event to the JM of {} not delivered: {}", jobId, r.message());
+    co_return;  // the lease_expired stay for the JM's next update
+  }
+  if (event.lease_expired_size() > 0) {
+    // Delivered: drop those told (more may have been added meanwhile).
+    auto now = leaseExpired_.find(jobId);
+    if (now != leaseExpired_.end()) {
+      std::erase_if(now->second, [&](const pb::ContainerId& id) {
+        return std::any_of(event.lease_expired().begin(), event.lease_expired().end(), [&](const pb::ContainerId& told) {
+          return told.worker_id() == id.worker_id() && told.slot() == id.slot();
+        });
+      });
+      if (now->second.empty()) leaseExpired_.erase(now);
+    }
+  }
+}
+
+std::vector<Master::SlotKey> Master::heldSlots() const {
+  std::vector<SlotKey> held;
+  for (const auto& [key, holder] : slots_) {
+    if (!holder.empty()) held.push_back(key);
+  }
+  return held;  // slots_ is ordered: sorted
+}
+
+void Master::expireLeases(Clock::time_point now) {
+  const auto held = heldSlots();
+  leases_.retain(held);
+  std::erase_if(leaseExpired_, [&](const auto& kv) { return !subJobs_.count(kv.first); });
+  for (const auto& key : leases_.overdue(held, now)) {
+    const std::string jobId = slots_.at(key);
+    if (config_.lease_expiry == config::LeaseExpiry::kExtend) {
+      leaseOverdue_->inc({"extended"});
+      // Once per lease (a long task is extended every grace period): info, then debug.
+      const bool first = leases_.extend(key, now);
+      auto level = first ? spdlog::level::info : spdlog::level::debug;
+      spdlog::log(level, "lease of {} on {}/{} overdue past its grace: extended", jobId, key.first, key.second);
+      continue;
+    }
+    spdlog::info("lease of {} on {}/{} overdue past its grace of {} ms: container taken back, its task runs again",
+                 jobId, key.first, key.second, config_.lease_grace_ms);
+    leaseOverdue_->inc({"taken_back"});
+    containerChanges_->inc({"revoked"});
+    slots_[key].clear();
+    auto& told = leaseExpired_[jobId];
+    pb::ContainerId id;
+    id.set_worker_id(key.first);
+    id.set_slot(key.second);
+    told.push_back(std::move(id));
+    server_.spawn(takeBackLease(jobId, key), "taking back a lease of " + jobId);
+  }
+}
+
+awaitable<void> Master::takeBackLease(std::string jobId, SlotKey key) {
+  // The JM first, so that it knows the task's coming end for what it is.
+  if (auto sub = subJobs_.find(jobId); sub != subJobs_.end() && !sub->second.jmAddress.empty()) {
+    co_await pushGrants(jobId, sub->second.jmAddress);
+  }
+  auto worker = workers_.find(key.first);
+  if (worker == workers_.end() || !worker->second.alive) co_return;
+  auto ep = net::Endpoint::parse(worker->second.address);
+  if (!ep) co_return;
+  pb::KillJobTasksRequest req;
+  req.set_job_id(jobId);
+  req.set_slot(key.second);
+  auto r = co_await server_.client(*ep)->call<rpc::Worker::KillJobTasks>(req, kPeerCallTimeout);
+  if (!r) spdlog::warn("worker {} could not stop {}'s task in container {}: {}", key.first, jobId, key.second, r.message());
 }
 
 awaitable<void> Master::scheduleLoop() {
@@ -408,6 +490,7 @@ awaitable<void> Master::scheduleLoop() {
       for (auto& [id, w] : workers_) w.lastHeartbeat = std::max(w.lastHeartbeat, now);
     }
     lastRound = now;
+    expireLeases(now);
     for (const auto& [id, u] : uploads_) {
       if (now - u.lastChunk > milliseconds(config_.put_idle_timeout_ms)) {
         server_.spawn(abortUpload(id, fmt::format("no chunk for {} ms", config_.put_idle_timeout_ms)),
@@ -584,6 +667,17 @@ Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
   s.jobId = req.job_id();
   s.jmAddress = req.jm_address();
   s.desire = static_cast<int>(req.desire());
+  s.allOrNone = req.all_or_none();
+  // Leases on containers this job holds (any other entry is not its to state); at most one
+  // per container of the site, the rest not looked at.
+  const auto now = Clock::now();
+  const int stated = std::min<int>(req.leases_size(), static_cast<int>(slots_.size()));
+  for (int i = 0; i < stated; ++i) {
+    const auto& lease = req.leases(i);
+    SlotKey key{lease.id().worker_id(), lease.id().slot()};
+    auto it = slots_.find(key);
+    if (it != slots_.end() && it->second == req.job_id()) leases_.stated(key, lease.ends_in_ms(), now);
+  }
   // Bounded like any job's tasks: it is published, and other masters rank by it.
   s.remainingTasks = std::min(req.remaining_tasks(), config_.limits.max_tasks_per_job);
   s.lastUpdate = Clock::now();
@@ -594,6 +688,10 @@ Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
   subJobs_[req.job_id()].jmAddress = caller;
   pb::JmUpdateResponse resp;
   for (auto& c : grantsOf(req.job_id())) *resp.add_granted() = std::move(c);
+  if (auto expired = leaseExpired_.find(req.job_id()); expired != leaseExpired_.end()) {
+    for (auto& id : expired->second) *resp.add_lease_expired() = std::move(id);
+    leaseExpired_.erase(expired);  // told in this reply
+  }
   return resp;
 }
 
@@ -1973,7 +2071,21 @@ awaitable<Status> Master::publishQueue() {
     if (w.alive) containers += w.containers;
   }
   const std::string path = siteQueuePath(config_.site);
-  std::string data = buildSiteQueue(config_.site, daemon::nowUnixMs(), containers, localQueue()).SerializeAsString();
+  std::vector<pb::SiteQueue::Lease> leases;
+  const auto now = Clock::now();
+  for (const auto& [key, holder] : slots_) {
+    if (holder.empty()) continue;
+    pb::SiteQueue::Lease lease;
+    lease.set_job_id(holder);
+    lease.set_worker_id(key.first);
+    lease.set_slot(key.second);
+    const auto left = std::chrono::duration_cast<milliseconds>(leases_.endOf(key, now) - now).count();
+    lease.set_ends_in_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 0, LeaseBook::kMaxLeaseMs)));
+    leases.push_back(std::move(lease));
+  }
+  std::string data = buildSiteQueue(config_.site, daemon::nowUnixMs(), containers, localQueue(), kMaxQueueJobs,
+                                    std::move(leases))
+                         .SerializeAsString();
   // Rewritten every period even when unchanged: the timestamp is what tells readers it is alive.
   const int64_t session = server_.coordinator().sessionId();
   if (session != 0 && session == queueSession_) {

@@ -20,6 +20,7 @@
 #include "daemon/daemon.h"
 #include "daemon/server.h"
 #include "jobstate/job_store.h"
+#include "master/lease_book.h"
 #include "master/status_page.h"
 #include "net/http_server.h"
 #include "net/methods.h"
@@ -53,6 +54,7 @@ class Master {
     std::string jmAddress;
     int desire = 0;
     uint32_t remainingTasks = 0;  // as its JM last reported (the site's published queue)
+    bool allOrNone = false;       // its spec's atomic_containers: owed containers in one piece
     Clock::time_point lastUpdate;
   };
   // A container slot is identified by (worker, slot); its holder is a job id or "".
@@ -91,6 +93,14 @@ class Master {
   // The order in which `shares` (this site's sub-jobs) get free containers: indices into shares.
   std::vector<std::size_t> jobOrderOf(const std::vector<sched::SubJobShare>& shares) const;
   boost::asio::awaitable<void> pushGrants(std::string jobId, std::string jmAddress);
+  // Awan leases (docs/design.md, "Leases"): every held container's lease overdue past the
+  // grace is extended or taken back (config lease_expiry), one schedule round at a time.
+  void expireLeases(Clock::time_point now);
+  // A container taken back: its JM is told (so the task's end is no failure of the task), then
+  // the worker kills the job's executors of that container.
+  boost::asio::awaitable<void> takeBackLease(std::string jobId, SlotKey key);
+  // The held containers as (worker, slot) keys, sorted.
+  std::vector<SlotKey> heldSlots() const;
   std::vector<pb::Container> grantsOf(const std::string& jobId) const;
   Result<std::string> pickWorkerForJm();
   // Starts a replacement JM for each job whose JM ran on `workerId` (died with it).
@@ -183,6 +193,11 @@ class Master {
   std::map<std::string, WorkerRecord> workers_;
   std::map<SlotKey, std::string> slots_;  // every live worker's slots -> holder job ("" = free)
   std::map<std::string, SubJob> subJobs_;
+  LeaseBook leases_{std::chrono::milliseconds(config_.lease_default_ms), std::chrono::milliseconds(config_.lease_max_ms),
+                    std::chrono::milliseconds(config_.lease_grace_ms)};
+  // Containers taken back for an expired lease whose JM has not been told yet, by job
+  // (JmUpdateResponse.lease_expired; bounded by the site's containers).
+  std::map<std::string, std::vector<pb::ContainerId>> leaseExpired_;
   std::map<std::string, pb::SiteDataset> datasets_;  // configured + put, by name
   // Puts in progress, by upload id: nothing of them is visible until every partition is stored.
   struct Upload {
@@ -237,6 +252,7 @@ class Master {
   std::deque<FailureEvent> failures_;  // recent, for the web page (bounded: kMaxFailures)
   // Metrics (declared in start(); the registry owns them).
   daemon::Counter* containerChanges_ = nullptr;      // by direction: granted / revoked
+  daemon::Counter* leaseOverdue_ = nullptr;          // leases overdue past the grace, by action
   daemon::Counter* workersLost_ = nullptr;
   daemon::Histogram* workerLossDetection_ = nullptr;  // last heartbeat -> declared lost
   daemon::Counter* jmReplacements_ = nullptr;         // by cause

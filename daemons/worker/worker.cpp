@@ -1153,6 +1153,22 @@ Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequ
   if (!jobstate::isJobId(req.job_id())) {
     return makeError(ErrorCode::kInvalidArgument, "KillJobTasks: bad job_id '" + req.job_id().substr(0, 64) + "'");
   }
+  if (req.has_slot()) {
+    // One container's executors (its lease was taken back): the job goes on elsewhere.
+    pb::KillJobTasksResponse resp;
+    auto pool = executorPool_.find({req.job_id(), req.slot()});
+    if (pool == executorPool_.end()) return resp;
+    uint32_t busyKilled = 0;
+    for (const auto& executor : pool->second) {
+      if (executor->alive() && executor->busy()) ++busyKilled;
+      executor->kill("container " + std::to_string(req.slot()) + " taken back from job " + req.job_id() +
+                     ": its lease expired");
+    }
+    executorPool_.erase(pool);
+    resp.set_executors_killed(busyKilled);
+    if (busyKilled > 0) spdlog::info("job {}: killed the task in container {} (lease taken back)", req.job_id(), req.slot());
+    return resp;
+  }
   // Remembered (bounded), so that a launch already on its way starts nothing for the job.
   if (killedJobs_.insert(req.job_id()).second) {
     killedOrder_.push_back(req.job_id());

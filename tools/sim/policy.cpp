@@ -24,7 +24,7 @@ std::optional<double> number(const std::string& text) {
 std::string known() {
   return "placement " + sched::joinNames(sched::placementNames()) + " (place=NAME); order " +
          sched::joinNames(sched::jobOrderNames()) + " (order=NAME); resources " + sched::joinNames(sched::resourcesNames()) +
-         "|nosteal|steal|unmeasured|rounds; presets tetrium|houtu|decent-stat; knobs rho= cost= eps= k= period= steal= delta= afrho= tau= "
+         "|nosteal|steal|unmeasured|noleases|rounds; presets tetrium|houtu|decent-stat; knobs rho= cost= eps= k= period= steal= delta= afrho= tau= "
          "static= normalize= round=";
 }
 
@@ -138,6 +138,8 @@ Result<PolicyConfig> parsePolicy(const std::string& text) {
       config.staticSteals = true;
     } else if (token == "unmeasured") {
       config.measuredLinks = false;
+    } else if (token == "noleases") {
+      config.leases = false;
     } else if (token == "rounds") {
       config.tetriumRounds = true;
     } else {

@@ -121,6 +121,9 @@ struct SiteRt {
   std::vector<bool> workerLive;
   int slotsPerWorker = 0;
   std::set<std::pair<uint32_t, int>> freeSlots;
+  // Awan leases its master publishes: by job, when the containers its JM here holds come free
+  // (the JM's last request), in simulated time.
+  std::map<int64_t, std::vector<double>> leaseEnds;
 };
 
 // A stage's name in the job spec the job managers see. (fmt, not "s" + std::string: GCC 12's
@@ -833,6 +836,7 @@ void Engine::finishJob(JobRt& job) {
     SiteRt& where = sites_[static_cast<size_t>(site)];
     where.held -= static_cast<int>(job.jm[static_cast<size_t>(site)]->containers.size());
     where.jms.erase(std::remove(where.jms.begin(), where.jms.end(), job.spec.id), where.jms.end());
+    where.leaseEnds.erase(job.spec.id);
     markDirty(site);
   }
   orderDirty_ = true;
@@ -1388,6 +1392,9 @@ void Engine::applyRequest(JobRt& job, int site, const jobcore::ContainerRequest&
   JmRt& jm = *job.jm[static_cast<size_t>(site)];
   for (const auto& id : request.release) revokeContainer(job, site, jobcore::slotKeyOf(id));
   jm.desire = request.desire;
+  auto& ends = sites_[static_cast<size_t>(site)].leaseEnds[job.spec.id];
+  ends.clear();
+  for (const auto& [id, endsInS] : request.leases) ends.push_back(now_ + endsInS);
   jm.core.onContainerRequestSent(request);
   markDirty(site);  // the master may grant (to it or to others)
 }
@@ -1489,6 +1496,14 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
     if (index == siteIndex_.end() || !job.jm[static_cast<size_t>(index->second)]) continue;
     const int victim = index->second;
     JmRt& jm = *job.jm[static_cast<size_t>(victim)];
+    if (policy_.leases) {
+      // The victim's JM reads its site's published leases (other jobs' containers there).
+      std::vector<double> ends;
+      for (const auto& [id, jobEnds] : sites_[static_cast<size_t>(victim)].leaseEnds) {
+        if (id != job.spec.id) ends.insert(ends.end(), jobEnds.begin(), jobEnds.end());
+      }
+      jm.core.onSiteLeases(std::move(ends));
+    }
     const jobcore::StealOffer offer = jm.core.offerSteal(thiefName, work.maxTasks, now_, inbound);
     if (offer.retryAfterS && (!retryAfter || *offer.retryAfterS < *retryAfter)) retryAfter = offer.retryAfterS;
     if (offer.tasks.empty()) continue;

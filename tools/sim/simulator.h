@@ -72,6 +72,10 @@ struct PolicyConfig {
   // A thief sends the link rates its site measured (as tellus-jm does), here exact. Off
   // ("unmeasured"): a cluster that has measured none yet, where victims decide by Parades alone.
   bool measuredLinks = true;
+  // A victim sees the leases of other jobs' containers at its site (Awan, paper 004) and counts
+  // those about to end as its own when weighing a steal. Off ("noleases"): shared state without
+  // lease times.
+  bool leases = true;
   int staticContainers = 0;      // static mode: containers per job manager; 0 = the most root tasks any site holds
 };
 
@@ -79,7 +83,7 @@ struct PolicyConfig {
 //  placement: in-place | proportional | centralized | iridium   (or place=NAME, e.g. place=tetrium)
 //  order:     fair | fcfs | global-srpt | independent-srpt | global-srpt-reordering |
 //             independent-srpt-reordering | swag               (or order=NAME, e.g. order=tetrium)
-//  resources: slots | static | af ;  nosteal ;  rounds (Tetrium scheduling rounds)
+//  resources: slots | static | af ;  nosteal ;  noleases ;  rounds (Tetrium scheduling rounds)
 //  presets:   tetrium (= place=tetrium + order=tetrium), houtu (= proportional + fair + af),
 //             decent-stat (= proportional + fair + static)
 //  knobs:     rho=R cost=W eps=E k=K period=S steal=S delta=D afrho=R tau=T static=N normalize=0|1 round=S

@@ -19,7 +19,7 @@
 #include "harness/files.h"
 #include "jobstate/paths.h"
 #include "kit/adaptive_kit.h"
-#include "master/site_queue.h"
+#include "jobstate/site_queue.h"
 
 namespace tellus::adaptive {
 namespace {
@@ -42,7 +42,7 @@ std::string execSpec(const std::string& name, const std::string& dataset, const 
 Result<sched::PublishedQueue> publishedQueue(ZkView& zk, const std::string& site) {
   auto node = zk.get(jobstate::siteQueuePath(site));
   if (!node) return node.error();
-  return master::decodeSiteQueue(node->data, site);
+  return jobstate::decodeSiteQueue(node->data, site);
 }
 
 double remainingIn(const sched::PublishedQueue& queue, const std::string& jobId) {

@@ -173,6 +173,25 @@ TEST_CASE("job_order: fair by default, any order a master can rank from queues, 
         "master.yaml:7: queue_stale_ms: expected more than queue_publish_ms (1000), got 1000");
 }
 
+TEST_CASE("leases: defaults, the expiry policy and the bounds, checked", "[unit][config]") {
+  auto defaults = parseMasterConfig(kMinimalMaster, "master.yaml");
+  REQUIRE(defaults.isOk());
+  CHECK(defaults->lease_default_ms == 30000u);
+  CHECK(defaults->lease_max_ms == 3600000u);
+  CHECK(defaults->lease_grace_ms == 10000u);
+  CHECK(defaults->lease_expiry == LeaseExpiry::kExtend);
+  auto kill = parseMasterConfig(kMinimalMaster + "lease_expiry: kill\nlease_grace_ms: 0\n", "master.yaml");
+  REQUIRE(kill.isOk());
+  CHECK(kill->lease_expiry == LeaseExpiry::kKill);
+  CHECK(kill->lease_grace_ms == 0u);
+  CHECK(masterError(kMinimalMaster + "lease_expiry: revoke\n") ==
+        "master.yaml:6: lease_expiry: expected one of extend, kill, got 'revoke'");
+  CHECK(masterError(kMinimalMaster + "lease_max_ms: 1000\n") ==
+        "master.yaml:6: lease_max_ms: expected at least lease_default_ms (30000), got 1000");
+  CHECK(masterError(kMinimalMaster + "lease_max_ms: 0\n").find("lease_max_ms: expected an integer in [1, 86400000]") !=
+        std::string::npos);
+}
+
 TEST_CASE("the rpc limits section is optional, with the documented defaults", "[unit][config]") {
   auto r = parseMasterConfig(kMinimalMaster, "master.yaml");
   REQUIRE(r.isOk());
@@ -379,6 +398,10 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   c.heartbeat_interval_ms = 150;
   c.heartbeat_misses = 4;
   c.site_lost_after_ms = 9000;
+  c.lease_history = 3;
+  c.lease_slack_ms = 250;
+  c.lease_default_ms = 7000;
+  c.locality_wait_ms = 2000;
   c.decision_log_max_bytes = 4096;
   c.decision_log_file = "/var/tellus/jms/job-1/decisions.jsonl";
   c.log_level = "trace";
@@ -401,6 +424,10 @@ TEST_CASE("a JM config round-trips through toYaml", "[unit][config]") {
   CHECK(back->heartbeat_interval_ms == 150u);
   CHECK(back->heartbeat_misses == 4u);
   CHECK(back->site_lost_after_ms == 9000u);
+  CHECK(back->lease_history == 3u);
+  CHECK(back->lease_slack_ms == 250u);
+  CHECK(back->lease_default_ms == 7000u);
+  CHECK(back->locality_wait_ms == 2000u);
   CHECK(back->decision_log_max_bytes == 4096u);
   CHECK(back->decision_log_file == c.decision_log_file);
   CHECK(back->log_level == c.log_level);

@@ -730,6 +730,95 @@ TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the
   CHECK(core.leaseAccuracy().second == 2);
 }
 
+TEST_CASE("leases taken back: the killed task runs again uncounted, on a lease twice the one that ran out",
+          "[unit][jobcore]") {
+  CoreConfig config = configAt("a");
+  config.recordDecisions = true;
+  JobCore core = loadedWith(config);
+  releaseMaps(core, 0);
+  core.onGrants({container("a-w1", 0)});
+  auto first = core.step(1);
+  REQUIRE(first.launches.size() == 1);
+  const auto launch = first.launches[0];
+  core.takeDecisions();
+  // The master took the container back: the task's end (a killed executor) is no failure.
+  core.onLeasesTakenBack({launch.container.id()});
+  core.onTaskEnded(launch, AttemptEnd::kTaskFailed, nullptr, "executor killed", 40);
+  CHECK(core.attempts(launch.task) == 0);
+  auto decisions = core.takeDecisions();
+  REQUIRE(decisions.size() == 1);
+  CHECK(decisions[0].reason == kRerunLeaseTakenBack);
+  // Its next launch is leased for at least 60 s (twice the default 30 s that ran out).
+  core.onGrants({container("a-w1", 1), container("a-w1", 2), container("a-w2", 0)});
+  auto again = core.step(41);
+  std::string relaunchedOn;
+  for (const auto& l : again.launches) {
+    if (l.task == launch.task) relaunchedOn = l.slotKey;
+  }
+  REQUIRE_FALSE(relaunchedOn.empty());
+  if (again.request) core.onContainerRequestSent(*again.request);
+  auto stated = core.step(43);
+  REQUIRE(stated.request);
+  std::map<std::string, double> leases;
+  for (const auto& [id, endsInS] : stated.request->leases) leases[slotKeyOf(id)] = endsInS;
+  CHECK(leases.at(relaunchedOn) == Approx(60 - 2));
+  for (const auto& [key, endsInS] : leases) {
+    if (key != relaunchedOn) CHECK(endsInS == Approx(30 - 2));  // the others' first leases
+  }
+  // A container taken back that the core does not hold changes nothing.
+  core.onLeasesTakenBack({container("b-w9", 3).id()});
+}
+
+TEST_CASE("min_locality: a dataset stage waits while too few of its tasks here are local, at most locality_wait",
+          "[unit][jobcore]") {
+  CoreConfig config = configAt("b");
+  config.timings.localityWaitS = 10;
+  auto spec = wordcountSpec();
+  spec.set_min_locality(0.5);
+  spec.set_atomic_containers(true);
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(spec, wordcountInputs()));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  listNothing(core);
+  pb::TaskMap map;  // every task at b; only task 3's partition is there (1 of 4 < 0.5)
+  for (const char* s : {"b", "b", "b", "b"}) map.add_owner_site(s);
+  map.set_epoch(1);
+  core.onTaskMap(0, map, 0);
+  core.onGrants({container("b-w1", 0, "b"), container("b-w1", 1, "b")});
+  auto held = core.step(100);
+  CHECK(held.launches.empty());
+  REQUIRE(held.wakeAt);
+  CHECK(*held.wakeAt <= 110);
+  REQUIRE(held.request);
+  CHECK(held.request->allOrNone);  // the spec's atomic_containers
+  // a's JM steals the tasks whose partitions are at a: what is left here is all local.
+  auto offer = core.offerSteal("a", 3, 101);
+  REQUIRE(offer.tasks == std::vector<uint32_t>{0, 1, 2});
+  pb::TaskMap moved = map;
+  JobCore::moveTasks(moved, offer.tasks, "b", "a");
+  core.settleSteal(offer, offer.tasks, moved, 1);
+  auto local = core.step(101);
+  REQUIRE(local.launches.size() == 1);
+  CHECK(local.launches[0].task == TaskId{0, 3});
+
+  // Never stolen: admitted anyway once it waited locality_wait.
+  JobCore waiting(config);
+  REQUIRE(waiting.onJobLoaded(spec, wordcountInputs()));
+  waiting.onStatus(running(), 0);
+  waiting.onLiveWorkers("a", {"a-w1", "a-w2"});
+  waiting.onLiveWorkers("b", {"b-w1"});
+  waiting.onJms({"a", "b"});
+  listNothing(waiting);
+  waiting.onTaskMap(0, map, 0);
+  waiting.onGrants({container("b-w1", 0, "b"), container("b-w1", 1, "b")});
+  CHECK(waiting.step(100).launches.empty());
+  CHECK(waiting.step(109.9).launches.empty());
+  CHECK(waiting.step(110).launches.size() == 2);
+}
+
 TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);

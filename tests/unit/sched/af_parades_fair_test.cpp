@@ -111,3 +111,22 @@ TEST_CASE("fair share gives each container to the smallest unmet share", "[unit]
   std::vector<SubJobShare> weighted = {{"heavy", 10, 0, 3.0}, {"light", 10, 0, 1.0}};
   CHECK(fairShare(weighted, 4) == std::vector<int>{3, 1});
 }
+
+TEST_CASE("all-or-none requests: owed in one piece or not at all, the rest shared again", "[unit][sched]") {
+  auto fair = [](const std::vector<SubJobShare>& s, int n) { return fairShare(s, n); };
+  // 4 free of 10: A (atomic) owed 3, B owed 5. Fair share gives 2 and 2: A's 2 are not its 3,
+  // so A gets none and B gets all 4.
+  std::vector<SubJobShare> jobs{{"A", 3, 0, 1}, {"B", 5, 0, 1}};
+  auto grants = fairShare(jobs, 4);
+  REQUIRE(grants == std::vector<int>{2, 2});
+  CHECK(withAllOrNone(jobs, {true, false}, grants, 4, 10, fair) == std::vector<int>{0, 4});
+  // With 8 free A is owed 3 and gets 3.
+  grants = fairShare(jobs, 8);
+  CHECK(withAllOrNone(jobs, {true, false}, grants, 8, 10, fair) == grants);
+  // Owed is capped by the site: asking 50 of a 10-container site holding 4, owed is 6.
+  std::vector<SubJobShare> big{{"A", 50, 4, 1}};
+  CHECK(withAllOrNone(big, {true}, fairShare(big, 6), 6, 10, fair) == std::vector<int>{6});
+  CHECK(withAllOrNone(big, {true}, fairShare(big, 5), 5, 10, fair) == std::vector<int>{0});
+  // Not marked: unchanged.
+  CHECK(withAllOrNone(jobs, {false, false}, {2, 2}, 4, 10, fair) == std::vector<int>{2, 2});
+}

@@ -1,15 +1,17 @@
-#include "master/site_queue.h"
+#include "jobstate/site_queue.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "jobstate/paths.h"
+#include "util/names.h"
 
-namespace tellus::master {
+namespace tellus::jobstate {
 
 pb::SiteQueue buildSiteQueue(const std::string& site, int64_t nowUnixMs, uint32_t containersTotal,
-                             std::vector<sched::PublishedQueue::Entry> jobs, std::size_t maxJobs) {
+                             std::vector<sched::PublishedQueue::Entry> jobs, std::size_t maxJobs,
+                             std::vector<pb::SiteQueue::Lease> leases) {
   std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) {
     if (a.remainingTasks != b.remainingTasks) return a.remainingTasks > b.remainingTasks;
     return a.jobId < b.jobId;
@@ -34,6 +36,18 @@ pb::SiteQueue buildSiteQueue(const std::string& site, int64_t nowUnixMs, uint32_
   }
   queue.set_other_jobs(otherJobs);
   queue.set_other_tasks(otherTasks);
+  std::sort(leases.begin(), leases.end(), [](const auto& a, const auto& b) {
+    if (a.ends_in_ms() != b.ends_in_ms()) return a.ends_in_ms() < b.ends_in_ms();
+    if (a.worker_id() != b.worker_id()) return a.worker_id() < b.worker_id();
+    return a.slot() < b.slot();
+  });
+  const std::size_t listed = std::min(leases.size(), kMaxQueueLeases);
+  for (std::size_t i = 0; i < listed; ++i) {
+    auto* lease = queue.add_leases();
+    *lease = std::move(leases[i]);
+    lease->set_ends_in_ms(std::min(lease->ends_in_ms(), kMaxQueueLeaseMs));
+  }
+  queue.set_other_leases(static_cast<uint32_t>(leases.size() - listed));
   return queue;
 }
 
@@ -50,8 +64,8 @@ sched::PublishedQueue toPublished(const pb::SiteQueue& queue) {
   return out;
 }
 
-Result<sched::PublishedQueue> decodeSiteQueue(const std::string& bytes, const std::string& site) {
-  const std::string path = jobstate::siteQueuePath(site);
+Result<pb::SiteQueue> parseSiteQueue(const std::string& bytes, const std::string& site) {
+  const std::string path = siteQueuePath(site);
   if (bytes.size() > kMaxQueueNodeBytes) {
     return makeError(ErrorCode::kInvalidArgument, fmt::format("{}: {} bytes, over {}", path, bytes.size(), kMaxQueueNodeBytes));
   }
@@ -67,7 +81,7 @@ Result<sched::PublishedQueue> decodeSiteQueue(const std::string& bytes, const st
     return makeError(ErrorCode::kInvalidArgument, fmt::format("{}: other_tasks {} out of bounds", path, queue.other_tasks()));
   }
   for (const auto& e : queue.jobs()) {
-    if (!jobstate::isJobId(e.job_id())) {
+    if (!isJobId(e.job_id())) {
       return makeError(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a job id", path, e.job_id().substr(0, 64)));
     }
     if (e.remaining_tasks() > kMaxQueueTasks) {
@@ -75,7 +89,29 @@ Result<sched::PublishedQueue> decodeSiteQueue(const std::string& bytes, const st
                        fmt::format("{}: job {} has {} remaining tasks, over {}", path, e.job_id(), e.remaining_tasks(), kMaxQueueTasks));
     }
   }
-  return toPublished(queue);
+  if (static_cast<std::size_t>(queue.leases_size()) > kMaxQueueLeases) {
+    return makeError(ErrorCode::kInvalidArgument, fmt::format("{}: {} leases, over {}", path, queue.leases_size(), kMaxQueueLeases));
+  }
+  for (const auto& lease : queue.leases()) {
+    if (!isJobId(lease.job_id())) {
+      return makeError(ErrorCode::kInvalidArgument, fmt::format("{}: a lease of '{}', not a job id", path, lease.job_id().substr(0, 64)));
+    }
+    if (!isName(lease.worker_id())) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: a lease on worker '{}', not a worker id", path, lease.worker_id().substr(0, 64)));
+    }
+    if (lease.ends_in_ms() > kMaxQueueLeaseMs) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: a lease of job {} ends in {} ms, over {}", path, lease.job_id(), lease.ends_in_ms(), kMaxQueueLeaseMs));
+    }
+  }
+  return queue;
 }
 
-}  // namespace tellus::master
+Result<sched::PublishedQueue> decodeSiteQueue(const std::string& bytes, const std::string& site) {
+  auto queue = parseSiteQueue(bytes, site);
+  if (!queue) return queue.error();
+  return toPublished(*queue);
+}
+
+}  // namespace tellus::jobstate

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "master/site_queue.h"
+#include "jobstate/site_queue.h"
 
-namespace tellus::master {
+namespace tellus::jobstate {
 namespace {
 
 std::vector<sched::PublishedQueue::Entry> entries(std::size_t n) {
@@ -16,9 +16,22 @@ std::vector<sched::PublishedQueue::Entry> entries(std::size_t n) {
   return out;
 }
 
+std::vector<pb::SiteQueue::Lease> leases(std::size_t n) {
+  std::vector<pb::SiteQueue::Lease> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    pb::SiteQueue::Lease lease;
+    lease.set_job_id(fmt::format("job-{:010}", i % 3));
+    lease.set_worker_id(fmt::format("w{}", i % 4));
+    lease.set_slot(static_cast<uint32_t>(i));
+    lease.set_ends_in_ms(static_cast<uint32_t>((n - i) * 100));  // the last one ends first
+    out.push_back(std::move(lease));
+  }
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("a site queue lists the most remaining work first and sums what the cap leaves out", "[unit][master]") {
+TEST_CASE("a site queue lists the most remaining work first and sums what the cap leaves out", "[unit][jobstate]") {
   const auto queue = buildSiteQueue("eu-west", 5000, 12, entries(10), 4);
   CHECK(queue.site() == "eu-west");
   CHECK(queue.published_unix_ms() == 5000);
@@ -56,7 +69,7 @@ TEST_CASE("a site queue lists the most remaining work first and sums what the ca
   CHECK(capped.other_jobs() == 3u);
 }
 
-TEST_CASE("a queue read from ZooKeeper is checked before it counts", "[unit][master]") {
+TEST_CASE("a queue read from ZooKeeper is checked before it counts", "[unit][jobstate]") {
   auto good = buildSiteQueue("us-east", 1, 1, entries(2));
   CHECK(decodeSiteQueue(good.SerializeAsString(), "us-east").isOk());
 
@@ -98,4 +111,51 @@ TEST_CASE("a queue read from ZooKeeper is checked before it counts", "[unit][mas
   }
 }
 
-}  // namespace tellus::master
+TEST_CASE("a site queue lists the soonest-ending leases and counts the rest", "[unit][jobstate]") {
+  auto some = leases(5);
+  some[0].set_ends_in_ms(UINT32_MAX);  // a master's clamp is the day the format allows
+  const auto queue = buildSiteQueue("eu-west", 5000, 12, entries(2), kMaxQueueJobs, some);
+  REQUIRE(queue.leases_size() == 5);
+  CHECK(queue.leases(0).slot() == 4u);
+  CHECK(queue.leases(0).ends_in_ms() == 100u);
+  CHECK(queue.leases(3).slot() == 1u);
+  CHECK(queue.leases(4).ends_in_ms() == kMaxQueueLeaseMs);
+  CHECK(queue.other_leases() == 0u);
+  auto parsed = parseSiteQueue(queue.SerializeAsString(), "eu-west");
+  REQUIRE(parsed.isOk());
+  CHECK(parsed->leases_size() == 5);
+
+  // A full queue, every job and lease listed, fits the node size readers accept.
+  const auto full = buildSiteQueue("a", 1, 1, entries(kMaxQueueJobs), kMaxQueueJobs, leases(kMaxQueueLeases + 7));
+  CHECK(full.leases_size() == static_cast<int>(kMaxQueueLeases));
+  CHECK(full.other_leases() == 7u);
+  CHECK(full.leases(0).ends_in_ms() == 100u);
+  CHECK(full.SerializeAsString().size() < kMaxQueueNodeBytes);
+  CHECK(parseSiteQueue(full.SerializeAsString(), "a").isOk());
+}
+
+TEST_CASE("leases read from ZooKeeper are checked", "[unit][jobstate]") {
+  auto queue = buildSiteQueue("us-east", 1, 1, entries(1), kMaxQueueJobs, leases(3));
+  SECTION("too many") {
+    for (std::size_t i = 0; i < kMaxQueueLeases; ++i) *queue.add_leases() = queue.leases(0);
+    auto r = parseSiteQueue(queue.SerializeAsString(), "us-east");
+    REQUIRE_FALSE(r.isOk());
+    CHECK(r.message() == "/sites/us-east/queue: 515 leases, over 512");
+  }
+  SECTION("not a job") {
+    queue.mutable_leases(1)->set_job_id("/etc");
+    auto r = parseSiteQueue(queue.SerializeAsString(), "us-east");
+    REQUIRE_FALSE(r.isOk());
+    CHECK(r.message() == "/sites/us-east/queue: a lease of '/etc', not a job id");
+  }
+  SECTION("not a worker") {
+    queue.mutable_leases(1)->set_worker_id("..");
+    CHECK_FALSE(parseSiteQueue(queue.SerializeAsString(), "us-east").isOk());
+  }
+  SECTION("past a day") {
+    queue.mutable_leases(2)->set_ends_in_ms(kMaxQueueLeaseMs + 1);
+    CHECK_FALSE(parseSiteQueue(queue.SerializeAsString(), "us-east").isOk());
+  }
+}
+
+}  // namespace tellus::jobstate
