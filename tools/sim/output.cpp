@@ -76,7 +76,7 @@ void writeSummaryCsv(std::ostream& out, const std::vector<RunSummary>& summaries
   out << "policy,jobs,mean_response_s,median_response_s,p95_response_s,mean_slowdown,median_slowdown,p95_slowdown,"
          "wan_bytes,makespan_s,utilization,events,wall_s,events_per_s,tasks_launched,tasks_killed,tasks_stolen,"
          "tasks_reassigned,placements,placement_wall_s,reduction_mean_response_pct,reduction_wan_pct,"
-         "container_seconds,container_cost,egress_cost,total_cost\n";
+         "container_seconds,container_cost,egress_cost,total_cost,root_launches,root_local_launches,locality\n";
   const RunSummary* base = baseline < summaries.size() ? &summaries[baseline] : nullptr;
   for (const auto& s : summaries) {
     out << csvField(s.policy) << ',' << s.jobs << ',' << fixed(s.response.mean(), 4) << ','
@@ -89,7 +89,7 @@ void writeSummaryCsv(std::ostream& out, const std::vector<RunSummary>& summaries
         << fixed(base ? reductionPercent(base->response.mean(), s.response.mean()) : 0, 2) << ','
         << fixed(base ? reductionPercent(base->wanBytes, s.wanBytes) : 0, 2) << ',' << fixed(containerSeconds(s.cost), 3)
         << ',' << fixed(s.cost.container_cost, 6) << ',' << fixed(s.cost.egress_cost, 6) << ',' << fixed(s.cost.total, 6)
-        << '\n';
+        << ',' << s.rootLaunches << ',' << s.rootLocalLaunches << ',' << fixed(s.locality(), 4) << '\n';
   }
 }
 
@@ -108,7 +108,9 @@ std::string summaryJson(const std::vector<RunSummary>& summaries, size_t baselin
         {"events", s.events},
         {"wall_s", s.wallSeconds},
         {"events_per_s", s.eventsPerSecond},
-        {"tasks", {{"launched", s.tasksLaunched}, {"killed", s.tasksKilled}, {"stolen", s.tasksStolen}, {"reassigned", s.tasksReassigned}}},
+        {"tasks", {{"launched", s.tasksLaunched}, {"killed", s.tasksKilled}, {"stolen", s.tasksStolen}, {"reassigned", s.tasksReassigned},
+                   {"root_launches", s.rootLaunches}, {"root_local_launches", s.rootLocalLaunches}}},
+        {"locality", s.locality()},
         {"placements", {{"count", s.placementsSolved}, {"wall_s", s.placementWallSeconds}}},
         {"orders", {{"count", s.ordersComputed}, {"wall_s", s.orderWallSeconds}}},
         {"peak_active_jobs", s.peakActiveJobs},

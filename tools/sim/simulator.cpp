@@ -676,6 +676,8 @@ void Engine::launchTask(JobRt& job, int32_t s, int32_t t, int site) {
     stage.bytesIn[static_cast<size_t>(site)] += bytes;
   };
   if (spec.isRoot()) {
+    ++summary_.rootLaunches;
+    if (spec.blockSite[static_cast<size_t>(t)] == site) ++summary_.rootLocalLaunches;
     startFlow(spec.blockSite[static_cast<size_t>(t)], spec.inputBytes / spec.numTasks());
   } else {
     for (int32_t parent : spec.parents) {

@@ -165,6 +165,11 @@ struct RunSummary {
   int64_t tasksKilled = 0;
   int64_t tasksStolen = 0;
   int64_t tasksReassigned = 0;
+  // Launches of root (map) tasks, and those at the site holding their input block: locality,
+  // paper 004's measure.
+  int64_t rootLaunches = 0;
+  int64_t rootLocalLaunches = 0;
+  double locality() const { return rootLaunches ? double(rootLocalLaunches) / double(rootLaunches) : 0.0; }
   double busySlotSeconds = 0;   // task-seconds computing or fetching
   double utilization = 0;       // busySlotSeconds / (slots x makespan)
   int64_t placementsSolved = 0;

@@ -122,8 +122,11 @@ TEST_CASE("a run's usage is priced per site and site pair, and reported per poli
   printSummaryTable(table, runs, 0);
   writeSummaryCsv(csv, runs, 0);
   CHECK_THAT(table.str(), Catch::Contains("cost") && Catch::Contains("57.50"));
-  CHECK_THAT(csv.str(), Catch::Contains("container_seconds,container_cost,egress_cost,total_cost\n") &&
-                            Catch::Contains(",5.500,7.500000,50.000000,57.500000\n"));
+  CHECK_THAT(csv.str(), Catch::Contains("container_seconds,container_cost,egress_cost,total_cost,") &&
+                            Catch::Contains(",5.500,7.500000,50.000000,57.500000,"));
+  // The locality columns follow: 3 map launches, all at their block's site.
+  CHECK_THAT(csv.str(), Catch::Contains("root_launches,root_local_launches,locality\n") && Catch::Contains(",3,3,1.0000\n"));
+  CHECK_THAT(summaryJson(runs, 0), Catch::Contains("\"locality\": 1.0"));
   CHECK_THAT(summaryJson(runs, 0), Catch::Contains("\"total\": 57.5"));
 
   // No prices: the usage is kept, every site unpriced and charged nothing.
