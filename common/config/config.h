@@ -195,7 +195,7 @@ struct JmTuning {
   // stage's tasks per worker, plus lease_slack_ms (δ); lease_default_ms for a stage none of
   // whose tasks has finished yet.
   uint32_t lease_history = 10;
-  uint32_t lease_slack_ms = 500;
+  uint32_t lease_slack_ms = 100;
   uint32_t lease_default_ms = 30000;
   // A stage below its job's min_locality is held back at most this long (paper 004 §IV).
   uint32_t locality_wait_ms = 10000;

@@ -474,6 +474,7 @@ void JobCore::finishAttempt(const LaunchTask& launch) {
   running_.erase(launch.task);
   launchedAt_.erase(launch.task);
   leaseS_.erase(launch.task);
+  leaseFromHistory_.erase(launch.task);
   auto it = slots_.find(launch.slotKey);
   if (it != slots_.end()) {
     it->second.tasks.erase(launch.task);
@@ -552,11 +553,22 @@ void JobCore::holdBackBelowMinLocality(uint32_t s, std::vector<sched::WaitingTas
   if (auto deadline = localityGate_->nextDeadline()) wakeAt(*deadline, now, out);
 }
 
-double JobCore::leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles) const {
+JobCore::LeaseAccuracy JobCore::leaseAccuracy() const {
+  LeaseAccuracy out;
+  out.executions = leaseAccuracyN_;
+  out.mean = leaseAccuracyN_ ? leaseAccuracySum_ / static_cast<double>(leaseAccuracyN_) : 0.0;
+  out.fromHistory = historyAccuracyN_;
+  out.fromHistoryMean = historyAccuracyN_ ? historyAccuracySum_ / static_cast<double>(historyAccuracyN_) : 0.0;
+  return out;
+}
+
+double JobCore::leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles,
+                               bool* fromHistory) const {
   auto bytes = inputBytesBySource(id.first, id.second, shuffles);
   bytes.erase(config_.site);  // read here: no transfer
-  const double estimate =
-      sched::leaseEstimateS(bytes, inbound_, computeHistory_.meanS(std::to_string(id.first), worker), config_.lease);
+  const auto computeS = computeHistory_.meanS(std::to_string(id.first), worker);
+  *fromHistory = computeS.has_value();
+  const double estimate = sched::leaseEstimateS(bytes, inbound_, computeS, config_.lease);
   auto floor = leaseFloorS_.find(id);
   return floor == leaseFloorS_.end() ? estimate : std::max(estimate, floor->second);
 }
@@ -580,6 +592,10 @@ void JobCore::noteLease(const LaunchTask& launch, const pb::PartitionLocation& l
     if (auto accuracy = sched::leaseAccuracy(now - launched->second, lease->second)) {
       leaseAccuracySum_ += *accuracy;
       ++leaseAccuracyN_;
+      if (leaseFromHistory_.count(launch.task)) {
+        historyAccuracySum_ += *accuracy;
+        ++historyAccuracyN_;
+      }
     }
   }
   // Compute time: the execution's time less what its fetches from other sites take at the
@@ -1514,7 +1530,13 @@ void JobCore::decideLaunches(double now, Actions& out) {
       slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
       launchedAt_[id] = now;
-      leaseS_[id] = leaseEstimateS(id, slot.container.id().worker_id(), shuffles);
+      bool fromHistory = false;
+      leaseS_[id] = leaseEstimateS(id, slot.container.id().worker_id(), shuffles, &fromHistory);
+      if (fromHistory) {
+        leaseFromHistory_.insert(id);
+      } else {
+        leaseFromHistory_.erase(id);
+      }
       leasesChanged_ = true;
       const auto since = waitingSince_.find(id);
       const double waitedS = since == waitingSince_.end() ? 0.0 : now - since->second;

@@ -291,11 +291,16 @@ class JobCore {
   // each is being killed. Its end is not counted against it, and its next lease is twice the
   // one that ran out (a task longer than every estimate is not killed forever).
   void onLeasesTakenBack(const std::vector<pb::ContainerId>& containers);
-  // Mean accuracy (paper 004 eq. 3) of this JM's lease estimates over its finished executions,
-  // and how many there were.
-  std::pair<double, uint64_t> leaseAccuracy() const {
-    return {leaseAccuracyN_ ? leaseAccuracySum_ / static_cast<double>(leaseAccuracyN_) : 0.0, leaseAccuracyN_};
-  }
+  // Accuracy (paper 004 eq. 3) of this JM's lease estimates over its finished executions: all
+  // of them, and those estimated from a compute history (not the default lease of a stage
+  // none of whose tasks had finished).
+  struct LeaseAccuracy {
+    double mean = 0;
+    uint64_t executions = 0;
+    double fromHistoryMean = 0;
+    uint64_t fromHistory = 0;
+  };
+  LeaseAccuracy leaseAccuracy() const;
 
   // -- task outcomes (for launches this core made) --
   void onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
@@ -404,7 +409,8 @@ class JobCore {
                                 const std::map<std::string, TaskId>& byLabel, double now, Actions& out);
   // Paper 004 eq. 1 for task `id` at worker `worker` (its stage is its similarity class).
   using ShuffleCache = std::map<uint32_t, std::map<std::string, double>>;
-  double leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles) const;
+  // Sets *fromHistory when a compute history was used.
+  double leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles, bool* fromHistory) const;
   // A finished execution: its compute time into the history, its lease's accuracy counted.
   void noteLease(const LaunchTask& launch, const pb::PartitionLocation& location, double now);
   double taskShare(uint32_t stage) const;
@@ -517,11 +523,12 @@ class JobCore {
   std::set<TaskId> running_;           // launched by us, not ended
   std::map<TaskId, double> launchedAt_;
   std::map<TaskId, double> leaseS_;  // each running launch's lease estimate
+  std::set<TaskId> leaseFromHistory_;  // those estimated from a compute history
   sched::ComputeHistory computeHistory_;
   std::map<std::string, double> inbound_;  // bytes/s into this site, by source
   std::vector<double> siteLeaseEnds_;      // other jobs' containers here (onSiteLeases)
-  double leaseAccuracySum_ = 0;
-  uint64_t leaseAccuracyN_ = 0;
+  double leaseAccuracySum_ = 0, historyAccuracySum_ = 0;
+  uint64_t leaseAccuracyN_ = 0, historyAccuracyN_ = 0;
   bool leasesChanged_ = false;  // a launch since the last request: its lease is not sent yet
   // Tasks whose container the master took back for an expired lease, and the lease their next
   // launch gets at least (twice the one that ran out).

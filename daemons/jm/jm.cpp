@@ -131,9 +131,9 @@ void JobManager::registerMetrics() {
   m.gauge("tellus_jm_lease_accuracy",
           "Mean accuracy of this JM's lease estimates over its finished executions (paper 004 eq. 3: 1 - "
           "|runtime - lease| / runtime, floored at 0).",
-          [this, labels] { return std::vector<daemon::MetricSample>{{labels(), core_.leaseAccuracy().first}}; });
+          [this, labels] { return std::vector<daemon::MetricSample>{{labels(), core_.leaseAccuracy().mean}}; });
   m.gauge("tellus_jm_lease_estimates", "Finished executions whose lease accuracy is in tellus_jm_lease_accuracy.",
-          [this, labels] { return std::vector<daemon::MetricSample>{{labels(), double(core_.leaseAccuracy().second)}}; });
+          [this, labels] { return std::vector<daemon::MetricSample>{{labels(), double(core_.leaseAccuracy().executions)}}; });
 }
 
 void JobManager::countGrants(std::size_t granted) {
@@ -797,9 +797,10 @@ awaitable<void> JobManager::mainLoop() {
 
 awaitable<void> JobManager::execute(jobcore::Actions actions) {
   if (actions.exit) {
-    const auto [accuracy, estimates] = core_.leaseAccuracy();
-    if (estimates > 0) {
-      spdlog::info("lease estimates: {} executions, mean accuracy {:.3f} (paper 004 eq. 3)", estimates, accuracy);
+    if (const auto leases = core_.leaseAccuracy(); leases.executions > 0) {
+      spdlog::info("lease estimates: {} executions, mean accuracy {:.3f}; {} from a compute history, mean accuracy "
+                   "{:.3f} (paper 004 eq. 3)",
+                   leases.executions, leases.mean, leases.fromHistory, leases.fromHistoryMean);
     }
     pb::JmUpdateRequest bye;
     bye.set_job_id(config_.job_id);

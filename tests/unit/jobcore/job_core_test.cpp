@@ -713,7 +713,9 @@ TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the
   pb::PartitionLocation output = outputAt("a-w1");
   output.set_elapsed_s(1.5);
   core.onTaskEnded(actions.launches[0], AttemptEnd::kSucceeded, &output, "", 2.2);
-  CHECK(core.leaseAccuracy() == std::pair<double, uint64_t>{0.0, 1});
+  CHECK(core.leaseAccuracy().mean == 0.0);
+  CHECK(core.leaseAccuracy().executions == 1);
+  CHECK(core.leaseAccuracy().fromHistory == 0);
   // The next task on that worker is leased for its compute history: 1.5 s + δ.
   auto next = core.step(2.2);
   REQUIRE(next.launches.size() == 1);
@@ -726,8 +728,10 @@ TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the
   CHECK(leases.at(next.launches[0].slotKey) == Approx(2.0 - 0.4));
   // That one ends 1.8 s after its launch against its 2 s lease: 1 - 0.2 / 1.8.
   core.onTaskEnded(next.launches[0], AttemptEnd::kSucceeded, &output, "", 4.0);
-  CHECK(core.leaseAccuracy().first == Approx((1 - 0.2 / 1.8) / 2));
-  CHECK(core.leaseAccuracy().second == 2);
+  CHECK(core.leaseAccuracy().mean == Approx((1 - 0.2 / 1.8) / 2));
+  CHECK(core.leaseAccuracy().executions == 2);
+  CHECK(core.leaseAccuracy().fromHistory == 1);  // the second, from the first one's compute time
+  CHECK(core.leaseAccuracy().fromHistoryMean == Approx(1 - 0.2 / 1.8));
 }
 
 TEST_CASE("leases taken back: the killed task runs again uncounted, on a lease twice the one that ran out",
