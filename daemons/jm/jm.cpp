@@ -32,9 +32,10 @@ constexpr uint32_t kMaxRetryAfterMs = 60'000;
 constexpr milliseconds kMarkerHold{1000};
 // Link rates beyond this (1 Tbit/s) are not measurements.
 constexpr double kMaxLinkMbps = 1e6;
-// Our site's record (measured inbound rates: lease estimates, steal requests) and published
-// queue (other jobs' leases here: steal answers) are re-read this often.
-constexpr auto kSiteViewMaxAge = std::chrono::seconds(1);
+// Our site's measured inbound rates (its record: lease estimates, steal requests) are re-read
+// this often, and its published leases (its queue) at most this often, when a steal asks.
+constexpr auto kInboundMaxAge = std::chrono::seconds(10);
+constexpr auto kSiteLeasesMaxAge = std::chrono::seconds(1);
 // A site queue published longer ago than this says nothing about leases now.
 constexpr int64_t kSiteLeasesMaxAgeMs = 10'000;
 // Containers a master may say it took back in one message (far above any site's).
@@ -784,9 +785,9 @@ awaitable<void> JobManager::mainLoop() {
     }
     // The reads above may have outlasted the session (a read times out only after seconds).
     if (!server_.zookeeperAvailable()) continue;
-    if (!siteViewReadAt_ || Clock::now() - *siteViewReadAt_ > kSiteViewMaxAge) {
-      siteViewReadAt_ = Clock::now();
-      server_.spawn(refreshSiteView(), "reading this site's record and queue");
+    if (!inboundReadAt_ || Clock::now() - *inboundReadAt_ > kInboundMaxAge) {
+      inboundReadAt_ = Clock::now();
+      server_.spawn(refreshInbound(), "reading this site's measured link rates");
     }
     co_await execute(core_.step(nowS()));
     writeDecisions();
@@ -1034,24 +1035,25 @@ void JobManager::onLeasesTakenBack(const pb::JmUpdateResponse& update) {
   core_.onLeasesTakenBack({update.lease_expired().begin(), update.lease_expired().end()});
 }
 
-awaitable<void> JobManager::refreshSiteView() {
-  siteViewReadAt_ = Clock::now();
+awaitable<void> JobManager::refreshInbound() {
+  inboundReadAt_ = Clock::now();
   auto live = co_await server_.coordinator().get(siteLivePath(config_.site));
-  if (server_.stopping()) co_return;
-  if (live) {
-    auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
-    if (info) {
-      inbound_.assign(info->inbound().begin(), info->inbound().end());
-      // The same checks a victim applies to a thief's rates: finite, positive, below 1 Tbit/s.
-      std::map<std::string, double> bytesPerS;
-      for (const auto& rate : inbound_) {
-        if (std::isfinite(rate.mbps()) && rate.mbps() > 0 && rate.mbps() <= kMaxLinkMbps) {
-          bytesPerS[rate.from_site()] = rate.mbps() * 1e6 / 8;
-        }
-      }
-      core_.onInboundRates(std::move(bytesPerS));
+  if (server_.stopping() || !live) co_return;
+  auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
+  if (!info) co_return;
+  inbound_.assign(info->inbound().begin(), info->inbound().end());
+  // The same checks a victim applies to a thief's rates: finite, positive, below 1 Tbit/s.
+  std::map<std::string, double> bytesPerS;
+  for (const auto& rate : inbound_) {
+    if (std::isfinite(rate.mbps()) && rate.mbps() > 0 && rate.mbps() <= kMaxLinkMbps) {
+      bytesPerS[rate.from_site()] = rate.mbps() * 1e6 / 8;
     }
   }
+  core_.onInboundRates(std::move(bytesPerS));
+}
+
+awaitable<void> JobManager::refreshSiteLeases() {
+  siteLeasesReadAt_ = Clock::now();
   auto queueNode = co_await server_.coordinator().get(siteQueuePath(config_.site));
   if (server_.stopping()) co_return;
   std::vector<double> leaseEnds;
@@ -1180,6 +1182,10 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   if (Status s = net::checkCallerSite(context.identity, req.thief_site()); !s) co_return s.error();
   pb::StealResponse resp;
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
+  // Other jobs' leases here: what a local container that frees up soon is worth against the
+  // move. Read before the checks below, so that nothing is awaited between them and the offer.
+  if (!siteLeasesReadAt_ || Clock::now() - *siteLeasesReadAt_ > kSiteLeasesMaxAge) co_await refreshSiteLeases();
+  if (server_.stopping()) co_return resp;
   // A JM that may have been paused (its loop has not run for the pause threshold, or it has
   // not confirmed its registration since), or has no session, gives nothing: its view of
   // which tasks wait may be stale, and a replacement may have run them meanwhile (bench-chaos

@@ -96,9 +96,11 @@ class JobManager {
   boost::asio::awaitable<bool> failJob(std::string reason);
   boost::asio::awaitable<void> runTask(jobcore::LaunchTask launch);
   boost::asio::awaitable<void> stealWork(jobcore::StealWork steal);
-  // Our site's record (inbound rates) and published queue (other jobs' leases here) into the
-  // core; the main loop starts one every kSiteViewMaxAge.
-  boost::asio::awaitable<void> refreshSiteView();
+  // Our site's record (its measured inbound rates: the main loop, every kInboundMaxAge) and
+  // published queue (other jobs' leases here: a steal answer, at most every kSiteLeasesMaxAge)
+  // into the core.
+  boost::asio::awaitable<void> refreshInbound();
+  boost::asio::awaitable<void> refreshSiteLeases();
   // A master's word that it took containers back for expired leases (JmUpdateResponse).
   void onLeasesTakenBack(const pb::JmUpdateResponse& update);
   boost::asio::awaitable<Result<pb::StealResponse>> giveWork(pb::StealRequest req, net::CallContext ctx);
@@ -134,7 +136,8 @@ class JobManager {
   Clock::time_point markersReadAt_{};
   // Our site's measured inbound link rates, sent with steal requests.
   std::vector<pb::LinkRate> inbound_;                // our site's record: measured rates into it
-  std::optional<Clock::time_point> siteViewReadAt_;  // when refreshSiteView last started
+  std::optional<Clock::time_point> inboundReadAt_;     // when refreshInbound last started
+  std::optional<Clock::time_point> siteLeasesReadAt_;  // when refreshSiteLeases last started
   std::optional<std::vector<std::string>> jmNames_;
   std::set<std::string> jmSites_;          // sites with a registered JM, as last listed
   std::map<std::string, pb::JmInfo> jms_;  // the job's JMs, by site (addresses for stealing)

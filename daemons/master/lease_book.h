@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "jobstate/site_queue.h"
+
 namespace tellus::master {
 
 class LeaseBook {
@@ -23,7 +25,8 @@ class LeaseBook {
 
   LeaseBook(std::chrono::milliseconds defaultLease, std::chrono::milliseconds maxLease,
             std::chrono::milliseconds grace)
-      : default_(defaultLease), max_(std::min(maxLease, std::chrono::milliseconds(kMaxLeaseMs))), grace_(grace) {}
+      : default_(defaultLease), max_(std::min(maxLease, std::chrono::milliseconds(jobstate::kMaxQueueLeaseMs))),
+        grace_(grace) {}
 
   // A container granted: leased for the default length from now.
   void granted(const Key& key, Clock::time_point now) {
@@ -43,9 +46,6 @@ class LeaseBook {
   // Leases of containers no longer held are dropped (`held` sorted).
   void retain(const std::vector<Key>& held);
   std::size_t size() const { return ends_.size(); }
-
-  // What a site queue can state (jobstate::kMaxQueueLeaseMs).
-  static constexpr int64_t kMaxLeaseMs = 24 * 3600 * 1000;
 
  private:
   std::chrono::milliseconds default_, max_, grace_;

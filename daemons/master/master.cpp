@@ -2080,7 +2080,7 @@ awaitable<Status> Master::publishQueue() {
     lease.set_worker_id(key.first);
     lease.set_slot(key.second);
     const auto left = std::chrono::duration_cast<milliseconds>(leases_.endOf(key, now) - now).count();
-    lease.set_ends_in_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 0, LeaseBook::kMaxLeaseMs)));
+    lease.set_ends_in_ms(static_cast<uint32_t>(std::clamp<int64_t>(left, 0, kMaxQueueLeaseMs)));
     leases.push_back(std::move(lease));
   }
   std::string data = buildSiteQueue(config_.site, daemon::nowUnixMs(), containers, localQueue(), kMaxQueueJobs,
