@@ -1039,6 +1039,7 @@ awaitable<void> JobManager::refreshInbound() {
   inboundReadAt_ = Clock::now();
   auto live = co_await server_.coordinator().get(siteLivePath(config_.site));
   if (server_.stopping() || !live) co_return;
+  inboundKnown_ = true;  // read (a record that does not parse says no more the next time)
   auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
   if (!info) co_return;
   inbound_.assign(info->inbound().begin(), info->inbound().end());
@@ -1137,7 +1138,10 @@ awaitable<void> JobManager::stealWork(jobcore::StealWork steal) {
   bool gotWork = false;
   std::optional<double> retryAfterS;
   // What our site's workers measured fetching from the others (its record, re-read by the
-  // main loop): victims weigh moving a task against it.
+  // main loop): victims weigh moving a task against it. The first steal waits for the first
+  // reading, as a victim without rates decides by Parades alone.
+  if (!inboundKnown_) co_await refreshInbound();
+  if (server_.stopping()) co_return;
   for (const auto& site : steal.victims) {
     auto victim = jms_.find(site);
     if (victim == jms_.end()) continue;

@@ -137,6 +137,7 @@ class JobManager {
   // Our site's measured inbound link rates, sent with steal requests.
   std::vector<pb::LinkRate> inbound_;                // our site's record: measured rates into it
   std::optional<Clock::time_point> inboundReadAt_;     // when refreshInbound last started
+  bool inboundKnown_ = false;                          // a refreshInbound has read the record
   std::optional<Clock::time_point> siteLeasesReadAt_;  // when refreshSiteLeases last started
   std::optional<std::vector<std::string>> jmNames_;
   std::set<std::string> jmSites_;          // sites with a registered JM, as last listed
