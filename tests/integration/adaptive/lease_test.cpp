@@ -77,6 +77,21 @@ Cluster startCluster(int sites, int containers, const std::string& masterYaml, c
   return {std::move(started).value(), std::move(zk).value()};
 }
 
+void requirePut(harness::MiniCluster& cluster, const std::string& site, const std::string& dataset,
+                const std::string& text, uint32_t partitions) {
+  Status put = putDataset(cluster, site, dataset, text, partitions);
+  INFO(dataset << ": " << put.message());
+  REQUIRE(put.isOk());
+}
+
+std::string requireSubmitted(harness::MiniCluster& cluster, const std::string& spec, const std::string& site,
+                             const std::string& file) {
+  auto job = submitJob(cluster, spec, site, file);
+  INFO(whyNot(job));
+  REQUIRE(job.isOk());
+  return *job;
+}
+
 void requireSucceeded(harness::MiniCluster& cluster, ZkView& zk, const std::string& jobId) {
   auto st = waitForJobEnd(zk, jobId, kJobDeadline);
   INFO(whyNot(st) << jmLogTails(cluster, jobId) << cluster.crashedDaemons());
@@ -108,25 +123,21 @@ TEST_CASE("leases: a task past its lease and grace is killed and run again, not 
   auto& cluster = *env.cluster;
   const std::string site = cluster.sites()[0];
   const std::string lines = linesOf("slow", 3);
-  Status put = putDataset(cluster, site, "slow", lines, 1);
-  INFO(put.message());
-  REQUIRE(put.isOk());
+  requirePut(cluster, site, "slow", lines, 1);
 
   // The first execution outlives its lease by far; the one after the take-back is quick.
   const auto mark = cluster.dir() / "first-run";
   const std::string cmd = "if [ -e " + mark.string() + " ]; then cat; else touch " + mark.string() + "; sleep 120; cat; fi";
-  auto job = submitJob(cluster, execSpec("overrun", {"slow"}, cmd), site, "overrun.yaml");
-  INFO(whyNot(job));
-  REQUIRE(job.isOk());
-  requireSucceeded(cluster, *env.zk, *job);  // with max_task_attempts: 1, a counted kill would fail it
-  requireOutput(cluster, *job, site, lines);
+  const auto job = requireSubmitted(cluster, execSpec("overrun", {"slow"}, cmd), site, "overrun.yaml");
+  requireSucceeded(cluster, *env.zk, job);  // with max_task_attempts: 1, a counted kill would fail it
+  requireOutput(cluster, job, site, lines);
   CHECK(std::filesystem::exists(mark));
 
   const std::string masterLog = harness::readFile(cluster.daemonLog("master-" + site));
   INFO(masterLog.substr(masterLog.size() > 4000 ? masterLog.size() - 4000 : 0));
-  CHECK(masterLog.find("lease of " + *job) != std::string::npos);
+  CHECK(masterLog.find("lease of " + job) != std::string::npos);
   CHECK(masterLog.find("container taken back") != std::string::npos);
-  const std::string jmLogs = cluster.jmLogs(*job);
+  const std::string jmLogs = cluster.jmLogs(job);
   INFO(jmLogs);
   CHECK(jmLogs.find("master took back 1 container(s) whose lease ran out") != std::string::npos);
   CHECK(cluster.crashedDaemons().empty());
@@ -140,16 +151,12 @@ TEST_CASE("leases: the site's queue publishes who holds which container until wh
   auto& zk = *env.zk;
   const std::string site = cluster.sites()[0];
   const std::string lines = linesOf("steady", 4);
-  Status put = putDataset(cluster, site, "steady", lines, 1);
-  INFO(put.message());
-  REQUIRE(put.isOk());
+  requirePut(cluster, site, "steady", lines, 1);
 
   // Runs until the test has seen its lease published: longer than its 1 s lease and 0.5 s grace.
   const auto gate = cluster.dir() / "gate";
   const std::string cmd = "while [ ! -e " + gate.string() + " ]; do sleep 0.05; done; cat";
-  auto job = submitJob(cluster, execSpec("steady", {"steady"}, cmd), site, "steady.yaml");
-  INFO(whyNot(job));
-  REQUIRE(job.isOk());
+  const auto job = requireSubmitted(cluster, execSpec("steady", {"steady"}, cmd), site, "steady.yaml");
 
   // The JM's lease (not the master's 10-minute default) on the container running its task.
   const auto workers = cluster.workers(site);
@@ -165,7 +172,7 @@ TEST_CASE("leases: the site's queue publishes who holds which container until wh
         }
         seen = queue->ShortDebugString();
         for (const auto& lease : queue->leases()) {
-          if (lease.job_id() == *job && lease.ends_in_ms() < 60'000 &&
+          if (lease.job_id() == job && lease.ends_in_ms() < 60'000 &&
               std::find(workers.begin(), workers.end(), lease.worker_id()) != workers.end()) {
             return true;
           }
@@ -173,19 +180,19 @@ TEST_CASE("leases: the site's queue publishes who holds which container until wh
         return false;
       },
       60s, 50ms);
-  INFO("queue: " << seen << jmLogTails(cluster, *job));
+  INFO("queue: " << seen << jmLogTails(cluster, job));
   REQUIRE(published);
   // Past its lease and grace the master extends it (and says so once); the task goes on.
   const auto masterLogPath = cluster.daemonLog("master-" + site);
   bool extended = harness::eventually(
-      [&] { return harness::readFile(masterLogPath).find("lease of " + *job) != std::string::npos; }, 60s, 50ms);
+      [&] { return harness::readFile(masterLogPath).find("lease of " + job) != std::string::npos; }, 60s, 50ms);
   INFO(harness::readFile(masterLogPath));
   REQUIRE(extended);
   CHECK(harness::readFile(masterLogPath).find("overdue past its grace: extended") != std::string::npos);
   std::ofstream(gate) << "open\n";
 
-  requireSucceeded(cluster, zk, *job);
-  requireOutput(cluster, *job, site, lines);
+  requireSucceeded(cluster, zk, job);
+  requireOutput(cluster, job, site, lines);
   const std::string masterLog = harness::readFile(cluster.daemonLog("master-" + site));
   CHECK(masterLog.find("container taken back") == std::string::npos);
   CHECK(cluster.crashedDaemons().empty());
@@ -203,31 +210,24 @@ TEST_CASE("min_locality: a stage waits while its tasks here are not local; the j
   // of them, so that site's JM holds tasks whose partitions are elsewhere. A thief takes one
   // task per steal: without the level, the JM holding them starts some before they are stolen.
   const std::string first = linesOf("near", 6), second = linesOf("far", 2);
-  for (const auto& [site, dataset, text, partitions] :
-       std::vector<std::tuple<std::string, std::string, std::string, uint32_t>>{{sites[0], "near", first, 3},
-                                                                                {sites[1], "far", second, 1}}) {
-    Status put = putDataset(cluster, site, dataset, text, partitions);
-    INFO(dataset << ": " << put.message());
-    REQUIRE(put.isOk());
-  }
-  auto job = submitJob(cluster, execSpec("local", {"near", "far"}, "cat", "placement: centralized\nmin_locality: 1\n"),
-                       sites[0], "local.yaml");
-  INFO(whyNot(job));
-  REQUIRE(job.isOk());
-  requireSucceeded(cluster, zk, *job);
-  requireOutput(cluster, *job, sites[0], first + second);
+  requirePut(cluster, sites[0], "near", first, 3);
+  requirePut(cluster, sites[1], "far", second, 1);
+  const auto job = requireSubmitted(
+      cluster, execSpec("local", {"near", "far"}, "cat", "placement: centralized\nmin_locality: 1\n"), sites[0], "local.yaml");
+  requireSucceeded(cluster, zk, job);
+  requireOutput(cluster, job, sites[0], first + second);
 
-  auto inputs = readStageInputs(zk, *job, 0);
+  auto inputs = readStageInputs(zk, job, 0);
   INFO(whyNot(inputs));
   REQUIRE(inputs.isOk());
   REQUIRE(inputs->partitions_size() == 4);
-  auto runs = readExecutions(zk, *job);
+  auto runs = readExecutions(zk, job);
   INFO(whyNot(runs));
   REQUIRE(runs.isOk());
   const auto byTask = executionsByTask(*runs);
   auto where = workerSites(cluster);
   for (uint32_t t = 0; t < 4; ++t) {
-    INFO("task " << t << jmLogTails(cluster, *job));
+    INFO("task " << t << jmLogTails(cluster, job));
     auto it = byTask.find({0, t});
     REQUIRE(it != byTask.end());
     REQUIRE(it->second.size() == 1);

@@ -780,18 +780,23 @@ TEST_CASE("min_locality: a dataset stage waits while too few of its tasks here a
   auto spec = wordcountSpec();
   spec.set_min_locality(0.5);
   spec.set_atomic_containers(true);
-  JobCore core(config);
-  REQUIRE(core.onJobLoaded(spec, wordcountInputs()));
-  core.onStatus(running(), 0);
-  core.onLiveWorkers("a", {"a-w1", "a-w2"});
-  core.onLiveWorkers("b", {"b-w1"});
-  core.onJms({"a", "b"});
-  listNothing(core);
   pb::TaskMap map;  // every task at b; only task 3's partition is there (1 of 4 < 0.5)
   for (const char* s : {"b", "b", "b", "b"}) map.add_owner_site(s);
   map.set_epoch(1);
-  core.onTaskMap(0, map, 0);
-  core.onGrants({container("b-w1", 0, "b"), container("b-w1", 1, "b")});
+  // b's JM with that stage and two idle containers.
+  auto jmAtB = [&] {
+    JobCore core(config);
+    REQUIRE(core.onJobLoaded(spec, wordcountInputs()));
+    core.onStatus(running(), 0);
+    core.onLiveWorkers("a", {"a-w1", "a-w2"});
+    core.onLiveWorkers("b", {"b-w1"});
+    core.onJms({"a", "b"});
+    listNothing(core);
+    core.onTaskMap(0, map, 0);
+    core.onGrants({container("b-w1", 0, "b"), container("b-w1", 1, "b")});
+    return core;
+  };
+  JobCore core = jmAtB();
   auto held = core.step(100);
   CHECK(held.launches.empty());
   REQUIRE(held.wakeAt);
@@ -809,15 +814,7 @@ TEST_CASE("min_locality: a dataset stage waits while too few of its tasks here a
   CHECK(local.launches[0].task == TaskId{0, 3});
 
   // Never stolen: admitted anyway once it waited locality_wait.
-  JobCore waiting(config);
-  REQUIRE(waiting.onJobLoaded(spec, wordcountInputs()));
-  waiting.onStatus(running(), 0);
-  waiting.onLiveWorkers("a", {"a-w1", "a-w2"});
-  waiting.onLiveWorkers("b", {"b-w1"});
-  waiting.onJms({"a", "b"});
-  listNothing(waiting);
-  waiting.onTaskMap(0, map, 0);
-  waiting.onGrants({container("b-w1", 0, "b"), container("b-w1", 1, "b")});
+  JobCore waiting = jmAtB();
   CHECK(waiting.step(100).launches.empty());
   CHECK(waiting.step(109.9).launches.empty());
   CHECK(waiting.step(110).launches.size() == 2);
