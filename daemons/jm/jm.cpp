@@ -43,6 +43,13 @@ constexpr int kMaxLeasesTakenBack = 65536;
 constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
 constexpr milliseconds kTakeOverRetry{200};
 
+// A measured link rate as bytes/s, or nullopt when it is no measurement (not finite, not
+// positive, or beyond kMaxLinkMbps): a thief's claim and our own site's record alike.
+std::optional<double> linkBytesPerS(const pb::LinkRate& rate) {
+  if (!std::isfinite(rate.mbps()) || rate.mbps() <= 0 || rate.mbps() > kMaxLinkMbps) return std::nullopt;
+  return rate.mbps() * 1e6 / 8;
+}
+
 jobcore::CoreConfig coreConfig(const config::JmConfig& c) {
   jobcore::CoreConfig core;
   core.jobId = c.job_id;
@@ -1043,12 +1050,9 @@ awaitable<void> JobManager::refreshInbound() {
   auto info = daemon::parseProto<pb::SiteInfo>(live->data, siteLivePath(config_.site));
   if (!info) co_return;
   inbound_.assign(info->inbound().begin(), info->inbound().end());
-  // The same checks a victim applies to a thief's rates: finite, positive, below 1 Tbit/s.
   std::map<std::string, double> bytesPerS;
   for (const auto& rate : inbound_) {
-    if (std::isfinite(rate.mbps()) && rate.mbps() > 0 && rate.mbps() <= kMaxLinkMbps) {
-      bytesPerS[rate.from_site()] = rate.mbps() * 1e6 / 8;
-    }
+    if (auto bytes = linkBytesPerS(rate)) bytesPerS[rate.from_site()] = *bytes;
   }
   core_.onInboundRates(std::move(bytesPerS));
 }
@@ -1210,8 +1214,7 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   }
   for (const auto& rate : req.inbound()) {
     if (std::find(sites.begin(), sites.end(), rate.from_site()) == sites.end()) continue;
-    if (!std::isfinite(rate.mbps()) || rate.mbps() <= 0 || rate.mbps() > kMaxLinkMbps) continue;
-    inbound[rate.from_site()] = rate.mbps() * 1e6 / 8;  // bytes/s
+    if (auto bytes = linkBytesPerS(rate)) inbound[rate.from_site()] = *bytes;
   }
   auto offer = core_.offerSteal(req.thief_site(), req.max_tasks(), nowS(), inbound);
   if (offer.tasks.empty()) {
