@@ -163,12 +163,16 @@ Status JobManager::start() {
                                          -> awaitable<Result<pb::JmHeartbeatResponse>> {
     co_return onHeartbeat(beat, context);
   });
-  server_.handle<rpc::Jm::Grants>([this](const pb::JmUpdateResponse& g) {
+  server_.handle<rpc::Jm::Grants>([this](pb::JmUpdateResponse g, net::CallContext context) -> awaitable<Result<pb::Empty>> {
+    // Only our own site's master grants here, or takes containers back (a master of another
+    // site holds nothing of ours: its word would cost us containers, or count a failing task's
+    // ends as take-backs).
+    if (Status s = net::checkCallerSite(context.identity, config_.site); !s) co_return s.error();
     onLeasesTakenBack(g);
     countGrants(static_cast<std::size_t>(g.granted_size()));
     core_.onGrants({g.granted().begin(), g.granted().end()});
     wake();
-    return Result<pb::Empty>(pb::Empty());
+    co_return pb::Empty();
   });
   registerMetrics();
   TELLUS_RETURN_IF_ERROR(server_.start({config_.listen, config_.http_listen, config_.zookeeper, config_.rpc,
