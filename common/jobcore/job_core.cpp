@@ -1373,19 +1373,11 @@ void JobCore::decideContainers(double now, Actions& out) {
   request.remainingTasks = static_cast<uint32_t>(std::min<size_t>(unfinished, std::numeric_limits<uint32_t>::max()));
   // When the desire drops, give back idle containers first.
   size_t excess = slots_.size() > desire ? slots_.size() - desire : 0;
-  for (auto it = slots_.begin(); it != slots_.end(); ++it) {
-    if (excess > 0 && it->second.tasks.empty()) {
+  for (auto it = slots_.begin(); it != slots_.end() && excess > 0; ++it) {
+    if (it->second.tasks.empty()) {
       request.release.push_back(it->second.container.id());
       --excess;
-      continue;
     }
-    double endsAt = now;
-    for (const auto& [id, share] : it->second.tasks) {
-      auto launched = launchedAt_.find(id);
-      auto lease = leaseS_.find(id);
-      if (launched != launchedAt_.end() && lease != leaseS_.end()) endsAt = std::max(endsAt, launched->second + lease->second);
-    }
-    request.leases.emplace_back(it->second.container.id(), endsAt - now);
   }
   // Sent on change; repeated while the master owes us containers (a lost grant event).
   bool changed = !sentDesire_ || *sentDesire_ != desire || !request.release.empty();
@@ -1396,6 +1388,21 @@ void JobCore::decideContainers(double now, Actions& out) {
   // New leases (launches) reach the master at most once per refresh period too.
   bool leased = leasesChanged_ && now - lastRequest_ >= config_.timings.masterRefreshS;
   if (changed || unmet || progressed || leased) {
+    // The leases of the containers kept, built only for a request that goes out (a step runs
+    // per event; most send nothing).
+    for (const auto& [key, slot] : slots_) {
+      if (std::any_of(request.release.begin(), request.release.end(),
+                      [&](const pb::ContainerId& id) { return slotKeyOf(id) == key; })) {
+        continue;
+      }
+      double endsAt = now;
+      for (const auto& [id, share] : slot.tasks) {
+        auto launched = launchedAt_.find(id);
+        auto lease = leaseS_.find(id);
+        if (launched != launchedAt_.end() && lease != leaseS_.end()) endsAt = std::max(endsAt, launched->second + lease->second);
+      }
+      request.leases.emplace_back(slot.container.id(), endsAt - now);
+    }
     lastRequest_ = now;
     out.request = std::move(request);
   }
