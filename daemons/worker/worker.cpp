@@ -1153,24 +1153,11 @@ Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequ
   if (!jobstate::isJobId(req.job_id())) {
     return makeError(ErrorCode::kInvalidArgument, "KillJobTasks: bad job_id '" + req.job_id().substr(0, 64) + "'");
   }
-  if (req.has_slot()) {
-    // One container's executors (its lease was taken back): the job goes on elsewhere.
-    pb::KillJobTasksResponse resp;
-    auto pool = executorPool_.find({req.job_id(), req.slot()});
-    if (pool == executorPool_.end()) return resp;
-    uint32_t busyKilled = 0;
-    for (const auto& executor : pool->second) {
-      if (executor->alive() && executor->busy()) ++busyKilled;
-      executor->kill("container " + std::to_string(req.slot()) + " taken back from job " + req.job_id() +
-                     ": its lease expired");
-    }
-    executorPool_.erase(pool);
-    resp.set_executors_killed(busyKilled);
-    if (busyKilled > 0) spdlog::info("job {}: killed the task in container {} (lease taken back)", req.job_id(), req.slot());
-    return resp;
-  }
-  // Remembered (bounded), so that a launch already on its way starts nothing for the job.
-  if (killedJobs_.insert(req.job_id()).second) {
+  // With a slot, one container's executors only (its lease was taken back): the job and its JM
+  // go on. Otherwise the job stops here: remembered (bounded), so that a launch already on its
+  // way starts nothing for it.
+  const bool oneContainer = req.has_slot();
+  if (!oneContainer && killedJobs_.insert(req.job_id()).second) {
     killedOrder_.push_back(req.job_id());
     if (killedOrder_.size() > kMaxKilledJobs) {
       killedJobs_.erase(killedOrder_.front());
@@ -1178,7 +1165,7 @@ Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequ
     }
   }
   pb::KillJobTasksResponse resp;
-  if (auto jm = jms_.find(req.job_id()); jm != jms_.end()) {
+  if (auto jm = jms_.find(req.job_id()); !oneContainer && jm != jms_.end()) {
     // Erasing the Subprocess kills and reaps it; it is not reported as a dead JM (not replaced).
     if (jm->second.running()) resp.set_jms_killed(1);
     jms_.erase(jm);
@@ -1186,19 +1173,24 @@ Result<pb::KillJobTasksResponse> Worker::killJobTasks(const pb::KillJobTasksRequ
   // Its executors, busy or idle, with the commands they run; a task in flight fails (its
   // executor's exit watcher reaps it and ends the task).
   uint32_t busyKilled = 0;
+  const std::string why = oneContainer
+                              ? fmt::format("container {} taken back from job {}: its lease expired", req.slot(), req.job_id())
+                              : fmt::format("job {} stopped on this worker", req.job_id());
   for (auto it = executorPool_.begin(); it != executorPool_.end();) {
-    if (it->first.first != req.job_id()) {
+    if (it->first.first != req.job_id() || (oneContainer && it->first.second != req.slot())) {
       ++it;
       continue;
     }
     for (const auto& executor : it->second) {
       if (executor->alive() && executor->busy()) ++busyKilled;
-      executor->kill("job " + req.job_id() + " stopped on this worker");
+      executor->kill(why);
     }
     it = executorPool_.erase(it);
   }
   resp.set_executors_killed(busyKilled);
-  if (resp.jms_killed() + resp.executors_killed() > 0) {
+  if (oneContainer) {
+    if (busyKilled > 0) spdlog::info("job {}: killed the task in container {} (lease taken back)", req.job_id(), req.slot());
+  } else if (resp.jms_killed() + resp.executors_killed() > 0) {
     spdlog::info("job {} stopped here: killed {} JM and {} executors", req.job_id(), resp.jms_killed(),
                  resp.executors_killed());
   }
