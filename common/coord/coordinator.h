@@ -131,6 +131,7 @@ class Coordinator {
   using DataCallback = std::function<void(const std::optional<NodeData>&)>;       // nullopt: no node
   using ChildrenCallback = std::function<void(const std::vector<std::string>&)>;  // sorted names
   using SessionCallback = std::function<void(SessionEvent)>;
+  using CoalesceFn = std::function<std::chrono::milliseconds()>;  // empty: no coalescing
 
   virtual ~Coordinator() = default;
 
@@ -170,13 +171,17 @@ class Coordinator {
   // sessions, until the Subscription is cancelled. Bad paths are reported when the
   // subscription is made.
   virtual Result<Subscription> watchData(std::string path, DataCallback callback) = 0;
-  // A missing node is reported as no children; its creation is watched too. With `coalesce`
-  // > 0 the children are re-listed at most that often: the changes in between arrive as one
-  // listing (one request instead of one per change, for a directory that changes often).
-  virtual Result<Subscription> watchChildren(std::string path, ChildrenCallback callback,
-                                             std::chrono::milliseconds coalesce) = 0;
+  // A missing node is reported as no children; its creation is watched too. With a coalesce
+  // window > 0 the children are re-listed at most that often: the changes in between arrive
+  // as one listing (one request instead of one per change, for a directory that changes
+  // often). `coalesce` is asked for the window each time the directory changed, so a caller
+  // can want the next change at once (a stage's last outputs) and batch the others.
+  virtual Result<Subscription> watchChildren(std::string path, ChildrenCallback callback, CoalesceFn coalesce) = 0;
+  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback, std::chrono::milliseconds coalesce) {
+    return watchChildren(std::move(path), std::move(callback), [coalesce] { return coalesce; });
+  }
   Result<Subscription> watchChildren(std::string path, ChildrenCallback callback) {
-    return watchChildren(std::move(path), std::move(callback), std::chrono::milliseconds(0));
+    return watchChildren(std::move(path), std::move(callback), CoalesceFn{});
   }
 };
 

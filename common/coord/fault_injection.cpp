@@ -127,8 +127,8 @@ Result<Subscription> FaultInjectingCoordinator::watchData(std::string path, Data
 }
 
 Result<Subscription> FaultInjectingCoordinator::watchChildren(std::string path, ChildrenCallback callback,
-                                                             std::chrono::milliseconds coalesce) {
-  return inner_->watchChildren(std::move(path), std::move(callback), coalesce);
+                                                             CoalesceFn coalesce) {
+  return inner_->watchChildren(std::move(path), std::move(callback), std::move(coalesce));
 }
 
 }  // namespace tellus::coord

@@ -54,8 +54,7 @@ class FaultInjectingCoordinator final : public Coordinator {
 
   Result<Subscription> watchData(std::string path, DataCallback callback) override;
   using Coordinator::watchChildren;
-  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback,
-                                     std::chrono::milliseconds coalesce) override;
+  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback, CoalesceFn coalesce) override;
 
  private:
   std::optional<Error> maybeFail(Fault stage, const char* operation, const std::string& path);

@@ -116,7 +116,7 @@ struct WatchEntry {
   std::string fullPath;   // with the chroot, as events name it
   Coordinator::DataCallback onData;
   Coordinator::ChildrenCallback onChildren;
-  std::chrono::milliseconds coalesce{0};  // children: at most one listing per this
+  Coordinator::CoalesceFn coalesce;  // children: at most one listing per what it says (empty: 0)
   std::optional<std::chrono::steady_clock::time_point> lastRefresh;
   bool inflight = false;  // a refresh coroutine is running
   bool dirty = false;     // an event arrived during the refresh: read again
@@ -924,13 +924,12 @@ Result<Subscription> ZkClient::watchData(std::string path, DataCallback callback
   return addWatch(true, std::move(path), std::move(callback), nullptr);
 }
 
-Result<Subscription> ZkClient::watchChildren(std::string path, ChildrenCallback callback,
-                                             std::chrono::milliseconds coalesce) {
-  return addWatch(false, std::move(path), nullptr, std::move(callback), coalesce);
+Result<Subscription> ZkClient::watchChildren(std::string path, ChildrenCallback callback, CoalesceFn coalesce) {
+  return addWatch(false, std::move(path), nullptr, std::move(callback), std::move(coalesce));
 }
 
 Result<Subscription> ZkClient::addWatch(bool dataWatch, std::string path, DataCallback onData,
-                                        ChildrenCallback onChildren, std::chrono::milliseconds coalesce) {
+                                        ChildrenCallback onChildren, CoalesceFn coalesce) {
   if (auto st = validatePath(path); !st.isOk()) return st.error().prepend(dataWatch ? "watchData" : "watchChildren");
   if (closed_) return makeError(ErrorCode::kUnavailable, "watch " + path + ": ZooKeeper client is closed");
   auto watch = std::make_shared<detail::WatchEntry>();
@@ -940,7 +939,7 @@ Result<Subscription> ZkClient::addWatch(bool dataWatch, std::string path, DataCa
   watch->path = std::move(path);
   watch->onData = std::move(onData);
   watch->onChildren = std::move(onChildren);
-  watch->coalesce = coalesce;
+  watch->coalesce = std::move(coalesce);
   watches_.emplace(watch->id, watch);
   rearm(watch);
   return Subscription([weak = weak_from_this(), id = watch->id] {
@@ -971,10 +970,11 @@ void ZkClient::rearmAll() {
 awaitable<void> ZkClient::watchLoop(std::shared_ptr<ZkClient> self, std::shared_ptr<detail::WatchEntry> watch) {
   bool failed = false;
   while (!watch->cancelled && !self->closed_) {
-    if (watch->coalesce.count() > 0 && watch->lastRefresh) {
+    const auto coalesce = watch->coalesce ? watch->coalesce() : std::chrono::milliseconds(0);
+    if (coalesce.count() > 0 && watch->lastRefresh) {
       // The ZooKeeper watch is spent until the next read: changes until then cost nothing and
       // arrive together in it.
-      const auto due = *watch->lastRefresh + watch->coalesce;
+      const auto due = *watch->lastRefresh + coalesce;
       const auto now = std::chrono::steady_clock::now();
       if (now < due) co_await self->sleepFor(std::chrono::ceil<std::chrono::milliseconds>(due - now));
       if (watch->cancelled || self->closed_) break;

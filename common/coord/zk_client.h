@@ -107,8 +107,7 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
 
   Result<Subscription> watchData(std::string path, DataCallback callback) override;
   using Coordinator::watchChildren;
-  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback,
-                                     std::chrono::milliseconds coalesce) override;
+  Result<Subscription> watchChildren(std::string path, ChildrenCallback callback, CoalesceFn coalesce) override;
 
   // The session timeout the server granted (the requested one until connected).
   std::chrono::milliseconds negotiatedTimeout() const { return negotiatedTimeout_; }
@@ -161,7 +160,7 @@ class ZkClient final : public Coordinator, public std::enable_shared_from_this<Z
   boost::asio::awaitable<Status> removeTree(std::string fullPath, std::string userPath);
 
   Result<Subscription> addWatch(bool dataWatch, std::string path, DataCallback onData, ChildrenCallback onChildren,
-                                std::chrono::milliseconds coalesce = std::chrono::milliseconds(0));
+                                CoalesceFn coalesce = {});
   void rearm(const std::shared_ptr<detail::WatchEntry>& watch);
   void rearmAll();
   // Static with an owning `self`: spawned coroutines may start after the caller returned.

@@ -920,6 +920,13 @@ void JobCore::onStealEnded(bool gotWork, std::optional<double> retryAfterS) {
 
 // ---- decisions ---------------------------------------------------------------------------
 
+bool JobCore::awaitingLastOutputs(uint32_t s) const {
+  if (!loaded_ || s >= view_.stages.size() || !view_.stages[s].taskmap) return false;
+  const size_t tasks = jobstate::taskCount(view_, s);
+  const size_t known = view_.stages[s].parts.size();
+  return known < tasks && tasks - known <= static_cast<size_t>(std::max(1, status_.sites_size()));
+}
+
 bool JobCore::ownedHereOrUnknown(const TaskId& id) const {
   if (id.first >= view_.stages.size()) return true;
   const auto& map = view_.stages[id.first].taskmap;

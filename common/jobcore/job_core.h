@@ -375,6 +375,11 @@ class JobCore {
   // waiting here: nothing of the stage is launched or offered to a thief, and the primary
   // decides nothing on its outputs (lineage, releases downstream, the job's success).
   bool listed(uint32_t s) const { return markersListed_ && s < partsListed_.size() && partsListed_[s]; }
+  // Stage s is released and at most as many of its outputs are still to come as the job has
+  // sites: its next records may end it, and what waits on its end (the release of the stages
+  // reading it, the job's success) should not wait for a coalesced listing. The driver lists
+  // such a stage's records at every change: at most that many more listings per stage.
+  bool awaitingLastOutputs(uint32_t s) const;
   uint32_t attempts(const TaskId& id) const;
   // The taskMap gives the task to this site, or it is not known yet (a running marker of such
   // a task may hold one of our containers).

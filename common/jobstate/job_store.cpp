@@ -1216,14 +1216,14 @@ Result<coord::Subscription> JobStore::watchEpoch(const std::string& jobId,
 
 Result<coord::Subscription> JobStore::watchOutputNodes(const std::string& jobId, uint32_t stage,
                                                        std::function<void(const std::set<std::string>&)> callback,
-                                                       std::chrono::milliseconds coalesce) {
+                                                       coord::Coordinator::CoalesceFn coalesce) {
   if (auto st = checkJobId(jobId); !st) return st.error();
   return zk_.watchChildren(
       partsPath(jobId, stage),
       [callback = std::move(callback)](const std::vector<std::string>& names) {
         callback(std::set<std::string>(names.begin(), names.end()));
       },
-      coalesce);
+      std::move(coalesce));
 }
 
 Result<coord::Subscription> JobStore::watchRunningTasks(const std::string& jobId,

@@ -292,12 +292,12 @@ class JobStore {
   Result<coord::Subscription> watchEpoch(const std::string& jobId,
                                          std::function<void(const std::optional<Versioned<uint64_t>>&)> callback);
   // The names of the stage's record nodes (outputNode), on every change (a batch replaced by
-  // a lineage removal comes back under a new name), listed at most once per `coalesce`
-  // (coord::Coordinator::watchChildren): the batches of tasks that end together come in one
-  // listing.
+  // a lineage removal comes back under a new name), listed at most once per the window
+  // `coalesce` gives at each change (coord::Coordinator::watchChildren): the batches of tasks
+  // that end together come in one listing.
   Result<coord::Subscription> watchOutputNodes(const std::string& jobId, uint32_t stage,
                                                std::function<void(const std::set<std::string>&)> callback,
-                                               std::chrono::milliseconds coalesce = std::chrono::milliseconds(0));
+                                               coord::Coordinator::CoalesceFn coalesce = {});
 
   // ---- compaction (the master of the job's submit site) ----
   // A finished job's state folded into its summary (/jobs/<id>/summary, written with a check

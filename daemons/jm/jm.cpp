@@ -306,7 +306,9 @@ Status JobManager::watchJob() {
                    partNames_[s] = names;
                    wake();
                  },
-                 milliseconds(config_.outputs_coalesce_ms)),
+                 [this, s, coalesce = milliseconds(config_.outputs_coalesce_ms)] {
+                   return core_.awaitingLastOutputs(s) ? milliseconds(0) : coalesce;
+                 }),
              "outputs of stage " + std::to_string(s));
     if (!st) return st;
   }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <atomic>
 #include <csignal>
 #include <fmt/format.h>
 
@@ -226,6 +227,37 @@ TEST_CASE("ephemeral nodes vanish when their session closes", "[integration][coo
 
   owner.release();  // closing the session removes its ephemeral nodes at once
   CHECK_FALSE(observer.run(observer->exists("/sites/eu"))->has_value());
+}
+
+TEST_CASE("a coalesced children watch asks its window at each change and gathers what comes within it",
+          "[integration][coord]") {
+  IoThread io;
+  auto server = startServer();
+  TestClient zk(io, options(server->connectString()));
+  TestClient writer(io, options(server->connectString()));
+  REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
+  REQUIRE(writer.run(writer->waitConnected(10s)).isOk());
+  REQUIRE(writer.run(writer->ensurePath("/parts")).isOk());
+
+  std::atomic<int64_t> windowMs{600'000};
+  Observed<std::vector<std::string>> kids;
+  auto watch = zk.call([&] {
+    return zk->watchChildren(
+        "/parts", [&](const auto& k) { kids.add(k); }, [&] { return std::chrono::milliseconds(windowMs.load()); });
+  });
+  REQUIRE(watch.isOk());
+  REQUIRE(eventually([&] { return kids.lastIs({}); }, 5s));
+  // The window is asked when the change comes: at 0 it is listed at once, not ten minutes
+  // after the first listing (the stage's last outputs, JobCore::awaitingLastOutputs).
+  windowMs = 0;
+  REQUIRE(writer.run(writer->create("/parts/b-1", "", CreateMode::kPersistent)).isOk());
+  REQUIRE(eventually([&] { return kids.lastIs({"b-1"}); }, 10s));
+  // Within a window, the changes that follow the first come in one listing with it.
+  windowMs = 3000;
+  REQUIRE(writer.run(writer->create("/parts/b-2", "", CreateMode::kPersistent)).isOk());
+  REQUIRE(writer.run(writer->create("/parts/b-3", "", CreateMode::kPersistent)).isOk());
+  REQUIRE(eventually([&] { return kids.lastIs({"b-1", "b-2", "b-3"}); }, 10s));
+  CHECK(kids.values().size() == 3);
 }
 
 TEST_CASE("watches deliver the current value and every later change until cancelled", "[integration][coord]") {

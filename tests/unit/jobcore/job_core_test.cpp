@@ -261,6 +261,34 @@ TEST_CASE("outputs complete stages; the primary releases the next stage and then
   CHECK(core.step(3).exit);
 }
 
+TEST_CASE("a stage's last outputs (at most one per site of the job to come) are listed at every change",
+          "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  CHECK_FALSE(core.awaitingLastOutputs(0));  // not released yet
+  releaseMaps(core, 0);
+  // Four tasks over two sites: with four or three outputs to come the stage's end is not near.
+  CHECK_FALSE(core.awaitingLastOutputs(0));
+  std::map<uint32_t, pb::PartitionLocation> parts{{0, outputAt("a-w1")}};
+  listParts(core, 0, parts);
+  CHECK_FALSE(core.awaitingLastOutputs(0));
+  parts[1] = outputAt("a-w2");
+  listParts(core, 0, parts);
+  CHECK(core.awaitingLastOutputs(0));
+  // An output of our own known from its task's end counts as known.
+  core.onPartRecorded(0, 2, outputAt("a-w1"));
+  CHECK(core.awaitingLastOutputs(0));
+  parts[2] = outputAt("a-w1");
+  parts[3] = outputAt("b-w1", "b");
+  listParts(core, 0, parts);
+  CHECK_FALSE(core.awaitingLastOutputs(0));  // complete: nothing more to come
+  // An output removed (lineage) is to come again.
+  parts.erase(3);
+  listParts(core, 0, parts);
+  CHECK(core.awaitingLastOutputs(0));
+  CHECK_FALSE(core.awaitingLastOutputs(1));  // not released
+  CHECK_FALSE(core.awaitingLastOutputs(9));  // no such stage
+}
+
 TEST_CASE("worker loss waits lossSettleS: a worker back within it loses nothing, one gone past it loses its outputs",
           "[unit][jobcore]") {
   CoreConfig config = configAt("a");
