@@ -16,11 +16,27 @@ void OutputBatcher::add(const std::string& jobId, uint32_t stage, jobstate::Batc
   q.items.push_back(std::move(item));
   q.sessions.push_back(markerSession);
   if (due == Due::kNow) q.now = true;
+  if (due != Due::kLinger) q.idleSince = std::chrono::steady_clock::now();
   if (due != Due::kLinger || q.items.size() >= options_.maxTasks) q.due->set();
   if (!q.flushing) {
     q.flushing = true;
     server_.spawn(flush(std::move(key)), "recording a batch of outputs");
   }
+}
+
+OutputBatcher::IdleWrite OutputBatcher::decideIdleWrite(std::chrono::steady_clock::duration sinceWrite,
+                                                         std::chrono::steady_clock::duration idleFor, bool stageRuns,
+                                                         std::chrono::milliseconds linger) {
+  // Woken early because nothing else of the stage runs here: that is a moment between two
+  // launches as often as the stage's end here. Short tasks went ~3 to a batch when such a
+  // write went at once: ~20,000 batch nodes for 100,000 tasks, which every listing of the
+  // stage and every cold `tellus status` read.
+  const auto gap = std::min<std::chrono::milliseconds>(linger, kIdleGap);
+  if (sinceWrite >= gap) return {IdleWrite::kWrite};
+  if (stageRuns) return {IdleWrite::kNextFinish};  // launched again: not its end here
+  if (idleFor >= kIdleConfirm) return {IdleWrite::kWrite};
+  return {IdleWrite::kWait, std::chrono::ceil<std::chrono::milliseconds>(std::min<std::chrono::steady_clock::duration>(
+                                gap - sinceWrite, kIdleConfirm - idleFor))};
 }
 
 size_t OutputBatcher::pending() const {
@@ -48,18 +64,21 @@ awaitable<void> OutputBatcher::flush(Key key) {
         if (since < options_.linger) wait = std::chrono::ceil<std::chrono::milliseconds>(options_.linger - since);
       }
       if (wait.count() > 0) (void)co_await q.due->waitFor(wait);
-      // Woken early because nothing else of the stage runs here: that is a moment between two
-      // launches as often as the stage's end here, so such a write waits out kIdleGap after the
-      // last one (a batch full by then does not). Short tasks went ~3 to a batch without it: ~20,000
-      // batch nodes for 100,000 tasks, which every listing of the stage and every cold
-      // `tellus status` read.
-      const auto gap = std::min<std::chrono::milliseconds>(options_.linger, kIdleGap);
       known = known_.find(key);
       if (known != known_.end() && q.items.size() < options_.maxTasks && !q.now) {
-        const auto since = std::chrono::steady_clock::now() - known->second.lastWrite;
-        if (since < gap) {
-          co_await server_.sleepFor(std::chrono::ceil<std::chrono::milliseconds>(gap - since));
-          continue;  // decided afresh: stopping, or the batch full meanwhile
+        const auto now = std::chrono::steady_clock::now();
+        const auto next = decideIdleWrite(now - known->second.lastWrite, now - q.idleSince,
+                                          stageRuns_(jobId, stage), options_.linger);
+        if (next.action == IdleWrite::kNextFinish) {
+          q.due->reset();
+          continue;
+        }
+        if (next.action == IdleWrite::kWait) {
+          // A Due::kNow item or a full batch ends the wait early.
+          q.due->reset();
+          (void)co_await q.due->waitFor(next.wait);
+          queues_[key].due->set();
+          continue;  // decided afresh: stopping, launched again, a kNow item, a full batch
         }
       }
     }

@@ -159,7 +159,8 @@ Status Worker::start() {
                     jobstate::RetryPolicy{kZkWriteRetries, milliseconds(config_.zookeeper.session_timeout_ms)});
   starter_.emplace(server_, *jobStore_, config_.id);
   batcher_.emplace(server_, *jobStore_,
-                   OutputBatchOptions{config_.output_batch_max_tasks, milliseconds(config_.output_batch_linger_ms)});
+                   OutputBatchOptions{config_.output_batch_max_tasks, milliseconds(config_.output_batch_linger_ms)},
+                   [this](const std::string& jobId, uint32_t stage) { return stageRuns(jobId, stage); });
 
   spdlog::info("worker {} of site {} serving on {} with {} containers", config_.id, config_.site, server_.address(),
                config_.containers);
@@ -915,6 +916,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
                            : std::nullopt;
   if (replica && replicating_ < kMaxReplications) {
     ++replicating_;
+    ++stageCopies_[{req.job_id(), req.stage()}];
     server_.spawn(replicateThenRecord(req.job_id(), req.stage(), std::move(item), markerSession, req.stage_tail(),
                                       static_cast<uint32_t>(loc.bucket_bytes_size()), *replica, siteWorkers_.at(*replica)),
                   "output copy");
@@ -929,14 +931,17 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   co_return resp;
 }
 
+bool Worker::stageRuns(const std::string& jobId, uint32_t stage) const {
+  if (stageCopies_.count({jobId, stage})) return true;
+  auto run = taskRuns_.lower_bound({jobId, stage, 0});
+  return run != taskRuns_.end() && std::get<0>(run->first) == jobId && std::get<1>(run->first) == stage;
+}
+
 void Worker::recordBatchItem(const std::string& jobId, uint32_t stage, jobstate::BatchItem item, int64_t markerSession,
                              bool stageTail) {
-  const bool stageIdle = std::none_of(taskRuns_.begin(), taskRuns_.end(), [&](const auto& run) {
-    return std::get<0>(run.first) == jobId && std::get<1>(run.first) == stage;
-  });
   // The stage's last wave here ends with its last running task: then nothing more is coming.
   batcher_->add(jobId, stage, std::move(item), markerSession,
-                !stageIdle ? OutputBatcher::Due::kLinger
+                stageRuns(jobId, stage) ? OutputBatcher::Due::kLinger
                 : stageTail ? OutputBatcher::Due::kNow
                             : OutputBatcher::Due::kStageIdle);
 }
@@ -962,6 +967,9 @@ awaitable<void> Worker::replicateThenRecord(std::string jobId, uint32_t stage, j
     if (!r) copied = r.error();
   }
   --replicating_;
+  if (auto copies = stageCopies_.find({jobId, stage}); copies != stageCopies_.end() && --copies->second <= 0) {
+    stageCopies_.erase(copies);
+  }
   if (copied) {
     auto* copy = item.location.add_replicas();
     copy->set_worker_id(replicaId);

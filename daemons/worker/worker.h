@@ -68,6 +68,9 @@ class Worker {
   Status checkAddressee(std::string_view method, const std::string& workerId, const std::string& site) const;
   boost::asio::awaitable<Result<pb::LaunchJmResponse>> launchJm(pb::LaunchJmRequest req, net::CallContext ctx);
   boost::asio::awaitable<Result<pb::RunTaskResponse>> runTask(pb::RunTaskRequest req, net::CallContext ctx);
+  // A task of (job, stage) runs here now, or an output of it is being copied: more of the
+  // stage's outputs are coming to the batcher.
+  bool stageRuns(const std::string& jobId, uint32_t stage) const;
   // After the executor's report (or its death): queue the output's record (batcher_).
   // `markerSession`: the session that wrote the task's running marker.
   boost::asio::awaitable<Result<pb::RunTaskResponse>> recordOutput(const pb::RunTaskRequest& req, std::string attemptId,
@@ -197,6 +200,8 @@ class Worker {
   // Copies being made for our outputs: bounded, past kMaxReplications an output gets none.
   static constexpr size_t kMaxReplications = 16;
   size_t replicating_ = 0;
+  // Outputs being copied by (job, stage): recorded when their copy ends (stageRuns counts them).
+  std::map<std::pair<std::string, uint32_t>, int> stageCopies_;
   daemon::Counter* replications_ = nullptr;  // by role (source | replica) and result
 };
 
