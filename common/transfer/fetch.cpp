@@ -10,15 +10,10 @@ namespace tellus::transfer {
 
 namespace asio = boost::asio;
 
-namespace {
-
-asio::awaitable<Result<ReadSummary>> fetchOnce(const ClientFor& clientFor, const FetchSource& source,
-                                               const std::filesystem::path& path, const TransferOptions& options,
-                                               const ProgressFn& progress) {
+asio::awaitable<Result<ReadSummary>> fetchInto(const ClientFor& clientFor, const FetchSource& source, SinkFn sink,
+                                               TransferOptions options, ProgressFn progress) {
   auto ep = net::Endpoint::parse(source.address);
   if (!ep) co_return ep.error().prepend("input on worker " + source.workerId);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) co_return makeError(ErrorCode::kInternal, "cannot write " + path.string());
   auto readChunk = [client = clientFor(*ep), request = source.request, verify = source.verify](
                        std::uint64_t offset, std::uint64_t maxBytes,
                        std::chrono::milliseconds timeout) -> asio::awaitable<Result<ReadReply>> {
@@ -33,13 +28,25 @@ asio::awaitable<Result<ReadSummary>> fetchOnce(const ClientFor& clientFor, const
     if (verify) reply.crc32 = chunk->crc32();
     co_return reply;
   };
-  auto sink = [&out, &path](std::string_view bytes) -> Status {
+  auto summary = co_await readChunked(readChunk, std::move(sink), options, std::move(progress));
+  if (!summary) co_return summary.error().prepend("fetching from " + source.workerId);
+  co_return summary;
+}
+
+namespace {
+
+asio::awaitable<Result<ReadSummary>> fetchOnce(const ClientFor& clientFor, const FetchSource& source,
+                                               const std::filesystem::path& path, const TransferOptions& options,
+                                               const ProgressFn& progress) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) co_return makeError(ErrorCode::kInternal, "cannot write " + path.string());
+  SinkFn sink = [&out, &path](std::string_view bytes) -> Status {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) return makeError(ErrorCode::kInternal, "cannot write " + path.string());
     return Status::ok();
   };
-  auto summary = co_await readChunked(readChunk, sink, options, progress);
-  if (!summary) co_return summary.error().prepend("fetching input from " + source.workerId);
+  auto summary = co_await fetchInto(clientFor, source, sink, options, progress);
+  if (!summary) co_return summary.error();
   out.close();
   if (!out) co_return makeError(ErrorCode::kInternal, "cannot write " + path.string());
   co_return summary;

@@ -39,6 +39,14 @@ struct FetchedFile {
 // The client for a worker (a daemon's pool: one connection per peer).
 using ClientFor = std::function<std::shared_ptr<net::RpcClient>(const net::Endpoint&)>;
 
+// Fetches the object from `source` into `sink`, chunk by chunk in order: a sink that fails
+// ends the fetch with its error. When the source gives the object's checksum
+// (FetchSource::verify) the bytes are checked against it (ReadSummary::verified).
+[[nodiscard]] boost::asio::awaitable<Result<ReadSummary>> fetchInto(const ClientFor& clientFor,
+                                                                    const FetchSource& source, SinkFn sink,
+                                                                    TransferOptions options,
+                                                                    ProgressFn progress = nullptr);
+
 // Fetches the object into `path` (truncated first) from the first source, and after a failure
 // (the source died mid-stream, a checksum mismatch, ...) from the next one in order: raw
 // dataset partitions have copies on other workers, so a dead VM costs one retry. The error of

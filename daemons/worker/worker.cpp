@@ -993,11 +993,6 @@ awaitable<Result<pb::ReplicateResponse>> Worker::replicate(pb::ReplicateRequest 
   if (killedJobs_.count(req.job_id())) {
     co_return makeError(ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker");
   }
-  std::error_code ec;
-  const auto dir = dataDir_ / "containers" / req.job_id();
-  std::filesystem::create_directories(dir, ec);
-  if (ec) co_return makeError(ErrorCode::kInternal, "cannot create " + dir.string());
-  const auto tmp = dir / fmt::format("copy-s{}-t{}-{}", req.stage(), req.task(), ++nextRun_);
   const transfer::TransferOptions options = fetchOptions();
   transfer::ClientFor clientFor = [this](const net::Endpoint& ep) { return server_.client(ep); };
   pb::ReplicateResponse resp;
@@ -1013,31 +1008,24 @@ awaitable<Result<pb::ReplicateResponse>> Worker::replicate(pb::ReplicateRequest 
     k->set_task(req.task());
     k->set_bucket(b);
     source.request.set_from_site(config_.site);
-    std::vector<transfer::FetchSource> sources{std::move(source)};
-    auto fetched = co_await transfer::fetchToFile(clientFor, std::move(sources), tmp, options);
-    if (!fetched) {
-      result = fetched.error();
-      break;
-    }
-    // Published whole, as the executor publishes outputs (a checked fetch, then one commit).
+    // Streamed into the store as it arrives (each byte written once), published whole only if
+    // it matches the size and checksum the source gave, as the executor publishes outputs.
     auto writer = store_->create(key);
     if (!writer) {
       result = writer.error();
       break;
     }
-    std::ifstream in(tmp, std::ios::binary);
-    std::string chunk(kFetchChunkBytes, '\0');
-    Status appended;
-    while (appended && in) {
-      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      if (in.gcount() > 0) appended = (*writer)->append(std::string_view(chunk.data(), static_cast<size_t>(in.gcount())));
-    }
-    if (appended && in.bad()) appended = makeError(ErrorCode::kInternal, "cannot read " + tmp.string());
-    if (!appended) {
-      result = appended;
+    transfer::SinkFn sink = [w = writer->get()](std::string_view bytes) { return w->append(bytes); };
+    auto fetched = co_await transfer::fetchInto(clientFor, source, sink, options);
+    if (!fetched) {
+      result = fetched.error();
       break;
     }
-    auto info = (*writer)->commit();
+    if (!fetched->verified) {
+      result = makeError(ErrorCode::kInternal, "the source gave no checksum for bucket " + std::to_string(b));
+      break;
+    }
+    auto info = (*writer)->commitVerified(fetched->bytes, fetched->crc32);
     if (!info) {
       result = info.error();
       break;
@@ -1045,7 +1033,6 @@ awaitable<Result<pb::ReplicateResponse>> Worker::replicate(pb::ReplicateRequest 
     committed.push_back(key);
     resp.set_bytes(resp.bytes() + fetched->bytes);
   }
-  std::filesystem::remove(tmp, ec);
   if (!result) {
     for (const auto& key : committed) (void)store_->remove(key);
     replications_->inc({"replica", "failed"});

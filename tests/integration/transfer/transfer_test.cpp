@@ -1,7 +1,7 @@
 // Pipelined fetches (transfer/fetch.h, the worker's fetch path) from real workers of a mini
 // cluster, over mutual TLS and plaintext: multi-chunk and byte-exact, a corrupted partition
-// caught by its checksum, and a source killed mid-stream replaced by its copy on another
-// worker; `tellus put` and `tellus result` (pipelined too) move a multi-chunk dataset exactly.
+// caught by its checksum (by a fetch, and by worker.Replicate, which keeps nothing of it), and
+// a source killed mid-stream replaced by its copy on another worker; `tellus put` and `tellus result` (pipelined too) move a multi-chunk dataset exactly.
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
 
@@ -19,6 +19,7 @@
 #include "harness/files.h"
 #include "harness/io_thread.h"
 #include "harness/mini_cluster.h"
+#include "net/methods.h"
 #include "net/rpc_client.h"
 #include "net/tls.h"
 #include "transfer/fetch.h"
@@ -174,6 +175,51 @@ TEST_CASE("pipelined fetches from real workers: byte-exact, checksummed, a dead 
     INFO(result.err);
     REQUIRE(result.exitCode == 0);
     CHECK(harness::readFile(resultFile) == text);
+  }
+  {
+    INFO("worker.Replicate streams a partition into the replica's store, published only if its checksum holds");
+    // As the source worker asks it (its certificate): the replica serves no one else.
+    net::ClientOptions options;
+    if (tls) {
+      auto f = harness::certFiles(cluster.certsDir(), "worker/us-east/us-east-w1");
+      auto context = net::TlsContext::load({f.ca.string(), f.cert.string(), f.key.string()});
+      REQUIRE(context);
+      options.tls = *context;
+    }
+    harness::IoThread io;
+    net::ClientPool pool(io.executor(), options);
+    auto replica = net::Endpoint::parse(cluster.workerAddress("us-east-w2"));
+    REQUIRE(replica);
+    auto client = pool.get(*replica);
+    auto replicaStore = data::PartitionStore::open(cluster.dir() / "us-east" / "us-east-w2" / "partitions");
+    REQUIRE(replicaStore);
+    auto replicate = [&](const data::PartitionKey& k) {
+      pb::ReplicateRequest req;
+      req.set_job_id(k.jobId);
+      req.set_stage(k.stage);
+      req.set_task(k.task);
+      req.set_buckets(1);
+      req.set_source_worker_id("us-east-w1");
+      req.set_source_address(cluster.workerAddress("us-east-w1"));
+      req.set_site("us-east");
+      req.set_worker_id("us-east-w2");
+      return io.run(client->call<rpc::Worker::Replicate>(req, std::chrono::milliseconds(30000)));
+    };
+    // `key` has the byte flipped above: nothing is kept.
+    auto corrupt = replicate(key);
+    REQUIRE_FALSE(corrupt);
+    CHECK_THAT(corrupt.message(), Catch::Contains("checksum mismatch"));
+    CHECK_FALSE(replicaStore->exists(key));
+    const data::PartitionKey good{"job-0000000042", 1, 4, 0};
+    REQUIRE(store->write(good, content));
+    auto copied = replicate(good);
+    INFO((copied ? std::string() : copied.message()));
+    REQUIRE(copied);
+    CHECK(copied->bytes() == content.size());
+    auto copyFile = replicaStore->dataPath(good);
+    REQUIRE(copyFile);
+    CHECK(harness::readFile(*copyFile) == content);
+    pool.closeAll();
   }
   {
     INFO("a source killed mid-stream: the fetch fails over to the copy on the other worker");
