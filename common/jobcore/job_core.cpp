@@ -115,6 +115,7 @@ void JobCore::onStatus(const pb::JobStatus& status, int32_t version) {
     return;
   }
   status_ = status;
+  refreshAllLive();
   // Started where the job does not run (a misdirected launch): nothing here to manage, and
   // as the primary it would lead the job from a site with no tasks and no containers.
   outsider_ = !isTerminal(status.state()) &&
@@ -226,6 +227,7 @@ void JobCore::refreshRunningElsewhere() {
 
 void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>& workers) {
   liveWorkers_[site] = workers;
+  refreshAllLive();
   if (workers.empty()) {
     // Cut off (or down): whichever of its workers come back, they come back one by one.
     if (!everLive_[site].empty()) returning_[site] = everLive_[site];
@@ -621,7 +623,7 @@ void JobCore::onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost
     // claim made then must not linger until it dies).
     const auto& parts = view_.stages[lost.stage()].parts;
     const auto part = parts.find(lost.task());
-    const auto live = allLiveWorkers();
+    const auto& live = allLiveWorkers();
     if (part != parts.end() && live && !live->count(part->second.worker_id())) {
       claimedLost_.insert({lost.stage(), lost.task()});
     }
@@ -990,7 +992,7 @@ Actions JobCore::step(double now) {
   decideTakeOver(now, out);
   if (primary_) {
     decidePrimary(now, out);
-  } else if (auto live = allLiveWorkers()) {
+  } else if (const auto& live = allLiveWorkers()) {
     // Our own task's output, known from its end before any listing showed it, whose worker
     // went missing since: the primary may drop its record before we list it (no listing would
     // take it away here), or the worker may have died before recording it. Once its worker is
@@ -1053,15 +1055,16 @@ Actions JobCore::step(double now) {
   return out;
 }
 
-std::optional<std::set<std::string>> JobCore::allLiveWorkers() const {
-  if (status_.sites_size() == 0) return std::nullopt;
+void JobCore::refreshAllLive() {
+  allLive_.reset();
+  if (status_.sites_size() == 0) return;
   std::set<std::string> live;
   for (const auto& site : status_.sites()) {
     auto it = liveWorkers_.find(site);
-    if (it == liveWorkers_.end()) return std::nullopt;
+    if (it == liveWorkers_.end()) return;
     live.insert(it->second.begin(), it->second.end());
   }
-  return live;
+  allLive_ = std::move(live);
 }
 
 void JobCore::noteReturningSites(double now, Actions& out) {
@@ -1202,9 +1205,10 @@ void JobCore::decidePrimary(double now, Actions& out) {
   // dropped from the job state, so their owners run the tasks again. Decided only when the
   // live workers of every site are known, and not while the loss is undecided
   // (lossUndecided): such an output is kept, and held as a loss not yet decided.
-  const auto liveWorkers = allLiveWorkers();
+  const auto& liveWorkers = allLiveWorkers();
   const bool workersKnown = liveWorkers.has_value();
-  const std::set<std::string> live = liveWorkers.value_or(std::set<std::string>());
+  const std::set<std::string> none;
+  const std::set<std::string>& live = workersKnown ? *liveWorkers : none;
   const auto stages = static_cast<uint32_t>(view_.stages.size());
   bool unreachable = false;  // a needed output is on a dead worker and cannot be recomputed yet
   if (workersKnown) {
