@@ -30,6 +30,18 @@ std::unique_ptr<ZkServer> startServer() {
   return std::move(*server);
 }
 
+// A server and two clients connected to it: one that watches, one that writes.
+struct WatcherAndWriter {
+  IoThread io;
+  std::unique_ptr<ZkServer> server = startServer();
+  TestClient zk{io, options(server->connectString())};
+  TestClient writer{io, options(server->connectString())};
+  WatcherAndWriter() {
+    REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
+    REQUIRE(writer.run(writer->waitConnected(10s)).isOk());
+  }
+};
+
 // Thread-safe snapshot of the values a watch delivered.
 template <class T>
 class Observed {
@@ -231,12 +243,9 @@ TEST_CASE("ephemeral nodes vanish when their session closes", "[integration][coo
 
 TEST_CASE("a coalesced children watch asks its window at each change and gathers what comes within it",
           "[integration][coord]") {
-  IoThread io;
-  auto server = startServer();
-  TestClient zk(io, options(server->connectString()));
-  TestClient writer(io, options(server->connectString()));
-  REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
-  REQUIRE(writer.run(writer->waitConnected(10s)).isOk());
+  WatcherAndWriter clients;
+  auto& zk = clients.zk;
+  auto& writer = clients.writer;
   REQUIRE(writer.run(writer->ensurePath("/parts")).isOk());
 
   std::atomic<int64_t> windowMs{600'000};
@@ -261,12 +270,9 @@ TEST_CASE("a coalesced children watch asks its window at each change and gathers
 }
 
 TEST_CASE("watches deliver the current value and every later change until cancelled", "[integration][coord]") {
-  IoThread io;
-  auto server = startServer();
-  TestClient zk(io, options(server->connectString()));
-  TestClient writer(io, options(server->connectString()));
-  REQUIRE(zk.run(zk->waitConnected(10s)).isOk());
-  REQUIRE(writer.run(writer->waitConnected(10s)).isOk());
+  WatcherAndWriter clients;
+  auto& zk = clients.zk;
+  auto& writer = clients.writer;
   REQUIRE(writer.run(writer->ensurePath("/jobs")).isOk());
 
   Observed<std::string> data;
