@@ -174,8 +174,9 @@ class Coordinator {
   // A missing node is reported as no children; its creation is watched too. With a coalesce
   // window > 0 the children are re-listed at most that often: the changes in between arrive
   // as one listing (one request instead of one per change, for a directory that changes
-  // often). `coalesce` is asked for the window each time the directory changed, so a caller
-  // can want the next change at once (a stage's last outputs) and batch the others.
+  // often). `coalesce` is asked for the window when the directory changed, and again every
+  // few milliseconds while the window runs, so a caller can want a change at once (a stage's
+  // last outputs) and batch the others.
   virtual Result<Subscription> watchChildren(std::string path, ChildrenCallback callback, CoalesceFn coalesce) = 0;
   Result<Subscription> watchChildren(std::string path, ChildrenCallback callback, std::chrono::milliseconds coalesce) {
     return watchChildren(std::move(path), std::move(callback), [coalesce] { return coalesce; });

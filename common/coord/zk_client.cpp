@@ -129,6 +129,9 @@ struct WatchEntry {
 
 namespace {
 
+// How often a coalesced listing's window is asked again while it runs (watchLoop).
+constexpr std::chrono::milliseconds kCoalesceRecheck{10};
+
 using detail::PendingOp;
 using detail::RawReply;
 using detail::ZkHandle;
@@ -970,15 +973,16 @@ void ZkClient::rearmAll() {
 awaitable<void> ZkClient::watchLoop(std::shared_ptr<ZkClient> self, std::shared_ptr<detail::WatchEntry> watch) {
   bool failed = false;
   while (!watch->cancelled && !self->closed_) {
-    const auto coalesce = watch->coalesce ? watch->coalesce() : std::chrono::milliseconds(0);
-    if (coalesce.count() > 0 && watch->lastRefresh) {
-      // The ZooKeeper watch is spent until the next read: changes until then cost nothing and
-      // arrive together in it.
-      const auto due = *watch->lastRefresh + coalesce;
+    // The ZooKeeper watch is spent until the next read: changes until then cost nothing and
+    // arrive together in it. The window is asked again every kCoalesceRecheck while it runs,
+    // so one that shrinks meanwhile (the caller now wants the change at once) ends it early.
+    while (watch->coalesce && watch->lastRefresh && !watch->cancelled && !self->closed_) {
+      const auto due = *watch->lastRefresh + watch->coalesce();
       const auto now = std::chrono::steady_clock::now();
-      if (now < due) co_await self->sleepFor(std::chrono::ceil<std::chrono::milliseconds>(due - now));
-      if (watch->cancelled || self->closed_) break;
+      if (now >= due) break;
+      co_await self->sleepFor(std::min(std::chrono::ceil<std::chrono::milliseconds>(due - now), kCoalesceRecheck));
     }
+    if (watch->cancelled || self->closed_) break;
     watch->lastRefresh = std::chrono::steady_clock::now();
     watch->dirty = false;
     Status st = co_await self->refreshWatch(*watch);
