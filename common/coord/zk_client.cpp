@@ -129,8 +129,11 @@ struct WatchEntry {
 
 namespace {
 
-// How often a coalesced listing's window is asked again while it runs (watchLoop).
-constexpr std::chrono::milliseconds kCoalesceRecheck{10};
+// A coalesced listing's window is asked again while it runs (watchLoop) every tenth of it,
+// within these bounds: a JM's 100 ms outputs window is rechecked every 10 ms, its 500 ms
+// markers window every 50 ms (a window costs at most ten timer wakeups), a long one each second.
+constexpr std::chrono::milliseconds kCoalesceRecheckMin{10};
+constexpr std::chrono::milliseconds kCoalesceRecheckMax{1000};
 
 using detail::PendingOp;
 using detail::RawReply;
@@ -974,13 +977,15 @@ awaitable<void> ZkClient::watchLoop(std::shared_ptr<ZkClient> self, std::shared_
   bool failed = false;
   while (!watch->cancelled && !self->closed_) {
     // The ZooKeeper watch is spent until the next read: changes until then cost nothing and
-    // arrive together in it. The window is asked again every kCoalesceRecheck while it runs,
-    // so one that shrinks meanwhile (the caller now wants the change at once) ends it early.
+    // arrive together in it. The window is asked again while it runs (kCoalesceRecheckMin), so
+    // one that shrinks meanwhile (the caller now wants the change at once) ends it early.
     while (watch->coalesce && watch->lastRefresh && !watch->cancelled && !self->closed_) {
-      const auto due = *watch->lastRefresh + watch->coalesce();
+      const auto window = watch->coalesce();
+      const auto due = *watch->lastRefresh + window;
       const auto now = std::chrono::steady_clock::now();
       if (now >= due) break;
-      co_await self->sleepFor(std::min(std::chrono::ceil<std::chrono::milliseconds>(due - now), kCoalesceRecheck));
+      const auto recheck = std::clamp(window / 10, kCoalesceRecheckMin, kCoalesceRecheckMax);
+      co_await self->sleepFor(std::min(std::chrono::ceil<std::chrono::milliseconds>(due - now), recheck));
     }
     if (watch->cancelled || self->closed_) break;
     watch->lastRefresh = std::chrono::steady_clock::now();
