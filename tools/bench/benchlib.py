@@ -1,6 +1,6 @@
 """What the Python benchmarks under tools/bench share: a throwaway cluster from scripts/cluster,
 the CLI's environment for it, and the workers' per-task phase metrics."""
-import os, subprocess, sys, tempfile, urllib.request
+import os, socket, subprocess, sys, tempfile, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -10,10 +10,11 @@ def log(*a):
 
 
 def scrape(address):
-    """(phase seconds, phase samples, tasks) summed from one worker's /metrics."""
+    """(phase seconds, phase samples, tasks, start transactions, task starts) summed from one
+    worker's /metrics."""
     with urllib.request.urlopen("http://%s/metrics" % address, timeout=5) as r:
         text = r.read().decode()
-    seconds, samples, tasks = {}, {}, 0.0
+    seconds, samples, tasks, transactions, starts = {}, {}, 0.0, 0.0, 0.0
     for line in text.splitlines():
         if line.startswith("#") or not line.strip():
             continue
@@ -26,7 +27,28 @@ def scrape(address):
             samples[label] = float(value)
         elif name == "tellus_worker_tasks_total":
             tasks += float(value)
-    return seconds, samples, tasks
+        elif name == "tellus_worker_start_transactions_total":
+            transactions = float(value)
+        elif name == "tellus_worker_task_starts_total":
+            starts = float(value)
+    return seconds, samples, tasks, transactions, starts
+
+
+def srvr_received(zk):
+    """ZooKeeper's count of packets received (its `srvr` command) at host:port `zk`."""
+    host, port = zk.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"srvr")
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    for line in data.decode().splitlines():
+        if line.startswith("Received:"):
+            return int(line.split()[1])
+    raise RuntimeError("no Received line in srvr output: " + data.decode())
 
 
 def phase_ms_per_task(before, after, phases):
