@@ -135,6 +135,9 @@ namespace {
 constexpr std::chrono::milliseconds kCoalesceRecheckMin{10};
 constexpr std::chrono::milliseconds kCoalesceRecheckMax{1000};
 
+// How long the C library goes without resolving the server names again while connected.
+constexpr int kServerResolutionDelayMs = 10'000;
+
 using detail::PendingOp;
 using detail::RawReply;
 using detail::ZkHandle;
@@ -359,6 +362,13 @@ Status ZkClient::openHandle() {
     int err = errno;
     return makeError(err == EINVAL ? ErrorCode::kInvalidArgument : ErrorCode::kUnavailable,
                      "connecting to ZooKeeper at '" + options_.connectString + "': " + std::strerror(err));
+  }
+  // By default the library resolves the server names again (getaddrinfo, which opens a
+  // netlink socket) every time it polls its socket: measured, a netlink round trip and an
+  // open of /dev/urandom per request of a busy worker. DNS changes are still seen within
+  // this window, and at once on a connection loss (when the library always resolves).
+  if (int rc = zoo_set_servers_resolution_delay(zh, kServerResolutionDelayMs); rc != ZOK) {
+    spdlog::warn("ZooKeeper server name resolution delay: {}", zkCodeName(rc));
   }
   if (options_.credentials) {
     // Queued before the handle connects: the library sends it first on every connection of
