@@ -37,6 +37,12 @@ bool Actions::empty() const {
 }
 
 namespace {
+// An executor reports exactly the buckets it was asked for: a record of stage s with another
+// count is malformed, and a reader would take a bucket missing from it as empty (taskInputs).
+bool bucketsWellFormed(const pb::JobSpec& spec, uint32_t s, const pb::PartitionLocation& loc) {
+  return static_cast<uint32_t>(loc.bucket_bytes_size()) == job::outputBuckets(spec, s);
+}
+
 // A thief that found nothing to steal asks again at most this much later (doubling from the
 // steal interval), unless the work changes first.
 constexpr double kMaxStealBackoffS = 5.0;
@@ -166,7 +172,7 @@ void JobCore::onFinishRecords(uint32_t stage, const std::set<std::string>& recor
   for (const auto& [t, loc] : view_.stages[stage].parts) {
     auto key = finishKeys_[stage].find(t);
     if (key == finishKeys_[stage].end()) continue;  // not listed yet: asked again later
-    if (records.count(key->second)) {
+    if (records.count(key->second) && bucketsWellFormed(view_.spec, stage, loc)) {
       verified_[stage][t] = key->second;
     } else {
       untrusted_[stage].insert(t);
@@ -251,8 +257,9 @@ namespace {
 // A part's elapsed time as stageMeanS sums it: a value from the network that is not finite, is
 // negative or is absurd would stay in the running sum (NaN for good, or the small values lost).
 // An output a live worker can serve: its own worker's copy, or another one (PartitionLocation::replicas).
+// An empty one needs no worker: its readers read nothing (jobstate::outputEmpty).
 bool outputLive(const pb::PartitionLocation& loc, const std::set<std::string>& live) {
-  if (live.count(loc.worker_id())) return true;
+  if (live.count(loc.worker_id()) || jobstate::outputEmpty(loc)) return true;
   return std::any_of(loc.replicas().begin(), loc.replicas().end(),
                      [&](const pb::DatasetReplica& r) { return live.count(r.worker_id()) > 0; });
 }
@@ -313,6 +320,7 @@ void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionL
     if (known != finishKey) untrusted_[stage].erase(task);
     known = finishKey;
   }
+  if (config_.verifyOutputs && !bucketsWellFormed(view_.spec, stage, location)) untrusted_[stage].insert(task);
   // Another site's execution, new to us, that read nothing across sites: its time is compute
   // alone, a record of "a similar task on a different node" for our lease estimates.
   if (location.site() != config_.site && location.fetched().empty() && !listedParts_[stage].count(task)) {

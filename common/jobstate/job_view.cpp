@@ -1,5 +1,7 @@
 #include "jobstate/job_view.h"
 
+#include <algorithm>
+
 #include "job/spec.h"
 
 namespace tellus::jobstate {
@@ -76,6 +78,8 @@ pb::InputRef partitionRef(const std::string& jobId, uint32_t stage, uint32_t tas
   key->set_stage(stage);
   key->set_task(task);
   key->set_bucket(bucket);
+  // A record without this bucket is malformed (an executor reports every bucket it was asked
+  // for): the primary does not trust it (JobCore::onPartRecorded) and releases nothing on it.
   if (static_cast<int>(bucket) < loc.bucket_bytes_size()) ref.set_bytes(loc.bucket_bytes(static_cast<int>(bucket)));
   // The output's other copies, tried in order when its worker cannot serve it.
   *ref.mutable_replicas() = loc.replicas();
@@ -114,6 +118,11 @@ Result<std::vector<pb::InputRef>> taskInputs(const JobView& job, uint32_t s, uin
     }
   }
   return refs;
+}
+
+bool outputEmpty(const pb::PartitionLocation& loc) {
+  return loc.bucket_bytes_size() > 0 &&
+         std::all_of(loc.bucket_bytes().begin(), loc.bucket_bytes().end(), [](uint64_t b) { return b == 0; });
 }
 
 std::map<std::string, double> inputBytesBySite(const JobView& job, uint32_t s) {

@@ -40,8 +40,13 @@ bool stageDone(const JobView& job, uint32_t s);
 bool jobDone(const JobView& job);
 // Stages not yet released whose every upstream stage is done.
 std::vector<uint32_t> releasableStages(const JobView& job);
-// The partitions task t of stage s reads. kNotFound if an upstream output is missing.
+// The partitions task t of stage s reads. kNotFound if an upstream output is missing. A
+// partition input's `bytes` is its bucket's size in the output's record: 0 means empty, and a
+// worker reads such an input as empty without fetching it (Spark skips empty blocks alike).
 Result<std::vector<pb::InputRef>> taskInputs(const JobView& job, uint32_t s, uint32_t t);
+// An output whose every bucket is empty (a task that wrote nothing): no reader fetches it, so
+// it needs no copy and no live worker, and is never lost. A record without buckets is not.
+bool outputEmpty(const pb::PartitionLocation& loc);
 // Bytes of input of stage s held at each site (dataset partitions, or upstream buckets it
 // reads). The basis of HOUTU's proportional initial assignment.
 std::map<std::string, double> inputBytesBySite(const JobView& job, uint32_t s);

@@ -1285,6 +1285,14 @@ awaitable<Result<pb::ResultResponse>> Master::result(pb::ResultRequest req, net:
     // The entry may have been evicted while we read: look it up again before caching.
     if (auto again = resultMeta_.find(jobId); again != resultMeta_.end()) again->second.parts[req.task()] = loc;
   }
+  if (jobstate::outputEmpty(loc)) {
+    // Nothing to read, from a worker that may be gone (an empty output gets no copy).
+    resp.set_total_bytes(0);
+    resp.set_crc32(0);  // the CRC-32 of no bytes
+    resp.set_worker_id(loc.worker_id());
+    resp.set_site(loc.site());
+    co_return resp;
+  }
   pb::FetchRequest fetch;
   fetch.mutable_partition()->set_job_id(jobId);
   fetch.mutable_partition()->set_stage(last);

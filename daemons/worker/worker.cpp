@@ -24,6 +24,7 @@
 #include "transfer/fetch.h"
 #include "job/exec_policy.h"
 #include "job/spec.h"
+#include "jobstate/job_view.h"
 #include "jobstate/paths.h"
 #include "monitor/process_table.h"
 #include "util/log.h"
@@ -645,6 +646,13 @@ awaitable<Result<std::string>> Worker::localInput(const pb::InputRef& ref, const
     }
   }
   auto path = dir / ("input-" + std::to_string(index));
+  if (ref.has_partition() && ref.bytes() == 0) {
+    // An empty bucket (its size is in the output's record): nothing to fetch, from a worker
+    // that may be gone (an empty output gets no copy, and is never taken as lost).
+    std::ofstream empty(path, std::ios::binary | std::ios::trunc);
+    if (!empty) co_return makeError(ErrorCode::kInternal, "cannot create " + path.string());
+    co_return path.string();
+  }
   // The partition and its copies on other workers (an output's, or a raw partition's): a dead
   // VM costs one retry, not the job. Only output partitions carry a checksum.
   std::vector<transfer::FetchSource> sources;
@@ -909,11 +917,11 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
   // first copy of a task wins; a duplicate is kept for the audit only); the task stays marked
   // running until then. The JM has the location now, in the reply.
   // With a copy asked for, recorded once the copy is complete or failed (replicateThenRecord):
-  // the record names only a copy that exists. The reply does not wait for it.
+  // the record names only a copy that exists. The reply does not wait for it. An empty output
+  // needs none: no reader fetches it (jobstate::outputEmpty).
   jobstate::BatchItem item{req.task(), loc, false};
-  const auto replica = req.output_replicas() > 0 && loc.bucket_bytes_size() > 0
-                           ? pickReplicaWorker(config_.id, siteWorkers_)
-                           : std::nullopt;
+  const bool wantsCopy = req.output_replicas() > 0 && !jobstate::outputEmpty(loc);
+  const auto replica = wantsCopy ? pickReplicaWorker(config_.id, siteWorkers_) : std::nullopt;
   if (replica && replicating_ < kMaxReplications) {
     ++replicating_;
     ++stageCopies_[{req.job_id(), req.stage()}];
@@ -921,7 +929,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::recordOutput(const pb::RunTaskReq
                                       static_cast<uint32_t>(loc.bucket_bytes_size()), *replica, siteWorkers_.at(*replica)),
                   "output copy");
   } else {
-    if (req.output_replicas() > 0) replications_->inc({"source", "skipped"});
+    if (wantsCopy) replications_->inc({"source", "skipped"});
     recordBatchItem(req.job_id(), req.stage(), std::move(item), markerSession, req.stage_tail());
   }
   std::error_code ec;

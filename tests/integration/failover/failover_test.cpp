@@ -26,6 +26,7 @@
 #include "harness/eventually.h"
 #include "harness/files.h"
 #include "harness/http_get.h"
+#include "jobstate/job_view.h"
 #include "jobstate/paths.h"
 
 namespace tellus::failover {
@@ -509,6 +510,57 @@ TEST_CASE("with output copies (the default) a killed worker's finished outputs a
     CHECK(end->executions[id] == job.before.executions.at(id) + 1);
     CHECK(end->parts.at(id).worker_id() != victim);
   }
+}
+
+TEST_CASE("an empty output gets no copy and is not lost with its worker: its readers read it as empty, nothing "
+          "finished re-runs",
+          "[integration][failover][worker][replication]") {
+  // The side stage's tasks write nothing; the map stage reads every one of their buckets.
+  ScenarioOptions options;
+  options.sideTasks = 6;
+  options.sideSleepS = 0.3;
+  auto sc = startScenario(options);
+  auto& cluster = sc->cluster();
+
+  // Before the first stage is done: a worker that hosts no JM of the job and holds an empty
+  // output.
+  std::string victim;
+  const auto holdsEmptyOutput = [&cluster, &victim](const JobSnapshot& s) {
+    auto first = s.stageTasks.find(0);
+    if (first == s.stageTasks.end() || !s.settled() || s.done(0) >= first->second) return false;
+    for (const auto& site : cluster.sites()) {
+      for (const auto& id : cluster.workers(site)) {
+        bool hostsJm = false, holds = false;
+        for (const auto& [jmSite, jm] : s.jms) hostsJm = hostsJm || jm.worker_id() == id;
+        for (const auto& [t, loc] : s.parts) holds = holds || (loc.worker_id() == id && jobstate::outputEmpty(loc));
+        if (!hostsJm && holds) {
+          victim = id;
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, cluster.sites()[0], holdsEmptyOutput);
+  REQUIRE(cluster.killWorker(victim).isOk());
+  auto after = snapshotNow(*sc, job.id);
+  REQUIRE(after.isOk());
+
+  // The map tasks that read the victim's empty outputs run after it died (the map stage is
+  // released once the first stage is done): they would wait for ever on a fetch from it.
+  requireCorrectEnd(*sc, job.id, runningOn({&job.before, &*after}, {victim}), cluster.sites()[0], kEnd);
+  auto end = sc->snapshot(job.id);
+  REQUIRE(end.isOk());
+  size_t kept = 0;
+  for (const auto& [id, loc] : after->parts) {
+    if (loc.worker_id() != victim || !jobstate::outputEmpty(loc)) continue;
+    INFO("empty output of task " << taskName(id) << " on the victim: " << loc.ShortDebugString());
+    CHECK(loc.replicas_size() == 0);  // nothing to copy
+    ++kept;
+    CHECK(end->executions[id] == 1);
+    CHECK(end->parts.at(id).worker_id() == victim);  // the same record, never taken as lost
+  }
+  CHECK(kept >= 1);
 }
 
 // ---------------------------------------------------------------------------------------------

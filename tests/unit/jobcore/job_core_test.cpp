@@ -56,13 +56,14 @@ pb::Container container(const std::string& worker, uint32_t slot, const std::str
   return c;
 }
 
-pb::PartitionLocation outputAt(const std::string& worker, const std::string& site = "a") {
+// A map output of wordcountSpec (a bucket per reduce task); a reduce output has one bucket.
+pb::PartitionLocation outputAt(const std::string& worker, const std::string& site = "a", uint32_t buckets = 2,
+                               uint64_t bytesPerBucket = 10) {
   pb::PartitionLocation loc;
   loc.set_site(site);
   loc.set_worker_id(worker);
   loc.set_worker_address("127.0.0.1:9");
-  loc.add_bucket_bytes(10);
-  loc.add_bucket_bytes(10);
+  for (uint32_t b = 0; b < buckets; ++b) loc.add_bucket_bytes(bytesPerBucket);
   loc.set_elapsed_s(1.0);
   return loc;
 }
@@ -1126,7 +1127,7 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
 
   // Records for both reduce tasks appear without a finished execution behind one of them.
   std::map<uint32_t, std::string> reduceKeys{{0, "1-0-0000000007-11111111"}, {1, "1-1-0000000042-22222222"}};
-  listParts(core, 1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, reduceKeys);
+  listParts(core, 1, {{0, outputAt("a-w1", "a", 1)}, {1, outputAt("b-w1", "b", 1)}}, reduceKeys);
   actions = core.step(2);
   CHECK_FALSE(actions.succeed);
   REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{1});
@@ -1137,12 +1138,12 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
   CHECK(actions.lostOutputs[0].task == TaskId{1, 1});
   CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("forged"));
   core.onLostOutputRemoved(actions.lostOutputs[0], true);
-  listParts(core, 1, {{0, outputAt("a-w1")}}, {{0, reduceKeys[0]}});
+  listParts(core, 1, {{0, outputAt("a-w1", "a", 1)}}, {{0, reduceKeys[0]}});
   CHECK_FALSE(core.step(2.2).succeed);
 
   // Its owner runs it again; the new record is confirmed, and only then does the job succeed.
   const std::string rerun = "1-1-0000000050-33333333";
-  listParts(core, 1, {{0, outputAt("a-w1")}, {1, outputAt("b-w1", "b")}}, {{0, reduceKeys[0]}, {1, rerun}});
+  listParts(core, 1, {{0, outputAt("a-w1", "a", 1)}, {1, outputAt("b-w1", "b", 1)}}, {{0, reduceKeys[0]}, {1, rerun}});
   actions = core.step(3);
   CHECK_FALSE(actions.succeed);
   REQUIRE(actions.readFinishRecords == std::vector<uint32_t>{1});
@@ -2067,6 +2068,78 @@ TEST_CASE("output copies: an output is kept while a copy's worker lives, removed
   CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
   CHECK(actions.lostOutputs[0].deadWorker == "a-w2");
   CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("every copy"));
+}
+
+TEST_CASE("empty outputs: one whose every bucket is empty is never lost with its worker, and is read as empty",
+          "[unit][jobcore][replication]") {
+  JobCore core = loadedAt("a");
+  core.onLiveWorkers("a", {"a-w1", "a-w2"});
+  releaseMaps(core, 0);
+  // Task 0 wrote nothing (no copy was made of it); task 1 wrote 10 bytes per bucket.
+  listParts(core, 0, {{0, outputAt("a-w2", "a", 2, 0)}, {1, outputAt("a-w2")}, {2, outputAt("a-w1")}, {3, outputAt("a-w1")}});
+  CHECK(core.step(1).lostOutputs.empty());
+  // Its readers are told its buckets hold 0 bytes (a worker reads them without a fetch).
+  auto inputs = jobstate::taskInputs(core.view(), 1, 1);
+  REQUIRE(inputs);
+  REQUIRE(inputs->size() == 4);
+  CHECK(inputs->at(0).partition().task() == 0);
+  CHECK(inputs->at(0).bytes() == 0);
+  CHECK(inputs->at(1).bytes() == 10);
+  core.onLiveWorkers("a", {"a-w1"});  // a-w2's VM is gone
+  auto actions = core.step(2);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 1});
+  core.onLostOutputRemoved(actions.lostOutputs[0], true);
+  CHECK(core.step(3).lostOutputs.empty());
+  CHECK(core.view().stages[0].parts.count(0) == 1);
+}
+
+TEST_CASE("a record of another bucket count than its stage writes is not trusted: removed and re-run",
+          "[unit][jobcore][corrupt]") {
+  CoreConfig config = configAt("a");
+  config.verifyOutputs = true;
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  listNothing(core);
+  releaseMaps(core, 0);
+  // Task 2's record has one bucket where the map stage writes one per reduce task (2): a
+  // reader would take the missing one as empty. Its finish key is genuine.
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  std::map<uint32_t, std::string> keys;
+  for (uint32_t t = 0; t < 4; ++t) {
+    parts[t] = t == 3 ? outputAt("b-w1", "b") : outputAt("a-w1", "a", t == 2 ? 1 : 2, 0);
+    keys[t] = "0-" + std::to_string(t) + "-000000000" + std::to_string(t) + "-0000abcd";
+  }
+  listParts(core, 0, parts, keys);
+  auto actions = core.step(1);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 2});
+  CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("forged or inconsistent"));
+  CHECK(actions.releases.empty());
+  // Also when it comes with a genuine finish record: never confirmed, nothing released.
+  JobCore other(config);
+  REQUIRE(other.onJobLoaded(wordcountSpec(), wordcountInputs()));
+  other.onStatus(running(), 0);
+  other.onLiveWorkers("a", {"a-w1"});
+  other.onLiveWorkers("b", {"b-w1"});
+  other.onJms({"a", "b"});
+  listNothing(other);
+  releaseMaps(other, 0);
+  parts[2] = outputAt("a-w1");
+  listParts(other, 0, parts, keys);
+  REQUIRE(other.step(1).readFinishRecords == std::vector<uint32_t>{0});
+  parts[2] = outputAt("a-w1", "a", 3);
+  listParts(other, 0, parts, keys);  // the same key, now with three buckets
+  other.onFinishRecords(0, {keys[0], keys[1], keys[2], keys[3]});
+  actions = other.step(1.2);
+  CHECK_FALSE(actions.needSiteRecords);
+  CHECK(actions.releases.empty());
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 2});
 }
 
 TEST_CASE("output copies: tasks ask for the spec's copies and read every copy of their inputs",

@@ -100,6 +100,17 @@ TEST_CASE("task inputs: a raw partition, every upstream bucket, or the forward p
   CHECK(missing.error().code == ErrorCode::kNotFound);
 }
 
+TEST_CASE("an output is empty when it has buckets and every one holds 0 bytes", "[unit][jobstate]") {
+  pb::PartitionLocation loc;
+  CHECK_FALSE(outputEmpty(loc));  // no buckets: malformed, not empty
+  loc.add_bucket_bytes(0);
+  CHECK(outputEmpty(loc));
+  loc.add_bucket_bytes(0);
+  CHECK(outputEmpty(loc));
+  loc.add_bucket_bytes(1);
+  CHECK_FALSE(outputEmpty(loc));
+}
+
 TEST_CASE("input bytes by site count what each site holds of a stage's input", "[unit][jobstate]") {
   auto job = wordcountJob();
   auto raw = inputBytesBySite(job, 0);
