@@ -254,8 +254,6 @@ void JobCore::onJms(const std::set<std::string>& sites) { jms_ = sites; }
 
 namespace {
 
-// A part's elapsed time as stageMeanS sums it: a value from the network that is not finite, is
-// negative or is absurd would stay in the running sum (NaN for good, or the small values lost).
 // An output a live worker can serve: its own worker's copy, or another one (PartitionLocation::replicas).
 // An empty one needs no worker: its readers read nothing (jobstate::outputEmpty).
 bool outputLive(const pb::PartitionLocation& loc, const std::set<std::string>& live) {
@@ -264,6 +262,8 @@ bool outputLive(const pb::PartitionLocation& loc, const std::set<std::string>& l
                      [&](const pb::DatasetReplica& r) { return live.count(r.worker_id()) > 0; });
 }
 
+// A part's elapsed time as stageMeanS sums it: a value from the network that is not finite, is
+// negative or is absurd would stay in the running sum (NaN for good, or the small values lost).
 double elapsedOf(const pb::PartitionLocation& location) {
   constexpr double kMaxElapsedS = 1e9;  // ~30 years
   const double v = location.elapsed_s();
