@@ -736,9 +736,15 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     // A task of a stage not listed yet may be done or running elsewhere: not ours to give.
     if (!listed(s)) continue;
     // Waiting tasks, oldest first; the first `freeHere` are ours to start on our own idle
-    // containers (they wait for locality there).
+    // containers (they wait for locality there). Past those, Parades looks at the head of the
+    // queue only, as in decideLaunches (CoreConfig::launchWindow): a steal costs
+    // O(containers + window), not O(tasks), for stages of 10^4 tasks. Under min_locality a
+    // dataset stage's every candidate is looked at: which are local decides what we keep.
+    const bool gated = localityGate_ && isDatasetStage(view_.spec, s);
+    const size_t window = freeHere + config_.launchWindow;
     std::vector<uint32_t> candidates;
     for (uint32_t t : unfinishedHere_[s]) {
+      if (!gated && candidates.size() == window) break;
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
       if (!inputsReady(s, t)) continue;
@@ -752,7 +758,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     }
     // The first `shelter` candidates are kept for our idle containers.
     size_t shelter = freeHere;
-    if (localityGate_ && isDatasetStage(view_.spec, s)) {
+    if (gated) {
       // Under min_locality our idle containers start only the local tasks; the others, which
       // hold the stage back here, are for the thieves where their partitions are.
       const auto nonLocal = std::stable_partition(candidates.begin(), candidates.end(), [&](uint32_t t) {
@@ -771,6 +777,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     ShuffleCache shuffles;
     std::map<uint32_t, std::map<std::string, double>> sources;  // by task
     std::vector<sched::WaitingTask> waiting;
+    candidates.resize(std::min(candidates.size(), shelter + config_.launchWindow));
     for (size_t i = shelter; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
       sched::WaitingTask w;

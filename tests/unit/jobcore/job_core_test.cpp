@@ -121,6 +121,21 @@ JobCore loadedWith(const CoreConfig& config, bool pinned = false) {
   return core;
 }
 
+// At a, verifying output records (as tellus-jm does): the word count loaded and listed empty,
+// `workersAtA` live at a and b-w1 at b, both sites' JMs up.
+JobCore verifyingAt(const std::set<std::string>& workersAtA) {
+  CoreConfig config = configAt("a");
+  config.verifyOutputs = true;
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", workersAtA);
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  listNothing(core);
+  return core;
+}
+
 // The same at `site` with the default timings, without listings / with empty ones.
 JobCore unlistedAt(const std::string& site) { return unlistedWith(configAt(site)); }
 JobCore loadedAt(const std::string& site, bool pinned = false) { return loadedWith(configAt(site), pinned); }
@@ -661,6 +676,24 @@ TEST_CASE("steal as victim: a task goes only after waiting 2τ·p (τ·p with in
   CHECK(core.offerSteal("b", 3, 110).tasks == std::vector<uint32_t>{3, 1, 2});
 }
 
+TEST_CASE("steal as victim: Parades looks at the head of the queue only (launchWindow), as when launching",
+          "[unit][jobcore]") {
+  CoreConfig config = configAt("a");
+  config.launchWindow = 2;
+  JobCore core = loadedWith(config);
+  pb::TaskMap map;
+  for (const char* s : {"a", "a", "a", "a"}) map.add_owner_site(s);
+  core.onTaskMap(0, map, 0);
+  pb::PartitionLocation done = outputAt("a-w1");
+  done.set_elapsed_s(10);
+  listParts(core, 0, {{0, done}});
+  core.step(100);  // tasks 1..3 start waiting at 100
+  // No container here, so the window is the first two waiting tasks: task 3, whose input is at
+  // the thief (it would go first, as above), is past it.
+  CHECK(core.offerSteal("b", 3, 106).tasks.empty());
+  CHECK(core.offerSteal("b", 3, 110).tasks == std::vector<uint32_t>{1, 2});
+}
+
 TEST_CASE("steal as victim: a task goes only when the thief would finish it first", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   pb::TaskMap map;
@@ -1091,15 +1124,7 @@ TEST_CASE("a JM started at a site the job does not run at exits without acting, 
 TEST_CASE("forged output records: the primary confirms each against its stage's finish records; an unconfirmed one "
           "is removed and re-run, and nothing is released or succeeds on it",
           "[unit][jobcore][corrupt]") {
-  CoreConfig config = configAt("a");
-  config.verifyOutputs = true;
-  JobCore core(config);
-  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
-  core.onStatus(running(), 0);
-  core.onLiveWorkers("a", {"a-w1", "a-w2"});
-  core.onLiveWorkers("b", {"b-w1"});
-  core.onJms({"a", "b"});
-  listNothing(core);
+  JobCore core = verifyingAt({"a-w1", "a-w2"});
   releaseMaps(core, 0);
 
   // The map stage's four records, as listed, with their finish keys.
@@ -1153,15 +1178,7 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
 
 TEST_CASE("forged output records: a failed read of the finish records is asked again, and confirms nothing",
           "[unit][jobcore][corrupt]") {
-  CoreConfig config = configAt("a");
-  config.verifyOutputs = true;
-  JobCore core(config);
-  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
-  core.onStatus(running(), 0);
-  core.onLiveWorkers("a", {"a-w1"});
-  core.onLiveWorkers("b", {"b-w1"});
-  core.onJms({"a", "b"});
-  listNothing(core);
+  JobCore core = verifyingAt({"a-w1"});
   releaseMaps(core, 0);
   std::map<uint32_t, pb::PartitionLocation> parts;
   std::map<uint32_t, std::string> keys;
@@ -1212,15 +1229,7 @@ TEST_CASE("residency in meaning: a stage reading raw records copied from pinned 
 TEST_CASE("an output its worker still holds in a batch: done here, its container free, nothing released on it until "
           "the batch is recorded",
           "[unit][jobcore][batch]") {
-  CoreConfig config = configAt("a");
-  config.verifyOutputs = true;
-  JobCore core(config);
-  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
-  core.onStatus(running(), 0);
-  core.onLiveWorkers("a", {"a-w1", "a-w2"});
-  core.onLiveWorkers("b", {"b-w1"});
-  core.onJms({"a", "b"});
-  listNothing(core);
+  JobCore core = verifyingAt({"a-w1", "a-w2"});
   auto actions = launchOnTwoContainers(core, 0);
   const LaunchTask first = actions.launches[0];
   const LaunchTask second = actions.launches[1];
@@ -2096,15 +2105,7 @@ TEST_CASE("empty outputs: one whose every bucket is empty is never lost with its
 
 TEST_CASE("a record of another bucket count than its stage writes is not trusted: removed and re-run",
           "[unit][jobcore][corrupt]") {
-  CoreConfig config = configAt("a");
-  config.verifyOutputs = true;
-  JobCore core(config);
-  REQUIRE(core.onJobLoaded(wordcountSpec(), wordcountInputs()));
-  core.onStatus(running(), 0);
-  core.onLiveWorkers("a", {"a-w1"});
-  core.onLiveWorkers("b", {"b-w1"});
-  core.onJms({"a", "b"});
-  listNothing(core);
+  JobCore core = verifyingAt({"a-w1"});
   releaseMaps(core, 0);
   // Task 2's record has one bucket where the map stage writes one per reduce task (2): a
   // reader would take the missing one as empty. Its finish key is genuine.
@@ -2121,13 +2122,7 @@ TEST_CASE("a record of another bucket count than its stage writes is not trusted
   CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("forged or inconsistent"));
   CHECK(actions.releases.empty());
   // Also when it comes with a genuine finish record: never confirmed, nothing released.
-  JobCore other(config);
-  REQUIRE(other.onJobLoaded(wordcountSpec(), wordcountInputs()));
-  other.onStatus(running(), 0);
-  other.onLiveWorkers("a", {"a-w1"});
-  other.onLiveWorkers("b", {"b-w1"});
-  other.onJms({"a", "b"});
-  listNothing(other);
+  JobCore other = verifyingAt({"a-w1"});
   releaseMaps(other, 0);
   parts[2] = outputAt("a-w1");
   listParts(other, 0, parts, keys);
