@@ -468,6 +468,18 @@ TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re
   }
 }
 
+// Kills `victim`'s VM with the job's first stage under way, then waits for the job's exact end,
+// in which only the tasks running on the victim ran again. The job's state right after the
+// kill, and at its end.
+std::pair<JobSnapshot, JobSnapshot> killWorkerToEnd(Scenario& sc, const JobMidFirstStage& job, const std::string& victim) {
+  REQUIRE(sc.cluster().killWorker(victim).isOk());
+  auto after = snapshotNow(sc, job.id);
+  REQUIRE(after.isOk());
+  JobSnapshot end =
+      requireCorrectEnd(sc, job.id, runningOn({&job.before, &*after}, {victim}), sc.cluster().sites()[0], kEnd);
+  return {std::move(*after), std::move(end)};
+}
+
 TEST_CASE("with output copies (the default) a killed worker's finished outputs are read from their copies: only the "
           "tasks it was running run again",
           "[integration][failover][worker][replication]") {
@@ -483,32 +495,26 @@ TEST_CASE("with output copies (the default) a killed worker's finished outputs a
   };
   const JobMidFirstStage job =
       submitAndWaitMidFirstStage(*sc, cluster.sites()[0], workerToKill(cluster, site, victim, holds));
-  REQUIRE(cluster.killWorker(victim).isOk());
-  auto after = snapshotNow(*sc, job.id);
-  REQUIRE(after.isOk());
-
   // Only what ran on the victim may run again: its finished outputs are not lost.
-  requireCorrectEnd(*sc, job.id, runningOn({&job.before, &*after}, {victim}), cluster.sites()[0], kEnd);
-  auto end = sc->snapshot(job.id);
-  REQUIRE(end.isOk());
+  auto [after, end] = killWorkerToEnd(*sc, job, victim);
   size_t kept = 0;
-  for (const auto& [id, loc] : after->parts) {
+  for (const auto& [id, loc] : after.parts) {
     if (loc.worker_id() != victim) continue;
     INFO("output of task " << taskName(id) << " on the victim: " << loc.ShortDebugString());
     // Every output of a worker with a live neighbour is copied before it is recorded.
     REQUIRE(loc.replicas_size() == 1);
     CHECK(loc.replicas(0).worker_id() != victim);
     ++kept;
-    CHECK(end->executions[id] == 1);
-    CHECK(end->parts.at(id).worker_id() == victim);  // the same record, read from its copy
+    CHECK(end.executions[id] == 1);
+    CHECK(end.parts.at(id).worker_id() == victim);  // the same record, read from its copy
   }
   CHECK(kept >= 1);
   // The tasks running on the victim (with their execution recorded) ran again, elsewhere.
   for (const auto& [id, m] : job.before.running) {
     if (m.container().worker_id() != victim || !job.before.executions.count(id)) continue;
     INFO("task " << taskName(id) << " was running on the victim");
-    CHECK(end->executions[id] == job.before.executions.at(id) + 1);
-    CHECK(end->parts.at(id).worker_id() != victim);
+    CHECK(end.executions[id] == job.before.executions.at(id) + 1);
+    CHECK(end.parts.at(id).worker_id() != victim);
   }
 }
 
@@ -542,23 +548,17 @@ TEST_CASE("an empty output gets no copy and is not lost with its worker: its rea
     return false;
   };
   const JobMidFirstStage job = submitAndWaitMidFirstStage(*sc, cluster.sites()[0], holdsEmptyOutput);
-  REQUIRE(cluster.killWorker(victim).isOk());
-  auto after = snapshotNow(*sc, job.id);
-  REQUIRE(after.isOk());
-
   // The map tasks that read the victim's empty outputs run after it died (the map stage is
   // released once the first stage is done): they would wait for ever on a fetch from it.
-  requireCorrectEnd(*sc, job.id, runningOn({&job.before, &*after}, {victim}), cluster.sites()[0], kEnd);
-  auto end = sc->snapshot(job.id);
-  REQUIRE(end.isOk());
+  auto [after, end] = killWorkerToEnd(*sc, job, victim);
   size_t kept = 0;
-  for (const auto& [id, loc] : after->parts) {
+  for (const auto& [id, loc] : after.parts) {
     if (loc.worker_id() != victim || !jobstate::outputEmpty(loc)) continue;
     INFO("empty output of task " << taskName(id) << " on the victim: " << loc.ShortDebugString());
     CHECK(loc.replicas_size() == 0);  // nothing to copy
     ++kept;
-    CHECK(end->executions[id] == 1);
-    CHECK(end->parts.at(id).worker_id() == victim);  // the same record, never taken as lost
+    CHECK(end.executions[id] == 1);
+    CHECK(end.parts.at(id).worker_id() == victim);  // the same record, never taken as lost
   }
   CHECK(kept >= 1);
 }
