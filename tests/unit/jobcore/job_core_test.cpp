@@ -136,6 +136,13 @@ JobCore verifyingAt(const std::set<std::string>& workersAtA) {
   return core;
 }
 
+// The map stage's four finish keys as the workers make them, for listParts.
+std::map<uint32_t, std::string> mapFinishKeys() {
+  std::map<uint32_t, std::string> keys;
+  for (uint32_t t = 0; t < 4; ++t) keys[t] = "0-" + std::to_string(t) + "-000000000" + std::to_string(t) + "-0000abcd";
+  return keys;
+}
+
 // The same at `site` with the default timings, without listings / with empty ones.
 JobCore unlistedAt(const std::string& site) { return unlistedWith(configAt(site)); }
 JobCore loadedAt(const std::string& site, bool pinned = false) { return loadedWith(configAt(site), pinned); }
@@ -656,18 +663,28 @@ TEST_CASE("steal as victim: Parades on the thief's container picks, reserved unt
   CHECK(core.step(2).launches.empty());  // the stolen tasks are the thief's now
 }
 
-TEST_CASE("steal as victim: a task goes only after waiting 2τ·p (τ·p with input at the thief)",
-          "[unit][jobcore]") {
-  JobCore core = loadedAt("a");
+namespace {
+
+// At a, owning the four map tasks, with no container. Task 0 finished in 10 s: p = 10, τ = 0.5,
+// so a task may go after 10 s of waiting (5 s for one whose input is at the thief's site).
+// Tasks 1..3 wait from 100.
+JobCore victimWaitingFrom100(const CoreConfig& config) {
+  JobCore core = loadedWith(config);
   pb::TaskMap map;
   for (const char* s : {"a", "a", "a", "a"}) map.add_owner_site(s);
   core.onTaskMap(0, map, 0);
-  // Task 0 finished in 10 s: p = 10, τ = 0.5, so a task may go after 10 s of waiting (5 s
-  // for one whose input is at the thief's site).
   pb::PartitionLocation done = outputAt("a-w1");
   done.set_elapsed_s(10);
   listParts(core, 0, {{0, done}});
-  core.step(100);  // tasks 1..3 start waiting at 100
+  core.step(100);
+  return core;
+}
+
+}  // namespace
+
+TEST_CASE("steal as victim: a task goes only after waiting 2τ·p (τ·p with input at the thief)",
+          "[unit][jobcore]") {
+  JobCore core = victimWaitingFrom100(configAt("a"));
   CHECK(core.offerSteal("b", 3, 104).tasks.empty());
   auto early = core.offerSteal("b", 3, 106);  // task 3's partition is at b (see wordcountInputs)
   CHECK(early.tasks == std::vector<uint32_t>{3});
@@ -680,14 +697,7 @@ TEST_CASE("steal as victim: Parades looks at the head of the queue only (launchW
           "[unit][jobcore]") {
   CoreConfig config = configAt("a");
   config.launchWindow = 2;
-  JobCore core = loadedWith(config);
-  pb::TaskMap map;
-  for (const char* s : {"a", "a", "a", "a"}) map.add_owner_site(s);
-  core.onTaskMap(0, map, 0);
-  pb::PartitionLocation done = outputAt("a-w1");
-  done.set_elapsed_s(10);
-  listParts(core, 0, {{0, done}});
-  core.step(100);  // tasks 1..3 start waiting at 100
+  JobCore core = victimWaitingFrom100(config);
   // No container here, so the window is the first two waiting tasks: task 3, whose input is at
   // the thief (it would go first, as above), is past it.
   CHECK(core.offerSteal("b", 3, 106).tasks.empty());
@@ -1129,11 +1139,8 @@ TEST_CASE("forged output records: the primary confirms each against its stage's 
 
   // The map stage's four records, as listed, with their finish keys.
   std::map<uint32_t, pb::PartitionLocation> parts;
-  std::map<uint32_t, std::string> keys;
-  for (uint32_t t = 0; t < 4; ++t) {
-    parts[t] = t == 3 ? outputAt("b-w1", "b") : outputAt("a-w1");
-    keys[t] = "0-" + std::to_string(t) + "-000000000" + std::to_string(t) + "-0000abcd";
-  }
+  for (uint32_t t = 0; t < 4; ++t) parts[t] = t == 3 ? outputAt("b-w1", "b") : outputAt("a-w1");
+  auto keys = mapFinishKeys();
   listParts(core, 0, parts, keys);
   // Complete but not confirmed: one read of the finish records, nothing released meanwhile.
   auto actions = core.step(1);
@@ -2110,11 +2117,8 @@ TEST_CASE("a record of another bucket count than its stage writes is not trusted
   // Task 2's record has one bucket where the map stage writes one per reduce task (2): a
   // reader would take the missing one as empty. Its finish key is genuine.
   std::map<uint32_t, pb::PartitionLocation> parts;
-  std::map<uint32_t, std::string> keys;
-  for (uint32_t t = 0; t < 4; ++t) {
-    parts[t] = t == 3 ? outputAt("b-w1", "b") : outputAt("a-w1", "a", t == 2 ? 1 : 2, 0);
-    keys[t] = "0-" + std::to_string(t) + "-000000000" + std::to_string(t) + "-0000abcd";
-  }
+  for (uint32_t t = 0; t < 4; ++t) parts[t] = t == 3 ? outputAt("b-w1", "b") : outputAt("a-w1", "a", t == 2 ? 1 : 2, 0);
+  auto keys = mapFinishKeys();
   listParts(core, 0, parts, keys);
   auto actions = core.step(1);
   REQUIRE(actions.lostOutputs.size() == 1);
