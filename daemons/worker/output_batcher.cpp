@@ -30,13 +30,13 @@ OutputBatcher::IdleWrite OutputBatcher::decideIdleWrite(std::chrono::steady_cloc
   // Woken early because nothing else of the stage runs here: that is a moment between two
   // launches as often as the stage's end here. Short tasks went ~3 to a batch when such a
   // write went at once: ~20,000 batch nodes for 100,000 tasks, which every listing of the
-  // stage and every cold `tellus status` read.
-  const auto gap = std::min<std::chrono::milliseconds>(linger, kIdleGap);
-  if (sinceWrite >= gap) return {IdleWrite::kWrite};
+  // stage and every cold `tellus status` read. A worker given one task of a stage at a time
+  // (one container, or tasks finishing together) wrote every task of it alone.
+  if (sinceWrite >= linger) return {IdleWrite::kWrite};
   if (stageRuns) return {IdleWrite::kNextFinish};  // launched again: not its end here
   if (idleFor >= kIdleConfirm) return {IdleWrite::kWrite};
   return {IdleWrite::kWait, std::chrono::ceil<std::chrono::milliseconds>(std::min<std::chrono::steady_clock::duration>(
-                                gap - sinceWrite, kIdleConfirm - idleFor))};
+                                linger - sinceWrite, kIdleConfirm - idleFor))};
 }
 
 size_t OutputBatcher::pending() const {

@@ -9,10 +9,9 @@
 // quiet `linger` is written at once (slow tasks' outputs are not held back), the ones that
 // finish within `linger` of the last write wait for the next one (many fast tasks go in one
 // batch). A batch is also written at once when it holds `maxTasks` executions, or when nothing
-// else of its stage runs on this worker (the stage's last outputs here) and either kIdleGap (at
-// most `linger`) has passed since the last write, or the stage stayed idle here for
-// kIdleConfirm: between two launches of short tasks the stage is idle here too, but only for
-// the JM's round trip. When the execution that leaves the stage idle here is of the stage's
+// else of its stage runs on this worker (the stage's last outputs here) and the stage stayed
+// idle here for kIdleConfirm: between two launches the stage is idle here too, but only for the
+// JM's round trip. When the execution that leaves the stage idle here is of the stage's
 // last wave at its JM (RunTaskRequest.stage_tail), the batch is written at once: no more of the
 // stage is coming to share the write, and the stage's end waits for it. One flush per
 // (job, stage) at a time, each a coroutine spawned on the server (counted in its stop).
@@ -49,7 +48,7 @@ class OutputBatcher {
   // When a queued execution is written (see the top).
   enum class Due {
     kLinger,     // with the next write of its stage, at most once per linger
-    kStageIdle,  // nothing else of the stage runs here now: after kIdleGap since the last write
+    kStageIdle,  // nothing else of the stage runs here now: once that lasts kIdleConfirm
     kNow,        // and of the stage's last wave at its JM: at once
   };
   // Queues a finished execution of `stage` of `jobId` (its location names the execution).
@@ -69,8 +68,6 @@ class OutputBatcher {
   static IdleWrite decideIdleWrite(std::chrono::steady_clock::duration sinceWrite,
                                    std::chrono::steady_clock::duration idleFor, bool stageRuns,
                                    std::chrono::milliseconds linger);
-  // The least time between two writes of a stage woken by its idleness (see the top).
-  static constexpr std::chrono::milliseconds kIdleGap{200};
   // How long a stage idle here stays so before its end here is taken as real: longer than a
   // JM's round trip between two launches (a few ms; tens on a loaded host).
   static constexpr std::chrono::milliseconds kIdleConfirm{50};
@@ -81,7 +78,7 @@ class OutputBatcher {
     std::vector<jobstate::BatchItem> items;
     std::vector<int64_t> sessions;  // by item: the session of its marker
     std::unique_ptr<coord::EventFlag> due;  // set: write now
-    bool now = false;                       // an item is Due::kNow: not even kIdleGap
+    bool now = false;                       // an item is Due::kNow: not even kIdleConfirm
     std::chrono::steady_clock::time_point idleSince{};  // the last item that left the stage idle here
     bool flushing = false;
   };
