@@ -159,9 +159,9 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
   auto& st = view_.stages[stage];
   // A reading older than what we wrote ourselves (a steal's CAS) is not applied.
   if (st.taskmap && version < st.taskmapVersion) return;
-  st.taskmap = map;
+  std::optional<pb::TaskMap> before = std::exchange(st.taskmap, map);
   st.taskmapVersion = version;
-  indexOwners(stage);
+  indexOwners(stage, before ? &*before : nullptr);
   stealBackoffS_ = 0;  // the work moved: worth asking again soon
   refreshRunningElsewhere();
 }
@@ -956,13 +956,24 @@ bool JobCore::markerContentsNeeded(const TaskId& id) const {
   return id.first >= view_.stages.size() || !view_.stages[id.first].parts.count(id.second);
 }
 
-void JobCore::indexOwners(uint32_t s) {
+void JobCore::indexOwners(uint32_t s, const pb::TaskMap* before) {
   if (s >= view_.stages.size()) return;
   auto& here = unfinishedHere_[s];
   auto& elsewhere = unfinishedElsewhere_[s];
+  const auto& stage = view_.stages[s];
+  if (before && stage.taskmap && before->owner_site_size() == stage.taskmap->owner_site_size()) {
+    // A steal or a reassignment moves a few tasks of a stage of thousands: only those move
+    // here (notePart keeps both sets to the unfinished tasks as outputs come and go).
+    for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
+      const bool wasHere = before->owner_site(t) == config_.site;
+      if (wasHere == (stage.taskmap->owner_site(t) == config_.site) || stage.parts.count(static_cast<uint32_t>(t))) continue;
+      (wasHere ? here : elsewhere).erase(static_cast<uint32_t>(t));
+      (wasHere ? elsewhere : here).insert(static_cast<uint32_t>(t));
+    }
+    return;
+  }
   here.clear();
   elsewhere.clear();
-  const auto& stage = view_.stages[s];
   if (!stage.taskmap) return;
   for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
     if (stage.parts.count(static_cast<uint32_t>(t))) continue;
@@ -1499,6 +1510,15 @@ void JobCore::decideLaunches(double now, Actions& out) {
   std::map<uint32_t, size_t> queued;
   bool anyWaiting = false;
   bool unlisted = false;  // a released stage is not listed yet: our own work is not known
+  // Containers we inherited that still run a task launched by our predecessor.
+  std::set<std::string> busyElsewhere;
+  for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
+  // Whether any container has room: if none, Parades starts nothing and never asks which
+  // workers hold a task's inputs (the costliest part of a waiting task, a shuffle's every
+  // upstream worker), so those are not looked up.
+  const bool anyRoom = std::any_of(slots_.begin(), slots_.end(), [&](const auto& kv) {
+    return !busyElsewhere.count(kv.first) && sched::hasRoom(1.0 - kv.second.used());
+  });
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
     if (!listed(s)) {
       unlisted = unlisted || view_.stages[s].taskmap.has_value();
@@ -1528,7 +1548,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       double since = waitingSince_.try_emplace(id, now).first->second;
       sched::WaitingTask w;
       w.id = taskLabel(id);
-      addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
+      if (anyRoom) addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
       w.preferredRacks.push_back(config_.site);
       w.waitS = now - since;
       w.processingS = *meanS;
@@ -1540,9 +1560,11 @@ void JobCore::decideLaunches(double now, Actions& out) {
     holdBackBelowMinLocality(s, waiting, stageStart, byLabel, now, out);
   }
   if (anyWaiting) hadWaiting_ = true;
-  // Containers we inherited that still run a task launched by our predecessor.
-  std::set<std::string> busyElsewhere;
-  for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
+  // In Parades' order (longest waiting first, stable) once, not once per container below.
+  const auto longerWait = [](const auto& a, const auto& b) { return a.waitS > b.waitS; };
+  if (!std::is_sorted(waiting.begin(), waiting.end(), longerWait)) {
+    std::stable_sort(waiting.begin(), waiting.end(), longerWait);
+  }
   size_t idle = 0;
   bool room = false;  // a container could take a task that is not allowed to launch yet
   for (auto& [key, slot] : slots_) {

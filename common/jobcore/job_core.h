@@ -420,9 +420,9 @@ class JobCore {
   void noteLease(const LaunchTask& launch, const pb::PartitionLocation& location, double now);
   double taskShare(uint32_t stage) const;
   // The unfinished tasks of released stage s owned here / elsewhere: rebuilt when its taskMap
-  // changes, kept up to date as outputs are recorded or removed (so a step does not scan
-  // every task of the job).
-  void indexOwners(uint32_t s);
+  // changes (only the tasks whose owner changed, given the map `before`), kept up to date as
+  // outputs are recorded or removed (so a step does not scan every task of the job).
+  void indexOwners(uint32_t s, const pb::TaskMap* before = nullptr);
   void notePart(uint32_t s, uint32_t t, bool recorded);
   // Every change of a stage's parts (view_.stages[s].parts) goes through these two, which keep
   // partWorkers_ and partElapsedS_ in step.

@@ -16,6 +16,8 @@ constexpr double kSlack = 1e-9;
 
 }  // namespace
 
+bool hasRoom(double free) { return free > kSlack; }
+
 ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const ContainerUpdate& update,
                                 const ParadesParams& params) {
   ParadesDecision decision;
@@ -24,11 +26,13 @@ ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const C
     decision.steal = true;
     return decision;
   }
-  // Longest waiting first within a locality level; stable so input order breaks ties.
+  if (!hasRoom(decision.freeAfter)) return decision;  // a full container takes nothing
+  // Longest waiting first within a locality level; stable so input order breaks ties. A
+  // caller asking for many containers in a row passes the tasks in that order already.
   std::vector<std::size_t> byWait(waiting.size());
   std::iota(byWait.begin(), byWait.end(), 0);
-  std::stable_sort(byWait.begin(), byWait.end(),
-                   [&](std::size_t a, std::size_t b) { return waiting[a].waitS > waiting[b].waitS; });
+  const auto longerWait = [&](std::size_t a, std::size_t b) { return waiting[a].waitS > waiting[b].waitS; };
+  if (!std::is_sorted(byWait.begin(), byWait.end(), longerWait)) std::stable_sort(byWait.begin(), byWait.end(), longerWait);
   std::vector<bool> launched(waiting.size(), false);
 
   auto pick = [&](auto&& eligible) -> std::ptrdiff_t {
@@ -40,7 +44,7 @@ ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const C
     return -1;
   };
 
-  while (decision.freeAfter > kSlack) {
+  while (hasRoom(decision.freeAfter)) {
     Locality locality = Locality::kNodeLocal;
     std::ptrdiff_t chosen = pick([&](const WaitingTask& t) { return contains(t.preferredNodes, update.node); });
     if (chosen < 0) {

@@ -54,4 +54,8 @@ struct ParadesDecision {
 ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const ContainerUpdate& update,
                                 const ParadesParams& params);
 
+// Whether a container with `free` capacity (a fraction) can take anything: more than float
+// noise. With none, paradesOnUpdate launches nothing.
+bool hasRoom(double free);
+
 }  // namespace tellus::sched

@@ -2198,3 +2198,30 @@ TEST_CASE("output copies: a secondary acts on no reader's claim", "[unit][jobcor
   core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
   CHECK(core.step(2).lostOutputs.empty());
 }
+
+TEST_CASE("a taskMap that moves tasks here and away: only the unfinished tasks owned here launch", "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);  // tasks 0..2 at a, 3 at b
+  listParts(core, 0, {{2, outputAt("a-w1")}});
+  core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2), container("a-w1", 3)});
+  // What launches by `now` and long after (task 3 reads at b: it waits for Parades' levels).
+  auto launchedBy = [&](double now) {
+    auto out = launchedTasks(core.step(now));
+    for (const auto& id : launchedTasks(core.step(now + 1000))) out.insert(id);
+    return out;
+  };
+  // Tasks move as steals and reassignments do, one taskMap after another (each applied by
+  // moving only the tasks whose owner changed).
+  core.onTaskMap(0, ownedBy({"b", "a", "b", "a"}), 1);
+  CHECK(launchedBy(1) == std::set<TaskId>{{0, 1}, {0, 3}});
+  // Task 0 comes back; task 2, done, comes back too but has its output: it does not run again.
+  core.onTaskMap(0, ownedBy({"a", "a", "a", "a"}), 2);
+  CHECK(launchedBy(2000) == std::set<TaskId>{{0, 0}});
+  // Task 2's output is lost while b owns it: b runs it, not us.
+  core.onTaskMap(0, ownedBy({"a", "a", "b", "a"}), 3);
+  listParts(core, 0, {});
+  CHECK(launchedBy(4000).empty());
+  // ... until it is ours again.
+  core.onTaskMap(0, ownedBy({"a", "a", "a", "a"}), 4);
+  CHECK(launchedBy(6000) == std::set<TaskId>{{0, 2}});
+}

@@ -97,6 +97,33 @@ TEST_CASE("Parades launches non-local work only on an almost idle container and 
   CHECK(d.freeAfter == Approx(0.2));
 }
 
+TEST_CASE("Parades: longest waiting first whatever the input order, ties in input order; a full container takes "
+          "nothing",
+          "[unit][sched][parades]") {
+  const ParadesParams params{.tau = 0.5, .delta = 0.8};
+  const ContainerUpdate container{"c", "n1", "r1", 1.0};
+  auto order = [&](const std::vector<WaitingTask>& waiting) {
+    std::vector<std::string> ids;
+    for (const auto& l : paradesOnUpdate(waiting, container, params).launches) ids.push_back(l.taskId);
+    return ids;
+  };
+  // Already in order (callers sort once for many containers) and not: the same launches.
+  CHECK(order({task("x", {"n1"}, {}, 9), task("y", {"n1"}, {}, 5), task("z", {"n1"}, {}, 5)}) ==
+        std::vector<std::string>{"x", "y", "z"});
+  CHECK(order({task("y", {"n1"}, {}, 5), task("x", {"n1"}, {}, 9), task("z", {"n1"}, {}, 5)}) ==
+        std::vector<std::string>{"x", "y", "z"});
+  CHECK(order({task("z", {"n1"}, {}, 5), task("y", {"n1"}, {}, 5), task("x", {"n1"}, {}, 9)}) ==
+        std::vector<std::string>{"x", "z", "y"});
+  // No room: nothing, and no steal (work waits).
+  for (double free : {0.0, 1e-12}) {
+    auto d = paradesOnUpdate({task("x", {"n1"}, {}, 9)}, ContainerUpdate{"c", "n1", "r1", free}, params);
+    CHECK(d.launches.empty());
+    CHECK_FALSE(d.steal);
+    CHECK_FALSE(hasRoom(free));
+  }
+  CHECK(hasRoom(0.2));
+}
+
 TEST_CASE("fair share gives each container to the smallest unmet share", "[unit][sched][fair]") {
   std::vector<SubJobShare> jobs = {{"a", 5, 3}, {"b", 2, 0}, {"c", 10, 1}};
   // 6 free: b 0->1, b 1->2 (ties with c at 1, smaller index; desire met), c 1->2, c 2->3,
