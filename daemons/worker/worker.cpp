@@ -115,12 +115,25 @@ Status Worker::start() {
   if (!store) return store.status().prepend("partition store");
   store_ = std::make_unique<data::PartitionStore>(std::move(store).value());
 
+  // A master asks only its own site's workers to start JMs, stop a job's tasks or store a put:
+  // another site's master (a valid certificate of the federation) may not.
   server_.handle<rpc::Worker::LaunchJm>(
-      [this](pb::LaunchJmRequest r, net::CallContext c) { return launchJm(std::move(r), c); });
+      [this](pb::LaunchJmRequest r, net::CallContext c) -> awaitable<Result<pb::LaunchJmResponse>> {
+        if (Status s = net::checkCallerSite(c.identity, config_.site); !s) co_return s.error();
+        co_return co_await launchJm(std::move(r), c);
+      });
   server_.handle<rpc::Worker::RunTask>([this](pb::RunTaskRequest r, net::CallContext c) { return runTask(std::move(r), c); });
   server_.handle<rpc::Worker::Fetch>([this](pb::FetchRequest r, net::CallContext c) { return fetch(std::move(r), c); });
-  server_.handle<rpc::Worker::KillJobTasks>([this](const pb::KillJobTasksRequest& r) { return killJobTasks(r); });
-  server_.handle<rpc::Worker::WriteDataset>([this](const pb::WriteDatasetRequest& r) { return writeDataset(r); });
+  server_.handle<rpc::Worker::KillJobTasks>(
+      [this](pb::KillJobTasksRequest r, net::CallContext c) -> awaitable<Result<pb::KillJobTasksResponse>> {
+        if (Status s = net::checkCallerSite(c.identity, config_.site); !s) co_return s.error();
+        co_return killJobTasks(r);
+      });
+  server_.handle<rpc::Worker::WriteDataset>(
+      [this](pb::WriteDatasetRequest r, net::CallContext c) -> awaitable<Result<pb::WriteDatasetResponse>> {
+        if (Status s = net::checkCallerSite(c.identity, config_.site); !s) co_return s.error();
+        co_return writeDataset(r);
+      });
   server_.handle<rpc::Worker::Replicate>(
       [this](pb::ReplicateRequest r, net::CallContext c) { return replicate(std::move(r), c); });
   // Only our own site's master asks (it found us from the job's state for a client).

@@ -84,6 +84,36 @@ TEST_CASE("a certificate's role limits what it may call on the daemons", "[integ
     REQUIRE_FALSE(other.isOk());
     CHECK(other.error().code == ErrorCode::kPermissionDenied);
   }
+
+  SECTION("another site's master cannot start JMs, stop tasks or store data on a worker") {
+    const auto worker = endpointOf(cluster.workerAddress(worker1));
+    const auto foreign = as(cluster, "master/" + sites[1]);
+    auto refused = [&](const auto& r) {
+      REQUIRE_FALSE(r.isOk());
+      CHECK(r.error().code == ErrorCode::kPermissionDenied);
+      CHECK_THAT(r.message(), Catch::Contains("master/" + sites[1]) && Catch::Contains("'" + sites[0] + "'"));
+    };
+    pb::KillJobTasksRequest kill;
+    kill.set_job_id("job-9999999999");  // never a job of the shared cluster: the worker remembers it as killed
+    refused(net::callBlocking<rpc::Worker::KillJobTasks>(worker, kill, 5s, foreign));
+    pb::LaunchJmRequest launch;
+    launch.set_job_id("job-9999999999");
+    launch.set_worker_id(worker1);
+    launch.set_site(sites[0]);
+    refused(net::callBlocking<rpc::Worker::LaunchJm>(worker, launch, 5s, foreign));
+    pb::WriteDatasetRequest write;
+    write.set_dataset("planted");
+    write.set_upload_id("u1");
+    write.set_worker_id(worker1);
+    write.set_site(sites[0]);
+    refused(net::callBlocking<rpc::Worker::WriteDataset>(worker, write, 5s, foreign));
+    // Its own site's master may: a job id nothing runs for stops nothing, and says so.
+    auto own = net::callBlocking<rpc::Worker::KillJobTasks>(worker, kill, 5s, as(cluster, "master/" + sites[0]));
+    INFO(whyNot(own));
+    REQUIRE(own.isOk());
+    CHECK(own->jms_killed() == 0);
+    CHECK(own->executors_killed() == 0);
+  }
 }
 
 TEST_CASE("a raw partition of a residency: local dataset is refused to any other site", "[integration][cluster][tls]") {
