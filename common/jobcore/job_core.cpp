@@ -794,6 +794,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     std::map<uint32_t, size_t> position;
     for (size_t i = shelter; i < candidates.size(); ++i) position[candidates[i]] = i - shelter;
     freeHere -= shelter;
+    sched::sortForParades(waiting);  // once, not once per task given below
     const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
     bool tooCostly = false;  // Parades would give a task, but moving its input costs more than waiting
     for (uint32_t c = 0; c < maxTasks && !waiting.empty(); ++c) {
@@ -1510,15 +1511,6 @@ void JobCore::decideLaunches(double now, Actions& out) {
   std::map<uint32_t, size_t> queued;
   bool anyWaiting = false;
   bool unlisted = false;  // a released stage is not listed yet: our own work is not known
-  // Containers we inherited that still run a task launched by our predecessor.
-  std::set<std::string> busyElsewhere;
-  for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
-  // Whether any container has room: if none, Parades starts nothing and never asks which
-  // workers hold a task's inputs (the costliest part of a waiting task, a shuffle's every
-  // upstream worker), so those are not looked up.
-  const bool anyRoom = std::any_of(slots_.begin(), slots_.end(), [&](const auto& kv) {
-    return !busyElsewhere.count(kv.first) && sched::hasRoom(1.0 - kv.second.used());
-  });
   for (uint32_t s = 0; s < view_.stages.size(); ++s) {
     if (!listed(s)) {
       unlisted = unlisted || view_.stages[s].taskmap.has_value();
@@ -1548,7 +1540,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       double since = waitingSince_.try_emplace(id, now).first->second;
       sched::WaitingTask w;
       w.id = taskLabel(id);
-      if (anyRoom) addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
+      addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
       w.preferredRacks.push_back(config_.site);
       w.waitS = now - since;
       w.processingS = *meanS;
@@ -1560,11 +1552,10 @@ void JobCore::decideLaunches(double now, Actions& out) {
     holdBackBelowMinLocality(s, waiting, stageStart, byLabel, now, out);
   }
   if (anyWaiting) hadWaiting_ = true;
-  // In Parades' order (longest waiting first, stable) once, not once per container below.
-  const auto longerWait = [](const auto& a, const auto& b) { return a.waitS > b.waitS; };
-  if (!std::is_sorted(waiting.begin(), waiting.end(), longerWait)) {
-    std::stable_sort(waiting.begin(), waiting.end(), longerWait);
-  }
+  sched::sortForParades(waiting);  // once, not once per container below
+  // Containers we inherited that still run a task launched by our predecessor.
+  std::set<std::string> busyElsewhere;
+  for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
   size_t idle = 0;
   bool room = false;  // a container could take a task that is not allowed to launch yet
   for (auto& [key, slot] : slots_) {

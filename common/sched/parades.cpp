@@ -18,6 +18,13 @@ constexpr double kSlack = 1e-9;
 
 bool hasRoom(double free) { return free > kSlack; }
 
+void sortForParades(std::vector<WaitingTask>& waiting) {
+  const auto longerWait = [](const WaitingTask& a, const WaitingTask& b) { return a.waitS > b.waitS; };
+  if (!std::is_sorted(waiting.begin(), waiting.end(), longerWait)) {
+    std::stable_sort(waiting.begin(), waiting.end(), longerWait);
+  }
+}
+
 ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const ContainerUpdate& update,
                                 const ParadesParams& params) {
   ParadesDecision decision;
@@ -28,7 +35,7 @@ ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const C
   }
   if (!hasRoom(decision.freeAfter)) return decision;  // a full container takes nothing
   // Longest waiting first within a locality level; stable so input order breaks ties. A
-  // caller asking for many containers in a row passes the tasks in that order already.
+  // caller asking for many containers in a row sorts once (sortForParades).
   std::vector<std::size_t> byWait(waiting.size());
   std::iota(byWait.begin(), byWait.end(), 0);
   const auto longerWait = [&](std::size_t a, std::size_t b) { return waiting[a].waitS > waiting[b].waitS; };

@@ -58,4 +58,8 @@ ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const C
 // noise. With none, paradesOnUpdate launches nothing.
 bool hasRoom(double free);
 
+// Puts `waiting` in the order paradesOnUpdate considers it (longest waiting first, ties in
+// input order), so that calls for many containers in a row do not each sort it.
+void sortForParades(std::vector<WaitingTask>& waiting);
+
 }  // namespace tellus::sched

@@ -114,6 +114,13 @@ TEST_CASE("Parades: longest waiting first whatever the input order, ties in inpu
         std::vector<std::string>{"x", "y", "z"});
   CHECK(order({task("z", {"n1"}, {}, 5), task("y", {"n1"}, {}, 5), task("x", {"n1"}, {}, 9)}) ==
         std::vector<std::string>{"x", "z", "y"});
+  // sortForParades puts them in that order once, for many containers in a row.
+  std::vector<WaitingTask> unsorted = {task("z", {"n1"}, {}, 5), task("y", {"n1"}, {}, 5), task("x", {"n1"}, {}, 9)};
+  sortForParades(unsorted);
+  std::vector<std::string> sorted;
+  for (const auto& w : unsorted) sorted.push_back(w.id);
+  CHECK(sorted == std::vector<std::string>{"x", "z", "y"});
+  CHECK(order(unsorted) == sorted);
   // No room: nothing, and no steal (work waits).
   for (double free : {0.0, 1e-12}) {
     auto d = paradesOnUpdate({task("x", {"n1"}, {}, 9)}, ContainerUpdate{"c", "n1", "r1", free}, params);
