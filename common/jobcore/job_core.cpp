@@ -141,12 +141,16 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
   // A map that does not match its stage is not applied: tasks without an owner (or with one
   // that is not a site of the job) would never run, and the job would hang.
   const uint32_t tasks = taskCount(view_, stage);
+  auto& st = view_.stages[stage];
   std::string problem;
   if (static_cast<uint32_t>(map.owner_site_size()) != tasks) {
     problem = "has " + std::to_string(map.owner_site_size()) + " tasks, the stage " + std::to_string(tasks);
   } else if (status_.sites_size() > 0) {
+    // The owners we hold were checked when they came: only the changed ones are looked at.
+    const bool same = st.taskmap && st.taskmap->owner_site_size() == map.owner_site_size();
     for (int t = 0; t < map.owner_site_size() && problem.empty(); ++t) {
       const auto& owner = map.owner_site(t);
+      if (same && st.taskmap->owner_site(t) == owner) continue;
       if (std::find(status_.sites().begin(), status_.sites().end(), owner) == status_.sites().end()) {
         problem = "gives task " + std::to_string(t) + " to '" + owner.substr(0, 64) + "', not a site of the job";
       }
@@ -156,12 +160,9 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
     failJob("stage " + view_.spec.stages(static_cast<int>(stage)).name() + ": its taskMap " + problem);
     return;
   }
-  auto& st = view_.stages[stage];
   // A reading older than what we wrote ourselves (a steal's CAS) is not applied.
   if (st.taskmap && version < st.taskmapVersion) return;
-  std::optional<pb::TaskMap> before = std::exchange(st.taskmap, map);
-  st.taskmapVersion = version;
-  indexOwners(stage, before ? &*before : nullptr);
+  applyTaskMap(stage, map, version);
   stealBackoffS_ = 0;  // the work moved: worth asking again soon
   refreshRunningElsewhere();
 }
@@ -548,14 +549,14 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
   refreshRunningElsewhere();
 }
 
-void JobCore::holdBackBelowMinLocality(uint32_t s, std::vector<sched::WaitingTask>& waiting, size_t from,
-                                       const std::map<std::string, TaskId>& byLabel, double now, Actions& out) {
+void JobCore::holdBackBelowMinLocality(uint32_t s, std::vector<LaunchCandidate>& waiting, size_t from, double now,
+                                       Actions& out) {
   if (!localityGate_ || waiting.size() == from || !isDatasetStage(view_.spec, s)) return;
   // Eq. 2 over the stage's waiting tasks here: local when its partition is at this site (the
   // bandwidth of a local read is above any B_min a WAN link reaches).
   std::vector<double> local;
   for (size_t i = from; i < waiting.size(); ++i) {
-    const uint32_t t = byLabel.at(waiting[i].id).second;
+    const uint32_t t = waiting[i].id.second;
     local.push_back(view_.stages[s].inputs.partitions(static_cast<int>(t)).site() == config_.site ? 1.0 : 0.0);
   }
   if (localityGate_->admit(s, sched::localityLevel(local, 1.0), now)) return;
@@ -683,9 +684,7 @@ void JobCore::onTasksReassigned(const ReassignTasks& reassignment, const std::op
   if (!map || reassignment.stage >= view_.stages.size()) return;
   auto& st = view_.stages[reassignment.stage];
   if (st.taskmap && version < st.taskmapVersion) return;  // the watch brought a newer one
-  st.taskmap = *map;
-  st.taskmapVersion = version;
-  indexOwners(reassignment.stage);
+  applyTaskMap(reassignment.stage, *map, version);
 }
 
 void JobCore::onContainerRequestSent(const ContainerRequest& request) {
@@ -915,10 +914,7 @@ void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& 
     std::sort(tasks.begin(), tasks.end());
     record({Decision::Kind::kSteal, offer.stage, std::move(tasks), offer.thief, config_.site, ""});
   }
-  auto& st = view_.stages[offer.stage];
-  st.taskmap = *map;
-  st.taskmapVersion = version;
-  indexOwners(offer.stage);
+  applyTaskMap(offer.stage, *map, version);
   for (uint32_t t : moved) waitingSince_.erase({offer.stage, t});
 }
 
@@ -957,22 +953,36 @@ bool JobCore::markerContentsNeeded(const TaskId& id) const {
   return id.first >= view_.stages.size() || !view_.stages[id.first].parts.count(id.second);
 }
 
-void JobCore::indexOwners(uint32_t s, const pb::TaskMap* before) {
+void JobCore::applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version) {
+  auto& stage = view_.stages[s];
+  stage.taskmapVersion = version;
+  if (!stage.taskmap || stage.taskmap->owner_site_size() != map.owner_site_size()) {
+    stage.taskmap = map;
+    indexOwners(s);
+    return;
+  }
+  // A steal or a reassignment moves a few tasks of a stage of thousands: only those change,
+  // in place (a copy of the whole map per change was most of a large job's cost), and only
+  // those move between the owner sets (notePart keeps both to the unfinished tasks).
+  stage.taskmap->set_epoch(map.epoch());
+  auto& here = unfinishedHere_[s];
+  auto& elsewhere = unfinishedElsewhere_[s];
+  for (int t = 0; t < map.owner_site_size(); ++t) {
+    std::string& owner = *stage.taskmap->mutable_owner_site(t);
+    if (owner == map.owner_site(t)) continue;
+    const bool wasHere = owner == config_.site;
+    owner = map.owner_site(t);
+    if (wasHere == (owner == config_.site) || stage.parts.count(static_cast<uint32_t>(t))) continue;
+    (wasHere ? here : elsewhere).erase(static_cast<uint32_t>(t));
+    (wasHere ? elsewhere : here).insert(static_cast<uint32_t>(t));
+  }
+}
+
+void JobCore::indexOwners(uint32_t s) {
   if (s >= view_.stages.size()) return;
   auto& here = unfinishedHere_[s];
   auto& elsewhere = unfinishedElsewhere_[s];
   const auto& stage = view_.stages[s];
-  if (before && stage.taskmap && before->owner_site_size() == stage.taskmap->owner_site_size()) {
-    // A steal or a reassignment moves a few tasks of a stage of thousands: only those move
-    // here (notePart keeps both sets to the unfinished tasks as outputs come and go).
-    for (int t = 0; t < stage.taskmap->owner_site_size(); ++t) {
-      const bool wasHere = before->owner_site(t) == config_.site;
-      if (wasHere == (stage.taskmap->owner_site(t) == config_.site) || stage.parts.count(static_cast<uint32_t>(t))) continue;
-      (wasHere ? here : elsewhere).erase(static_cast<uint32_t>(t));
-      (wasHere ? elsewhere : here).insert(static_cast<uint32_t>(t));
-    }
-    return;
-  }
   here.clear();
   elsewhere.clear();
   if (!stage.taskmap) return;
@@ -1499,12 +1509,9 @@ void JobCore::addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std
 }
 
 void JobCore::decideLaunches(double now, Actions& out) {
-  // The tasks this site owns that can run now, as Parades sees them: per stage the head of
-  // the queue (launchWindow tasks), inputs resolved only for the tasks that launch.
-  std::vector<sched::WaitingTask> waiting;
-  std::map<std::string, TaskId> byLabel;
-  ShuffleCache shuffles;  // the lease estimates' input sources, per shuffle stage once
-  std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
+  // The tasks this site owns that can run now: per stage the head of the queue (launchWindow
+  // tasks), inputs resolved only for the tasks that launch.
+  std::vector<LaunchCandidate> candidates;
   // Per stage, its tasks here that wait to launch (ready or not; counted up to a full launch
   // window): a launch that leaves fewer than this JM's containers waiting is of the stage's
   // last wave here (RunTaskRequest.stage_tail).
@@ -1519,7 +1526,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
     std::optional<double> meanS;
     size_t inWindow = 0;
     size_t stageQueued = 0;
-    const size_t stageStart = waiting.size();
+    const size_t stageStart = candidates.size();
     for (uint32_t t : unfinishedHere_[s]) {
       TaskId id{s, t};
       if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
@@ -1537,34 +1544,47 @@ void JobCore::decideLaunches(double now, Actions& out) {
       }
       ++inWindow;
       if (!meanS) meanS = stageMeanS(s);
-      double since = waitingSince_.try_emplace(id, now).first->second;
-      sched::WaitingTask w;
-      w.id = taskLabel(id);
-      addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
-      w.preferredRacks.push_back(config_.site);
-      w.waitS = now - since;
-      w.processingS = *meanS;
-      w.resource = taskShare(s);
-      byLabel[w.id] = id;
-      waiting.push_back(std::move(w));
+      candidates.push_back(LaunchCandidate{id, waitingSince_.try_emplace(id, now).first->second, *meanS});
     }
     if (stageQueued > 0) queued[s] = stageQueued;
-    holdBackBelowMinLocality(s, waiting, stageStart, byLabel, now, out);
+    holdBackBelowMinLocality(s, candidates, stageStart, now, out);
   }
   if (anyWaiting) hadWaiting_ = true;
-  sched::sortForParades(waiting);  // once, not once per container below
   // Containers we inherited that still run a task launched by our predecessor.
   std::set<std::string> busyElsewhere;
   for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
+  // Parades' view of the candidates (labels, preferred hosts) only when a container can take
+  // one: a loaded job steps mostly with full containers, and the view is most of a step's cost.
+  const bool anyRoom = std::any_of(slots_.begin(), slots_.end(), [&](const auto& entry) {
+    return !busyElsewhere.count(entry.first) && sched::hasRoom(1.0 - entry.second.used());
+  });
+  std::vector<sched::WaitingTask> waiting;
+  std::map<std::string, TaskId> byLabel;
+  std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
+  for (size_t i = 0; anyRoom && i < candidates.size(); ++i) {
+    const auto [s, t] = candidates[i].id;
+    sched::WaitingTask w;
+    w.id = taskLabel(candidates[i].id);
+    addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
+    w.preferredRacks.push_back(config_.site);
+    w.waitS = now - candidates[i].since;
+    w.processingS = candidates[i].meanS;
+    w.resource = taskShare(s);
+    byLabel[w.id] = candidates[i].id;
+    waiting.push_back(std::move(w));
+  }
+  sched::sortForParades(waiting);  // once, not once per container below
+  ShuffleCache shuffles;  // the lease estimates' input sources, per shuffle stage once
   size_t idle = 0;
   bool room = false;  // a container could take a task that is not allowed to launch yet
   for (auto& [key, slot] : slots_) {
     if (busyElsewhere.count(key)) continue;
     double free = std::max(0.0, 1.0 - slot.used());
-    if (waiting.empty()) {
+    if (candidates.empty()) {
       if (slot.used() <= 0.5) ++idle;  // room for more work, and nothing of ours waits
       continue;
     }
+    if (!sched::hasRoom(free)) continue;  // takes nothing, and our tasks wait: no steal for it
     // Parades on this container update: node-local first, then rack-local after τ·p, then
     // anywhere after 2τ·p; several tasks while the container has room.
     sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, free};
@@ -1615,7 +1635,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       req.set_stage_tail(left < slots_.size());
       out.launches.push_back(std::move(task));
     }
-    if (decision.freeAfter > 0) room = true;
+    if (sched::hasRoom(decision.freeAfter)) room = true;
     if (decision.steal && slot.used() <= 0.5) ++idle;
   }
   // Tasks that wait for a locality level: step again when the next threshold passes.

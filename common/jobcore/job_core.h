@@ -407,11 +407,18 @@ class JobCore {
   size_t unfinishedHereCount() const;
   // stealable_ for this step (decideLaunches asks for steals, decideContainers sizes by it).
   void countStealable();
+  // A task at the head of its stage's queue here, ready to launch: when it started waiting, and
+  // its stage's mean task time (what Parades' locality thresholds scale with).
+  struct LaunchCandidate {
+    TaskId id;
+    double since = 0;
+    double meanS = 0;
+  };
   // The job's min_locality (paper 004 §IV): a dataset stage whose waiting tasks here (entries
   // `from`.. of `waiting`) are local below that fraction is held back — taken out of
   // `waiting` — for at most locality_wait, meanwhile thieves at its data's sites may take them.
-  void holdBackBelowMinLocality(uint32_t s, std::vector<sched::WaitingTask>& waiting, size_t from,
-                                const std::map<std::string, TaskId>& byLabel, double now, Actions& out);
+  void holdBackBelowMinLocality(uint32_t s, std::vector<LaunchCandidate>& waiting, size_t from, double now,
+                                Actions& out);
   // Paper 004 eq. 1 for task `id` at worker `worker` (its stage is its similarity class).
   using ShuffleCache = std::map<uint32_t, std::map<std::string, double>>;
   // Sets *fromHistory when a compute history was used.
@@ -420,9 +427,11 @@ class JobCore {
   void noteLease(const LaunchTask& launch, const pb::PartitionLocation& location, double now);
   double taskShare(uint32_t stage) const;
   // The unfinished tasks of released stage s owned here / elsewhere: rebuilt when its taskMap
-  // changes (only the tasks whose owner changed, given the map `before`), kept up to date as
-  // outputs are recorded or removed (so a step does not scan every task of the job).
-  void indexOwners(uint32_t s, const pb::TaskMap* before = nullptr);
+  // is first known or replaced (applyTaskMap moves only the tasks whose owner changed), kept
+  // up to date as outputs are recorded or removed (so a step does not scan every task).
+  void indexOwners(uint32_t s);
+  // Stage s's task map becomes `map` (of a version not older than ours).
+  void applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version);
   void notePart(uint32_t s, uint32_t t, bool recorded);
   // Every change of a stage's parts (view_.stages[s].parts) goes through these two, which keep
   // partWorkers_ and partElapsedS_ in step.

@@ -2225,3 +2225,41 @@ TEST_CASE("a taskMap that moves tasks here and away: only the unfinished tasks o
   core.onTaskMap(0, ownedBy({"a", "a", "a", "a"}), 4);
   CHECK(launchedBy(6000) == std::set<TaskId>{{0, 2}});
 }
+
+TEST_CASE("corrupt taskMap: a later map that gives one task to a site not of the job fails it, and is not applied",
+          "[unit][jobcore][corrupt]") {
+  // Only the owners that changed are checked against the job's sites: the others were checked
+  // when they came. The changed one still is.
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);  // tasks 0..2 at a, 3 at b
+  core.onTaskMap(0, ownedBy({"a", "mars", "a", "b"}), 1);
+  CHECK(core.view().stages[0].taskmap->owner_site(1) == "a");
+  auto step = core.step(1);
+  REQUIRE(step.fail);
+  CHECK_THAT(*step.fail, Catch::Contains("gives task 1 to 'mars', not a site of the job"));
+}
+
+TEST_CASE("a task that starts waiting while every container is full waits from then: Parades' levels and its wait "
+          "count from that step",
+          "[unit][jobcore]") {
+  JobCore core = loadedAt("a");
+  releaseMaps(core, 0);                          // tasks 0..2 at a (input on a-w1), 3 at b
+  listParts(core, 0, {{2, outputAt("a-w1")}});  // a stage mean of 1 s: rack-local after 0.5 s
+  core.onGrants({container("a-w1", 0)});
+  auto first = core.step(0);
+  REQUIRE(first.launches.size() == 1);
+  CHECK(first.launches[0].task == TaskId{0, 0});
+  // Task 3 becomes ours while the only container is full: nothing launches, but it waits now.
+  core.onTaskMap(0, ownedBy({"a", "a", "a", "a"}), 1);
+  CHECK(core.step(1).launches.empty());
+  const auto output = outputAt("a-w1");
+  core.onTaskEnded(first.launches[0], AttemptEnd::kSucceeded, &output, "", 5);
+  auto second = core.step(5);  // node-local first
+  REQUIRE(second.launches.size() == 1);
+  CHECK(second.launches[0].task == TaskId{0, 1});
+  core.onTaskEnded(second.launches[0], AttemptEnd::kSucceeded, &output, "", 7);
+  auto third = core.step(7);
+  REQUIRE(third.launches.size() == 1);
+  CHECK(third.launches[0].task == TaskId{0, 3});
+  CHECK(third.launches[0].waitedS == Approx(6.0));  // since t=1, not since the container freed
+}
