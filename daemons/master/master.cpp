@@ -77,6 +77,9 @@ Status Master::start() {
   server_.handle<rpc::Master::JmUpdate>(
       [this](pb::JmUpdateRequest r, net::CallContext c) -> awaitable<Result<pb::JmUpdateResponse>> {
         if (Status s = net::checkCallerSite(c.identity, config_.site); !s) co_return s.error();
+        // Any worker of the site could otherwise release, or claim done, another job's containers.
+        Status jm = co_await checkJobsJm(r.job_id(), c.identity);
+        if (!jm) co_return jm.error();
         co_return jmUpdate(r);
       });
 
@@ -645,6 +648,20 @@ Result<pb::HeartbeatResponse> Master::heartbeat(const pb::WorkerHeartbeat& req) 
   return resp;
 }
 
+awaitable<Status> Master::checkJobsJm(std::string jobId, std::optional<net::PeerIdentity> caller) {
+  if (!caller) co_return Status::ok();  // insecure mode: no identities to check
+  if (!isJobId(jobId)) co_return makeError(ErrorCode::kInvalidArgument, "JmUpdate: bad job_id '" + jobId.substr(0, 64) + "'");
+  if (!jmWorker_.count(jobId)) {
+    auto registered = co_await store_->jm(jobId, config_.site);
+    if (!registered) {
+      co_return makeError(ErrorCode::kUnavailable, fmt::format("no JM of job {} is known at site {} yet: {}", jobId,
+                                                               config_.site, registered.message()));
+    }
+    if (!jmWorker_.count(jobId)) jmWorker_[jobId] = registered->value.worker_id();  // (a launch may have set it)
+  }
+  co_return net::checkCaller(caller, {net::Role::kWorker, config_.site, jmWorker_.at(jobId)});
+}
+
 Result<pb::JmUpdateResponse> Master::jmUpdate(const pb::JmUpdateRequest& req) {
   if (!isJobId(req.job_id())) return makeError(ErrorCode::kInvalidArgument, "JmUpdate: bad job_id '" + req.job_id() + "'");
   for (const auto& c : req.release()) {
@@ -946,13 +963,14 @@ awaitable<Result<pb::StartJmResponse>> Master::startJm(pb::StartJmRequest req, n
     launch.set_role(req.role());
     launch.set_worker_id(*workerId);
     launch.set_site(config_.site);
+    jmWorker_[req.job_id()] = *workerId;  // the JM may ask for containers before the call returns
     auto r = co_await server_.client(*ep)->call<rpc::Worker::LaunchJm>(launch, kPeerCallTimeout);
     if (r) {
-      jmWorker_[req.job_id()] = *workerId;
       pb::StartJmResponse resp;
       resp.set_worker_id(*workerId);
       co_return resp;
     }
+    if (auto it = jmWorker_.find(req.job_id()); it != jmWorker_.end() && it->second == *workerId) jmWorker_.erase(it);
     spdlog::warn("worker {} could not start a JM for {}: {}", *workerId, req.job_id(), r.message());
   }
 }

@@ -103,6 +103,9 @@ class Master {
   std::vector<SlotKey> heldSlots() const;
   std::vector<pb::Container> grantsOf(const std::string& jobId) const;
   Result<std::string> pickWorkerForJm();
+  // Whether `caller` is the JM of `jobId` at this site: the worker this master launched it on,
+  // or (one launched before this master restarted) the worker its registration names.
+  boost::asio::awaitable<Status> checkJobsJm(std::string jobId, std::optional<net::PeerIdentity> caller);
   // Starts a replacement JM for each job whose JM ran on `workerId` (died with it).
   void replaceJmsOf(const std::string& workerId);
   // `crashed`: the JM process exited non-zero (counted against max_jm_crashes), rather than
@@ -222,7 +225,9 @@ class Master {
   std::set<std::string> publishing_;  // datasets whose record is being written
   std::string publishedSite_;         // the site record as last written (skip identical rewrites)
   int64_t publishedSession_ = 0;
-  std::map<std::string, std::string> jmWorker_;  // job -> worker running this site's JM (as launched here)
+  // job -> worker running this site's JM: as launched here (set before the launch, so that the
+  // JM's first update is known), or as its registration named when this master restarted.
+  std::map<std::string, std::string> jmWorker_;
   std::map<std::string, uint32_t> jmCrashes_;    // job -> non-zero exits of its JM here
   // The status of every job holding containers or a JM here, kept by a watch (nullopt: the
   // job's status node is gone); the schedule loop frees what ended jobs hold.

@@ -329,5 +329,65 @@ TEST_CASE("a job is its owner's: others may list it and see its progress, but no
   }
 }
 
+TEST_CASE("a job's containers at a site answer only to its JM there: another worker of the site is refused",
+          "[integration][cluster][tls]") {
+  auto& cluster = sharedCluster();
+  const auto& sites = cluster.sites();
+  const auto home = endpointOf(cluster.masterAddress(sites[0]));
+  const auto ops = as(cluster, "client/ops");
+  auto submitted = net::callBlocking<rpc::Master::Submit>(
+      home, execJob("jm-binding", "while kill -0 $PPID 2>/dev/null; do sleep 0.1; done"), 10s, ops);
+  INFO(whyNot(submitted));
+  REQUIRE(submitted.isOk());
+  const std::string job = submitted->job_id();
+
+  // Each worker of the site speaks as the job's JM. What it asks (0 containers) the real JM
+  // asks again on its next update.
+  pb::JmUpdateRequest update;
+  update.set_job_id(job);
+  update.set_jm_address("127.0.0.1:1");
+  std::string jmWorker;
+  std::vector<std::string> others;
+  std::string lastRefusal;
+  const bool oneIsTheJm = harness::eventually(
+      [&] {
+        jmWorker.clear();
+        others.clear();
+        for (const auto& worker : cluster.workers(sites[0])) {
+          auto r = net::callBlocking<rpc::Master::JmUpdate>(home, update, 5s,
+                                                            as(cluster, "worker/" + sites[0] + "/" + worker));
+          if (r) {
+            jmWorker = worker;
+          } else {
+            lastRefusal = r.message();
+            others.push_back(worker);
+          }
+        }
+        return !jmWorker.empty();
+      },
+      30s, 100ms);
+  INFO("last refusal: " << lastRefusal);
+  REQUIRE(oneIsTheJm);
+  REQUIRE_FALSE(others.empty());  // the shared cluster has two workers per site
+
+  // The others may not say the job is done (which would free every container it holds), nor
+  // anything else for it.
+  for (const auto& worker : others) {
+    pb::JmUpdateRequest done = update;
+    done.set_finished(true);
+    auto r = net::callBlocking<rpc::Master::JmUpdate>(home, done, 5s, as(cluster, "worker/" + sites[0] + "/" + worker));
+    REQUIRE_FALSE(r.isOk());
+    CHECK(r.error().code == ErrorCode::kPermissionDenied);
+    CHECK_THAT(r.message(), Catch::Contains("worker/" + sites[0] + "/" + jmWorker) &&
+                                Catch::Contains("worker/" + sites[0] + "/" + worker));
+  }
+  auto status = net::callBlocking<rpc::Master::Status>(home, jobRequest(job), 5s, ops);
+  REQUIRE(status.isOk());
+  for (const auto ended : {pb::JOB_SUCCEEDED, pb::JOB_FAILED, pb::JOB_KILLED}) CHECK(status->status().state() != ended);
+  auto killed = net::callBlocking<rpc::Master::Kill>(home, jobRequest(job), 10s, ops);
+  INFO(whyNot(killed));
+  CHECK(killed.isOk());
+}
+
 }  // namespace
 }  // namespace tellus::itest
