@@ -774,24 +774,19 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     // after 2τ·p, longest-waiting first.
     const double meanS = stageMeanS(s);
     ShuffleCache shuffles;
-    std::map<uint32_t, std::map<std::string, double>> sources;  // by task
     std::vector<sched::WaitingTask> waiting;
     candidates.resize(std::min(candidates.size(), shelter + config_.launchWindow));
     for (size_t i = shelter; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
       sched::WaitingTask w;
       w.id = std::to_string(t);
-      const auto& bytes = sources[t] = inputBytesBySource(s, t, shuffles);
-      for (const auto& [site, amount] : bytes) w.preferredRacks.push_back(site);
+      for (const auto& [site, amount] : inputBytesBySource(s, t, shuffles)) w.preferredRacks.push_back(site);
       auto since = waitingSince_.find({s, t});
       w.waitS = since == waitingSince_.end() ? 0.0 : now - since->second;
       w.processingS = meanS;
       w.resource = taskShare(s);
       waiting.push_back(std::move(w));
     }
-    // Where each waiting task stands in our queue, for the finish-time comparison below.
-    std::map<uint32_t, size_t> position;
-    for (size_t i = shelter; i < candidates.size(); ++i) position[candidates[i]] = i - shelter;
     freeHere -= shelter;
     sched::sortForParades(waiting);  // once, not once per task given below
     const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
@@ -802,7 +797,11 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       for (const auto& launch : decision.launches) {
         const auto t = static_cast<uint32_t>(std::stoul(launch.taskId));
         std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
-        if (thiefFinishesFirst(sources[t], s, position[t], thief, inboundToThief, now)) {
+        // Where it stands in our queue, and its input, for the finish-time comparison (looked up
+        // for the few Parades gives, not kept for the whole window).
+        const auto queued = std::find(candidates.begin() + static_cast<std::ptrdiff_t>(shelter), candidates.end(), t);
+        const auto position = static_cast<size_t>(queued - candidates.begin()) - shelter;
+        if (thiefFinishesFirst(inputBytesBySource(s, t, shuffles), s, position, thief, inboundToThief, now)) {
           offer.tasks.push_back(t);
         } else {
           tooCostly = true;
