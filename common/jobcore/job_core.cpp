@@ -722,6 +722,25 @@ std::vector<uint32_t> JobCore::moveTasks(pb::TaskMap& map, const std::vector<uin
   return moved;
 }
 
+template <class Visit>
+void JobCore::forEachQueuedHere(uint32_t s, Visit&& visit) const {
+  // A merge with the sorted sets of what runs or goes, not a lookup per task: a step walks
+  // past every task of ours running here before it reaches the waiting ones.
+  auto running = running_.lower_bound({s, 0});
+  auto elsewhere = runningElsewhere_.lower_bound({s, 0});
+  auto stolen = beingStolen_.lower_bound({s, 0});
+  for (uint32_t t : unfinishedHere_[s]) {
+    const TaskId id{s, t};
+    while (running != running_.end() && *running < id) ++running;
+    while (elsewhere != runningElsewhere_.end() && elsewhere->first < id) ++elsewhere;
+    while (stolen != beingStolen_.end() && *stolen < id) ++stolen;
+    const bool busy = (running != running_.end() && *running == id) ||
+                      (elsewhere != runningElsewhere_.end() && elsewhere->first == id) ||
+                      (stolen != beingStolen_.end() && *stolen == id);
+    if (!busy && !visit(t)) return;
+  }
+}
+
 StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, double now,
                                const std::map<std::string, double>& inboundToThief) {
   StealOffer offer;
@@ -742,19 +761,18 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     const bool gated = localityGate_ && isDatasetStage(view_.spec, s);
     const size_t window = freeHere + config_.launchWindow;
     std::vector<uint32_t> candidates;
-    for (uint32_t t : unfinishedHere_[s]) {
-      if (!gated && candidates.size() == window) break;
-      TaskId id{s, t};
-      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
-      if (!inputsReady(s, t)) continue;
+    forEachQueuedHere(s, [&](uint32_t t) {
+      if (!gated && candidates.size() == window) return false;
+      if (!inputsReady(s, t)) return true;
       // Residency: raw partitions that may not leave this site stay with it.
       if (isDatasetStage(view_.spec, s) && view_.stages[s].inputs.partitions(static_cast<int>(t)).residency_local()) {
-        continue;
+        return true;
       }
       // ... and so do tasks reading raw records derived from them (residency in meaning).
-      if (s < pinnedStages_.size() && pinnedStages_[s]) continue;
+      if (s < pinnedStages_.size() && pinnedStages_[s]) return true;
       candidates.push_back(t);
-    }
+      return true;
+    });
     // The first `shelter` candidates are kept for our idle containers.
     size_t shelter = freeHere;
     if (gated) {
@@ -1526,25 +1544,25 @@ void JobCore::decideLaunches(double now, Actions& out) {
     size_t inWindow = 0;
     size_t stageQueued = 0;
     const size_t stageStart = candidates.size();
-    for (uint32_t t : unfinishedHere_[s]) {
-      TaskId id{s, t};
-      if (running_.count(id) || runningElsewhere_.count(id) || beingStolen_.count(id)) continue;
+    forEachQueuedHere(s, [&](uint32_t t) {
+      const TaskId id{s, t};
       ++stageQueued;
       auto backoff = notBefore_.find(id);
       if (backoff != notBefore_.end() && now < backoff->second) {
         wakeAt(backoff->second, now, out);
-        continue;
+        return true;
       }
-      if (!inputsReady(s, t)) continue;  // an upstream output is being recomputed
+      if (!inputsReady(s, t)) return true;  // an upstream output is being recomputed
       anyWaiting = true;
       if (inWindow == config_.launchWindow) {
         stageQueued = std::numeric_limits<size_t>::max();  // more than a window waits: no tail yet
-        break;
+        return false;
       }
       ++inWindow;
       if (!meanS) meanS = stageMeanS(s);
       candidates.push_back(LaunchCandidate{id, waitingSince_.try_emplace(id, now).first->second, *meanS});
-    }
+      return true;
+    });
     if (stageQueued > 0) queued[s] = stageQueued;
     holdBackBelowMinLocality(s, candidates, stageStart, now, out);
   }

@@ -443,6 +443,10 @@ class JobCore {
   // walking the parts (a step would otherwise cost O(finished tasks) per stage).
   bool partsAllOn(uint32_t s, const std::set<std::string>& live) const;
   void decideLaunches(double now, Actions& out);
+  // Calls visit(t) for each task of stage s owned here and unfinished that neither runs (ours
+  // or a predecessor's) nor is being stolen, in task order, until it returns false.
+  template <class Visit>
+  void forEachQueuedHere(uint32_t s, Visit&& visit) const;
   void wakeAt(double when, double now, Actions& out) const;
   // Every upstream output task t of stage s reads is recorded (cheaper than taskInputs).
   bool inputsReady(uint32_t s, uint32_t t) const;
