@@ -1028,7 +1028,7 @@ awaitable<void> JobManager::sendContainerRequest(jobcore::ContainerRequest reque
   requestInFlight_ = false;
   if (server_.stopping()) co_return;
   if (!resp) {
-    spdlog::warn("master {} unreachable: {}", config_.master, resp.message());
+    spdlog::warn("container request to master {}: {}", config_.master, resp.message());  // unreachable, or refused
     co_return;
   }
   onLeasesTakenBack(*resp);
