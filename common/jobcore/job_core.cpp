@@ -1570,8 +1570,8 @@ void JobCore::decideLaunches(double now, Actions& out) {
   // Containers we inherited that still run a task launched by our predecessor.
   std::set<std::string> busyElsewhere;
   for (const auto& [id, marker] : runningElsewhere_) busyElsewhere.insert(slotKeyOf(marker.container()));
-  // Parades' view of the candidates (labels, preferred hosts) only when a container can take
-  // one: a loaded job steps mostly with full containers, and the view is most of a step's cost.
+  // Parades' view of the candidates (labels, preferred hosts: allocations per task) only when a
+  // container can take one: with every container full a step launches nothing.
   const bool anyRoom = std::any_of(slots_.begin(), slots_.end(), [&](const auto& entry) {
     return !busyElsewhere.count(entry.first) && sched::hasRoom(1.0 - entry.second.used());
   });

@@ -653,9 +653,10 @@ awaitable<Status> Master::checkJobsJm(std::string jobId, std::optional<net::Peer
   if (!isJobId(jobId)) co_return makeError(ErrorCode::kInvalidArgument, "JmUpdate: bad job_id '" + jobId.substr(0, 64) + "'");
   if (!jmWorker_.count(jobId)) {
     auto registered = co_await store_->jm(jobId, config_.site);
-    if (!registered) {
-      co_return makeError(ErrorCode::kUnavailable, fmt::format("no JM of job {} is known at site {} yet: {}", jobId,
-                                                               config_.site, registered.message()));
+    if (!registered || registered->value.worker_id().empty()) {
+      co_return makeError(ErrorCode::kUnavailable,
+                          fmt::format("no JM of job {} is known at site {} yet{}", jobId, config_.site,
+                                      registered ? "" : ": " + registered.message()));
     }
     if (!jmWorker_.count(jobId)) jmWorker_[jobId] = registered->value.worker_id();  // (a launch may have set it)
   }
