@@ -653,7 +653,9 @@ awaitable<Status> Master::checkJobsJm(std::string jobId, std::optional<net::Peer
   if (!isJobId(jobId)) co_return makeError(ErrorCode::kInvalidArgument, "JmUpdate: bad job_id '" + jobId.substr(0, 64) + "'");
   if (!jmWorker_.count(jobId)) {
     auto registered = co_await store_->jm(jobId, config_.site);
-    if (!registered || registered->value.worker_id().empty()) {
+    // Read from ZooKeeper: only a worker id a certificate can carry is remembered (anything
+    // else matches no caller, and would lock the real JM out until a restart).
+    if (!registered || !isIdentityPart(registered->value.worker_id())) {
       co_return makeError(ErrorCode::kUnavailable,
                           fmt::format("no JM of job {} is known at site {} yet{}", jobId, config_.site,
                                       registered ? "" : ": " + registered.message()));
