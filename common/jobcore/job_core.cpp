@@ -143,17 +143,22 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
   const uint32_t tasks = taskCount(view_, stage);
   auto& st = view_.stages[stage];
   std::string problem;
+  std::optional<std::vector<uint32_t>> changed;
   if (static_cast<uint32_t>(map.owner_site_size()) != tasks) {
     problem = "has " + std::to_string(map.owner_site_size()) + " tasks, the stage " + std::to_string(tasks);
-  } else if (status_.sites_size() > 0) {
+  } else {
     // The owners we hold were checked when they came: only the changed ones are looked at.
-    const bool same = st.taskmap && st.taskmap->owner_site_size() == map.owner_site_size();
-    for (int t = 0; t < map.owner_site_size() && problem.empty(); ++t) {
-      const auto& owner = map.owner_site(t);
-      if (same && st.taskmap->owner_site(t) == owner) continue;
+    changed = changedOwners(stage, map);
+    auto check = [&](uint32_t t) {
+      const auto& owner = map.owner_site(static_cast<int>(t));
       if (std::find(status_.sites().begin(), status_.sites().end(), owner) == status_.sites().end()) {
         problem = "gives task " + std::to_string(t) + " to '" + owner.substr(0, 64) + "', not a site of the job";
       }
+    };
+    if (status_.sites_size() > 0 && changed) {
+      for (size_t i = 0; i < changed->size() && problem.empty(); ++i) check((*changed)[i]);
+    } else if (status_.sites_size() > 0) {
+      for (uint32_t t = 0; t < tasks && problem.empty(); ++t) check(t);
     }
   }
   if (!problem.empty()) {
@@ -162,7 +167,7 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
   }
   // A reading older than what we wrote ourselves (a steal's CAS) is not applied.
   if (st.taskmap && version < st.taskmapVersion) return;
-  applyTaskMap(stage, map, version);
+  applyTaskMap(stage, map, version, changed);
   stealBackoffS_ = 0;  // the work moved: worth asking again soon
   refreshRunningElsewhere();
 }
@@ -678,13 +683,12 @@ void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   refreshRunningElsewhere();
 }
 
-void JobCore::onTasksReassigned(const ReassignTasks& reassignment, const std::optional<pb::TaskMap>& map,
-                                int32_t version) {
+void JobCore::onTasksReassigned(const ReassignTasks& reassignment, const pb::TaskMap* map, int32_t version) {
   reassigning_.erase(reassignment.stage);
   if (!map || reassignment.stage >= view_.stages.size()) return;
   auto& st = view_.stages[reassignment.stage];
   if (st.taskmap && version < st.taskmapVersion) return;  // the watch brought a newer one
-  applyTaskMap(reassignment.stage, *map, version);
+  applyTaskMap(reassignment.stage, *map, version, changedOwners(reassignment.stage, *map));
 }
 
 void JobCore::onContainerRequestSent(const ContainerRequest& request) {
@@ -797,7 +801,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     for (size_t i = shelter; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
       sched::WaitingTask w;
-      w.id = std::to_string(t);
+      w.key = t;
       for (const auto& [site, amount] : inputBytesBySource(s, t, shuffles)) w.preferredRacks.push_back(site);
       auto since = waitingSince_.find({s, t});
       w.waitS = since == waitingSince_.end() ? 0.0 : now - since->second;
@@ -813,8 +817,8 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       const auto decision = sched::paradesOnUpdate(waiting, update, config_.parades);
       if (decision.launches.empty()) break;
       for (const auto& launch : decision.launches) {
-        const auto t = static_cast<uint32_t>(std::stoul(launch.taskId));
-        std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
+        const auto t = static_cast<uint32_t>(launch.key);
+        std::erase_if(waiting, [&](const auto& w) { return w.key == launch.key; });
         // Where it stands in our queue, and its input, for the finish-time comparison (looked up
         // for the few Parades gives, not kept for the whole window).
         const auto queued = std::find(candidates.begin() + static_cast<std::ptrdiff_t>(shelter), candidates.end(), t);
@@ -922,8 +926,8 @@ double JobCore::stageMeanS(uint32_t s) const {
   return partElapsedS_[s] / static_cast<double>(parts.size());
 }
 
-void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved,
-                          const std::optional<pb::TaskMap>& map, int32_t version) {
+void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved, const pb::TaskMap* map,
+                          int32_t version) {
   for (uint32_t t : offer.tasks) beingStolen_.erase({offer.stage, t});
   if (!map || offer.stage >= view_.stages.size()) return;
   if (config_.recordDecisions && !moved.empty()) {
@@ -931,7 +935,7 @@ void JobCore::settleSteal(const StealOffer& offer, const std::vector<uint32_t>& 
     std::sort(tasks.begin(), tasks.end());
     record({Decision::Kind::kSteal, offer.stage, std::move(tasks), offer.thief, config_.site, ""});
   }
-  applyTaskMap(offer.stage, *map, version);
+  applyTaskMap(offer.stage, *map, version, changedOwners(offer.stage, *map));
   for (uint32_t t : moved) waitingSince_.erase({offer.stage, t});
 }
 
@@ -970,10 +974,21 @@ bool JobCore::markerContentsNeeded(const TaskId& id) const {
   return id.first >= view_.stages.size() || !view_.stages[id.first].parts.count(id.second);
 }
 
-void JobCore::applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version) {
+std::optional<std::vector<uint32_t>> JobCore::changedOwners(uint32_t s, const pb::TaskMap& map) const {
+  const auto& held = view_.stages[s].taskmap;
+  if (!held || held->owner_site_size() != map.owner_site_size()) return std::nullopt;
+  std::vector<uint32_t> changed;
+  for (int t = 0; t < map.owner_site_size(); ++t) {
+    if (held->owner_site(t) != map.owner_site(t)) changed.push_back(static_cast<uint32_t>(t));
+  }
+  return changed;
+}
+
+void JobCore::applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version,
+                           const std::optional<std::vector<uint32_t>>& changed) {
   auto& stage = view_.stages[s];
   stage.taskmapVersion = version;
-  if (!stage.taskmap || stage.taskmap->owner_site_size() != map.owner_site_size()) {
+  if (!changed) {
     stage.taskmap = map;
     indexOwners(s);
     return;
@@ -984,14 +999,13 @@ void JobCore::applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version) 
   stage.taskmap->set_epoch(map.epoch());
   auto& here = unfinishedHere_[s];
   auto& elsewhere = unfinishedElsewhere_[s];
-  for (int t = 0; t < map.owner_site_size(); ++t) {
-    std::string& owner = *stage.taskmap->mutable_owner_site(t);
-    if (owner == map.owner_site(t)) continue;
+  for (uint32_t t : *changed) {
+    std::string& owner = *stage.taskmap->mutable_owner_site(static_cast<int>(t));
     const bool wasHere = owner == config_.site;
-    owner = map.owner_site(t);
-    if (wasHere == (owner == config_.site) || stage.parts.count(static_cast<uint32_t>(t))) continue;
-    (wasHere ? here : elsewhere).erase(static_cast<uint32_t>(t));
-    (wasHere ? elsewhere : here).insert(static_cast<uint32_t>(t));
+    owner = map.owner_site(static_cast<int>(t));
+    if (wasHere == (owner == config_.site) || stage.parts.count(t)) continue;
+    (wasHere ? here : elsewhere).erase(t);
+    (wasHere ? elsewhere : here).insert(t);
   }
 }
 
@@ -1544,11 +1558,15 @@ void JobCore::decideLaunches(double now, Actions& out) {
     size_t inWindow = 0;
     size_t stageQueued = 0;
     const size_t stageStart = candidates.size();
+    // Cursors through the backoffs and waiting times, which the walk meets in task order: a
+    // step of a large stage made two tree lookups per task of its window.
+    auto backoff = notBefore_.lower_bound({s, 0});
+    auto since = waitingSince_.lower_bound({s, 0});
     forEachQueuedHere(s, [&](uint32_t t) {
       const TaskId id{s, t};
       ++stageQueued;
-      auto backoff = notBefore_.find(id);
-      if (backoff != notBefore_.end() && now < backoff->second) {
+      while (backoff != notBefore_.end() && backoff->first < id) ++backoff;
+      if (backoff != notBefore_.end() && backoff->first == id && now < backoff->second) {
         wakeAt(backoff->second, now, out);
         return true;
       }
@@ -1560,7 +1578,9 @@ void JobCore::decideLaunches(double now, Actions& out) {
       }
       ++inWindow;
       if (!meanS) meanS = stageMeanS(s);
-      candidates.push_back(LaunchCandidate{id, waitingSince_.try_emplace(id, now).first->second, *meanS});
+      while (since != waitingSince_.end() && since->first < id) ++since;
+      if (since == waitingSince_.end() || since->first != id) since = waitingSince_.emplace_hint(since, id, now);
+      candidates.push_back(LaunchCandidate{id, since->second, *meanS});
       return true;
     });
     if (stageQueued > 0) queued[s] = stageQueued;
@@ -1576,18 +1596,16 @@ void JobCore::decideLaunches(double now, Actions& out) {
     return !busyElsewhere.count(entry.first) && sched::hasRoom(1.0 - entry.second.used());
   });
   std::vector<sched::WaitingTask> waiting;
-  std::map<std::string, TaskId> byLabel;
   std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
   for (size_t i = 0; anyRoom && i < candidates.size(); ++i) {
     const auto [s, t] = candidates[i].id;
     sched::WaitingTask w;
-    w.id = taskLabel(candidates[i].id);
+    w.key = i;  // its candidate
     addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
     w.preferredRacks.push_back(config_.site);
     w.waitS = now - candidates[i].since;
     w.processingS = candidates[i].meanS;
     w.resource = taskShare(s);
-    byLabel[w.id] = candidates[i].id;
     waiting.push_back(std::move(w));
   }
   sched::sortForParades(waiting);  // once, not once per container below
@@ -1607,7 +1625,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
     sched::ContainerUpdate update{key, slot.container.id().worker_id(), config_.site, free};
     auto decision = sched::paradesOnUpdate(waiting, update, config_.parades);
     for (const auto& launch : decision.launches) {
-      const TaskId id = byLabel.at(launch.taskId);
+      const TaskId id = candidates[launch.key].id;
       auto inputs = taskInputs(view_, id.first, id.second);
       if (!inputs) continue;  // cannot happen after inputsReady, but never launch without inputs
       slot.tasks[id] = taskShare(id.first);
@@ -1625,7 +1643,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       const double waitedS = since == waitingSince_.end() ? 0.0 : now - since->second;
       waitingSince_.erase(id);
       notBefore_.erase(id);
-      std::erase_if(waiting, [&](const auto& w) { return w.id == launch.taskId; });
+      std::erase_if(waiting, [&](const auto& w) { return w.key == launch.key; });
 
       LaunchTask task;
       task.slotKey = key;

@@ -316,9 +316,9 @@ class JobCore {
   // ok: written (or already there); false: not written (fenced or unavailable).
   void onStageReleased(const ReleaseStage& release, bool ok);
   void onLostOutputRemoved(const RemoveLostOutput& removal, bool ok);
-  // The reassignment's fenced compare-and-set ended: `map` as written (nullopt: not written;
+  // The reassignment's fenced compare-and-set ended: `map` as written (null: not written;
   // decided afresh on a later step).
-  void onTasksReassigned(const ReassignTasks& reassignment, const std::optional<pb::TaskMap>& map, int32_t version);
+  void onTasksReassigned(const ReassignTasks& reassignment, const pb::TaskMap* map, int32_t version);
   void onContainerRequestSent(const ContainerRequest& request);
   // The fail action's status write ended; when it did not land, the next step asks again.
   void onFailWritten(bool ok);
@@ -339,8 +339,8 @@ class JobCore {
   StealOffer offerSteal(const std::string& thief, uint32_t maxTasks, double now,
                         const std::map<std::string, double>& inboundToThief = {});
   // The offer's taskMap compare-and-set ended: `moved` are the tasks now the thief's, `map`
-  // the taskMap as written (nullopt on failure).
-  void settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved, const std::optional<pb::TaskMap>& map,
+  // the taskMap as written (null on failure; a pointer, not a copy of a map of 10^4 owners).
+  void settleSteal(const StealOffer& offer, const std::vector<uint32_t>& moved, const pb::TaskMap* map,
                    int32_t version);
   // As thief: the StealWork action ended; `gotWork` when a victim gave tasks, else the
   // victims' earliest retryAfterS (nullopt: none had anything waiting; ask less often).
@@ -430,8 +430,13 @@ class JobCore {
   // is first known or replaced (applyTaskMap moves only the tasks whose owner changed), kept
   // up to date as outputs are recorded or removed (so a step does not scan every task).
   void indexOwners(uint32_t s);
-  // Stage s's task map becomes `map` (of a version not older than ours).
-  void applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version);
+  // The tasks whose owner in `map` is not the one we hold for stage s; nullopt when we hold no
+  // map of its size (every task is new then).
+  std::optional<std::vector<uint32_t>> changedOwners(uint32_t s, const pb::TaskMap& map) const;
+  // Stage s's task map becomes `map` (of a version not older than ours); `changed` is
+  // changedOwners(s, map), which a caller validating the changes has at hand.
+  void applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version,
+                    const std::optional<std::vector<uint32_t>>& changed);
   void notePart(uint32_t s, uint32_t t, bool recorded);
   // Every change of a stage's parts (view_.stages[s].parts) goes through these two, which keep
   // partWorkers_ and partElapsedS_ in step.

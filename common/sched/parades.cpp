@@ -67,7 +67,7 @@ ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const C
     if (chosen < 0) break;
     const auto index = static_cast<std::size_t>(chosen);
     launched[index] = true;
-    decision.launches.push_back(TaskLaunch{waiting[index].id, locality});
+    decision.launches.push_back(TaskLaunch{waiting[index].key, locality});
     decision.freeAfter = std::max(0.0, decision.freeAfter - waiting[index].resource);
   }
   return decision;

@@ -4,6 +4,7 @@
 // so on every step). Pure: waiting times are computed by the caller from its clock
 // (wait = now - enqueue time) and passed in.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@ struct ParadesParams {
 };
 
 struct WaitingTask {
-  std::string id;
+  // The caller's name for it, handed back in TaskLaunch (a number: a step builds this view of
+  // hundreds of tasks, and labels cost an allocation and a parse each).
+  uint64_t key = 0;
   std::vector<std::string> preferredNodes;  // hosts holding its input (node-local)
   // Next locality level. Tellus has no rack information: the JM passes its site's name, so
   // "rack-local" means site-local (the input is at this site, on another host).
@@ -36,7 +39,7 @@ struct ContainerUpdate {
 enum class Locality { kNodeLocal, kRackLocal, kAny };
 
 struct TaskLaunch {
-  std::string taskId;
+  uint64_t key = 0;  // WaitingTask::key
   Locality locality = Locality::kNodeLocal;
 };
 

@@ -843,7 +843,7 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
   bool fenced = false;
   for (const auto& reassignment : actions.reassignments) {
     if (fenced) {  // the rest is not ours to write
-      core_.onTasksReassigned(reassignment, std::nullopt, -1);
+      core_.onTasksReassigned(reassignment, nullptr, -1);
       continue;
     }
     const bool stillPrimary = co_await reassignTasks(reassignment);
@@ -933,13 +933,7 @@ awaitable<bool> JobManager::reassignTasks(const jobcore::ReassignTasks& reassign
     cas = co_await store_->casTaskMap(config_.job_id, reassignment.stage, moveToLiveSites, kReassignTries,
                                       epochVersion_);
   }
-  std::optional<pb::TaskMap> written;
-  int32_t version = -1;
-  if (cas) {
-    written = cas->value;
-    version = cas->stat.version;
-  }
-  core_.onTasksReassigned(reassignment, written, version);
+  core_.onTasksReassigned(reassignment, cas ? &cas->value : nullptr, cas ? cas->stat.version : -1);
   if (!cas) {
     spdlog::warn("giving stage {}'s tasks of lost site {} to other sites: {}", reassignment.stage, reassignment.from,
                  cas.message());
@@ -1239,14 +1233,8 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   };
   auto cas = co_await store_->casTaskMap(config_.job_id, offer.stage, moveToThief, kStealTries);
   if (!cas) moved.clear();
-  std::optional<pb::TaskMap> written;
-  int32_t version = -1;
-  if (cas) {
-    written = cas->value;
-    version = cas->stat.version;
-  }
   Status outcome = cas.status();
-  core_.settleSteal(offer, moved, written, version);
+  core_.settleSteal(offer, moved, cas ? &cas->value : nullptr, cas ? cas->stat.version : -1);
   writeDecisions();
   if (!outcome) {
     spdlog::warn("steal by {} failed: {}", req.thief_site(), outcome.message());

@@ -1512,7 +1512,7 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
     pb::TaskMap& map = *job.taskmaps[offer.stage];
     const std::vector<uint32_t> moved = jobcore::JobCore::moveTasks(map, offer.tasks, victimName, thiefName);
     const int32_t version = ++job.taskmapVersions[offer.stage];
-    jm.core.settleSteal(offer, moved, map, version);
+    jm.core.settleSteal(offer, moved, &map, version);
     for (int32_t other : job.jmSites) {
       if (other != victim) job.jm[static_cast<size_t>(other)]->core.onTaskMap(offer.stage, map, version);
     }

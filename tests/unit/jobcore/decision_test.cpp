@@ -137,12 +137,12 @@ TEST_CASE("recorded decisions: a written release places every task, a settled st
   REQUIRE(offer.tasks == std::vector<uint32_t>{0, 1});
   pb::TaskMap map = release.taskmap;
   map.set_owner_site(0, std::string("b"));  // moved in (GCC 12 -O3 -Wrestrict)
-  core.settleSteal(offer, {0}, map, 1);
+  core.settleSteal(offer, {0}, &map, 1);
   CHECK(core.takeDecisions() == std::vector<Decision>{{Decision::Kind::kSteal, 0, {0}, "b", "a", ""}});
   // One that moved nothing is no decision.
   auto none = core.offerSteal("b", 1, 0);
   REQUIRE(none.tasks == std::vector<uint32_t>{1});
-  core.settleSteal(none, {}, std::nullopt, -1);
+  core.settleSteal(none, {}, nullptr, -1);
   CHECK(core.takeDecisions().empty());
 }
 

@@ -658,7 +658,7 @@ TEST_CASE("steal as victim: Parades on the thief's container picks, reserved unt
   auto moved = JobCore::moveTasks(map, offer.tasks, "a", "b");
   CHECK(moved == std::vector<uint32_t>{0});
   map.set_owner_site(1, "b");
-  core.settleSteal(offer, moved, map, 1);
+  core.settleSteal(offer, moved, &map, 1);
   CHECK(core.view().stages[0].taskmap->owner_site(0) == "b");
   CHECK(core.step(2).launches.empty());  // the stolen tasks are the thief's now
 }
@@ -688,7 +688,7 @@ TEST_CASE("steal as victim: a task goes only after waiting 2τ·p (τ·p with in
   CHECK(core.offerSteal("b", 3, 104).tasks.empty());
   auto early = core.offerSteal("b", 3, 106);  // task 3's partition is at b (see wordcountInputs)
   CHECK(early.tasks == std::vector<uint32_t>{3});
-  core.settleSteal(early, {}, std::nullopt, -1);
+  core.settleSteal(early, {}, nullptr, -1);
   // Locality first: the task with input at the thief, then the longest waiting.
   CHECK(core.offerSteal("b", 3, 110).tasks == std::vector<uint32_t>{3, 1, 2});
 }
@@ -721,12 +721,12 @@ TEST_CASE("steal as victim: a task goes only when the thief would finish it firs
   // Without measured rates Parades alone decides.
   auto unmeasured = core.offerSteal("b", 2, 111);
   CHECK(unmeasured.tasks == std::vector<uint32_t>{3, 2});
-  core.settleSteal(unmeasured, {}, std::nullopt, -1);
+  core.settleSteal(unmeasured, {}, nullptr, -1);
   auto slow = core.offerSteal("b", 2, 111, {{"a", 1.0}});
   CHECK(slow.tasks == std::vector<uint32_t>{3});
   pb::TaskMap moved = map;
   moved.set_owner_site(3, "b");
-  core.settleSteal(slow, {3}, moved, 1);
+  core.settleSteal(slow, {3}, &moved, 1);
   // Only task 2 is left, refused for its transfer: ask again in about one task time.
   auto refused = core.offerSteal("b", 2, 111, {{"a", 1.0}});
   CHECK(refused.tasks.empty());
@@ -880,7 +880,7 @@ TEST_CASE("min_locality: a dataset stage waits while too few of its tasks here a
   REQUIRE(offer.tasks == std::vector<uint32_t>{0, 1, 2});
   pb::TaskMap moved = map;
   JobCore::moveTasks(moved, offer.tasks, "b", "a");
-  core.settleSteal(offer, offer.tasks, moved, 1);
+  core.settleSteal(offer, offer.tasks, &moved, 1);
   auto local = core.step(101);
   REQUIRE(local.launches.size() == 1);
   CHECK(local.launches[0].task == TaskId{0, 3});
@@ -897,7 +897,7 @@ TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit]
   releaseMaps(core, 0);
   auto offer = core.offerSteal("b", 3, 0);
   REQUIRE(offer.tasks.size() == 3);
-  core.settleSteal(offer, {}, std::nullopt, -1);
+  core.settleSteal(offer, {}, nullptr, -1);
   core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
   CHECK(core.step(1).launches.size() == 3);
 }
@@ -1709,7 +1709,7 @@ TEST_CASE("lost site: after the window the primary gives its waiting tasks to th
   CHECK(core.step(10 + kSiteLostS + 1).reassignments.empty());
   // Written: the tasks are ours, and they run here.
   const pb::TaskMap written = applied(core, r);
-  core.onTasksReassigned(r, written, 1);
+  core.onTasksReassigned(r, &written, 1);
   CHECK(core.view().stages[1].taskmap->owner_site(0) == "a");
   CHECK(core.view().stages[1].taskmap->owner_site(1) == "a");
   core.onGrants({container("a-w1", 0), container("a-w1", 1)});
@@ -1836,7 +1836,7 @@ TEST_CASE("lost site: only the primary reassigns, and one fenced meanwhile stops
     CHECK(core.step(1).reassignments.empty());
     auto lost = core.step(1 + kSiteLostS);
     REQUIRE(lost.reassignments.size() == 1);
-    core.onTasksReassigned(lost.reassignments[0], std::nullopt, -1);
+    core.onTasksReassigned(lost.reassignments[0], nullptr, -1);
     core.onLostPrimary();
     CHECK(core.view().stages[1].taskmap->owner_site(0) == "b");
     CHECK(core.view().stages[1].taskmap->owner_site(1) == "b");

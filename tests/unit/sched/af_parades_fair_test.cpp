@@ -43,9 +43,12 @@ TEST_CASE("Af desire stays within its bounds and rounds up to whole containers",
 }
 
 namespace {
-WaitingTask task(std::string id, std::vector<std::string> nodes, std::vector<std::string> racks, double wait,
+// Tasks by name in the cases below (WaitingTask::key).
+enum : uint64_t { kRack = 1, kFar, kLocal, kBig, kSmall, kX, kY, kZ };
+
+WaitingTask task(uint64_t key, std::vector<std::string> nodes, std::vector<std::string> racks, double wait,
                  double p = 10, double r = 0.2) {
-  return WaitingTask{std::move(id), std::move(nodes), std::move(racks), wait, p, r};
+  return WaitingTask{key, std::move(nodes), std::move(racks), wait, p, r};
 }
 }  // namespace
 
@@ -60,7 +63,7 @@ TEST_CASE("Parades prefers node-local, then rack-local after tau*p, then any aft
   const ParadesParams params{.tau = 0.5, .delta = 0.8};
   const ContainerUpdate container{"c1", "n1", "r1", 0.5};
   // Only a rack-local task that waited 4 s < τ·p = 5 s and a remote one: nothing launches.
-  std::vector<WaitingTask> waiting = {task("rack", {"n2"}, {"r1"}, 4), task("far", {"n9"}, {"r9"}, 9)};
+  std::vector<WaitingTask> waiting = {task(kRack, {"n2"}, {"r1"}, 4), task(kFar, {"n9"}, {"r9"}, 9)};
   auto d = paradesOnUpdate(waiting, container, params);
   CHECK(d.launches.empty());
   CHECK_FALSE(d.steal);
@@ -68,32 +71,32 @@ TEST_CASE("Parades prefers node-local, then rack-local after tau*p, then any aft
   waiting[0].waitS = 5;
   d = paradesOnUpdate(waiting, container, params);
   REQUIRE(d.launches.size() == 1);
-  CHECK(d.launches[0].taskId == "rack");
+  CHECK(d.launches[0].key == kRack);
   CHECK(d.launches[0].locality == Locality::kRackLocal);
   // A node-local task goes first regardless of waiting, and several tasks pack the container.
-  waiting.push_back(task("local", {"n1"}, {"r1"}, 0));
+  waiting.push_back(task(kLocal, {"n1"}, {"r1"}, 0));
   waiting[1].waitS = 10;
   d = paradesOnUpdate(waiting, ContainerUpdate{"c1", "n1", "r1", 1.0}, params);
   REQUIRE(d.launches.size() == 3);
-  CHECK(d.launches[0].taskId == "local");
+  CHECK(d.launches[0].key == kLocal);
   CHECK(d.launches[0].locality == Locality::kNodeLocal);
-  CHECK(d.launches[1].taskId == "rack");
-  CHECK(d.launches[2].taskId == "far");
+  CHECK(d.launches[1].key == kRack);
+  CHECK(d.launches[2].key == kFar);
   CHECK(d.launches[2].locality == Locality::kAny);
   CHECK(d.freeAfter == Approx(0.4));
 }
 
 TEST_CASE("Parades launches non-local work only on an almost idle container and never overfills", "[unit][sched][parades]") {
   const ParadesParams params{.tau = 0.5, .delta = 0.8};
-  std::vector<WaitingTask> waiting = {task("far", {"n9"}, {"r9"}, 100)};
+  std::vector<WaitingTask> waiting = {task(kFar, {"n9"}, {"r9"}, 100)};
   // free 0.15 < 1 - δ = 0.2: the long-waiting remote task must not be packed here.
   auto d = paradesOnUpdate(waiting, ContainerUpdate{"c", "n1", "r1", 0.15}, params);
   CHECK(d.launches.empty());
   // Node-local tasks that do not fit are skipped.
-  waiting = {task("big", {"n1"}, {}, 0, 10, 0.6), task("small", {"n1"}, {}, 0, 10, 0.3)};
+  waiting = {task(kBig, {"n1"}, {}, 0, 10, 0.6), task(kSmall, {"n1"}, {}, 0, 10, 0.3)};
   d = paradesOnUpdate(waiting, ContainerUpdate{"c", "n1", "r1", 0.5}, params);
   REQUIRE(d.launches.size() == 1);
-  CHECK(d.launches[0].taskId == "small");
+  CHECK(d.launches[0].key == kSmall);
   CHECK(d.freeAfter == Approx(0.2));
 }
 
@@ -103,27 +106,27 @@ TEST_CASE("Parades: longest waiting first whatever the input order, ties in inpu
   const ParadesParams params{.tau = 0.5, .delta = 0.8};
   const ContainerUpdate container{"c", "n1", "r1", 1.0};
   auto order = [&](const std::vector<WaitingTask>& waiting) {
-    std::vector<std::string> ids;
-    for (const auto& l : paradesOnUpdate(waiting, container, params).launches) ids.push_back(l.taskId);
-    return ids;
+    std::vector<uint64_t> keys;
+    for (const auto& l : paradesOnUpdate(waiting, container, params).launches) keys.push_back(l.key);
+    return keys;
   };
   // Already in order (callers sort once for many containers) and not: the same launches.
-  CHECK(order({task("x", {"n1"}, {}, 9), task("y", {"n1"}, {}, 5), task("z", {"n1"}, {}, 5)}) ==
-        std::vector<std::string>{"x", "y", "z"});
-  CHECK(order({task("y", {"n1"}, {}, 5), task("x", {"n1"}, {}, 9), task("z", {"n1"}, {}, 5)}) ==
-        std::vector<std::string>{"x", "y", "z"});
-  CHECK(order({task("z", {"n1"}, {}, 5), task("y", {"n1"}, {}, 5), task("x", {"n1"}, {}, 9)}) ==
-        std::vector<std::string>{"x", "z", "y"});
+  CHECK(order({task(kX, {"n1"}, {}, 9), task(kY, {"n1"}, {}, 5), task(kZ, {"n1"}, {}, 5)}) ==
+        std::vector<uint64_t>{kX, kY, kZ});
+  CHECK(order({task(kY, {"n1"}, {}, 5), task(kX, {"n1"}, {}, 9), task(kZ, {"n1"}, {}, 5)}) ==
+        std::vector<uint64_t>{kX, kY, kZ});
+  CHECK(order({task(kZ, {"n1"}, {}, 5), task(kY, {"n1"}, {}, 5), task(kX, {"n1"}, {}, 9)}) ==
+        std::vector<uint64_t>{kX, kZ, kY});
   // sortForParades puts them in that order once, for many containers in a row.
-  std::vector<WaitingTask> unsorted = {task("z", {"n1"}, {}, 5), task("y", {"n1"}, {}, 5), task("x", {"n1"}, {}, 9)};
+  std::vector<WaitingTask> unsorted = {task(kZ, {"n1"}, {}, 5), task(kY, {"n1"}, {}, 5), task(kX, {"n1"}, {}, 9)};
   sortForParades(unsorted);
-  std::vector<std::string> sorted;
-  for (const auto& w : unsorted) sorted.push_back(w.id);
-  CHECK(sorted == std::vector<std::string>{"x", "z", "y"});
+  std::vector<uint64_t> sorted;
+  for (const auto& w : unsorted) sorted.push_back(w.key);
+  CHECK(sorted == std::vector<uint64_t>{kX, kZ, kY});
   CHECK(order(unsorted) == sorted);
   // No room: nothing, and no steal (work waits).
   for (double free : {0.0, 1e-12}) {
-    auto d = paradesOnUpdate({task("x", {"n1"}, {}, 9)}, ContainerUpdate{"c", "n1", "r1", free}, params);
+    auto d = paradesOnUpdate({task(kX, {"n1"}, {}, 9)}, ContainerUpdate{"c", "n1", "r1", free}, params);
     CHECK(d.launches.empty());
     CHECK_FALSE(d.steal);
     CHECK_FALSE(hasRoom(free));
