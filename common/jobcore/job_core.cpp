@@ -762,16 +762,15 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     // queue only, as in decideLaunches (CoreConfig::launchWindow): a steal costs
     // O(containers + window), not O(tasks), for stages of 10^4 tasks. Under min_locality a
     // dataset stage's every candidate is looked at: which are local decides what we keep.
-    const bool gated = localityGate_ && isDatasetStage(view_.spec, s);
+    const bool dataset = isDatasetStage(view_.spec, s);
+    const bool gated = localityGate_ && dataset;
     const size_t window = freeHere + config_.launchWindow;
     std::vector<uint32_t> candidates;
     forEachQueuedHere(s, [&](uint32_t t) {
       if (!gated && candidates.size() == window) return false;
       if (!inputsReady(s, t)) return true;
       // Residency: raw partitions that may not leave this site stay with it.
-      if (isDatasetStage(view_.spec, s) && view_.stages[s].inputs.partitions(static_cast<int>(t)).residency_local()) {
-        return true;
-      }
+      if (dataset && view_.stages[s].inputs.partitions(static_cast<int>(t)).residency_local()) return true;
       // ... and so do tasks reading raw records derived from them (residency in meaning).
       if (s < pinnedStages_.size() && pinnedStages_[s]) return true;
       candidates.push_back(t);
@@ -798,13 +797,18 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     ShuffleCache shuffles;
     std::vector<sched::WaitingTask> waiting;
     candidates.resize(std::min(candidates.size(), shelter + config_.launchWindow));
+    // A cursor through the waiting times: candidates are in task order (but for min_locality's
+    // partition above, where it seeks again).
+    auto since = waitingSince_.lower_bound({s, 0});
     for (size_t i = shelter; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
+      const TaskId id{s, t};
       sched::WaitingTask w;
       w.key = t;
       for (const auto& [site, amount] : inputBytesBySource(s, t, shuffles)) w.preferredRacks.push_back(site);
-      auto since = waitingSince_.find({s, t});
-      w.waitS = since == waitingSince_.end() ? 0.0 : now - since->second;
+      if (i > shelter && t < candidates[i - 1]) since = waitingSince_.lower_bound(id);
+      while (since != waitingSince_.end() && since->first < id) ++since;
+      w.waitS = since == waitingSince_.end() || since->first != id ? 0.0 : now - since->second;
       w.processingS = meanS;
       w.resource = taskShare(s);
       waiting.push_back(std::move(w));

@@ -892,6 +892,42 @@ TEST_CASE("min_locality: a dataset stage waits while too few of its tasks here a
   CHECK(waiting.step(110).launches.size() == 2);
 }
 
+TEST_CASE("min_locality: a thief sees how long each task waited, local ones put first or not", "[unit][jobcore]") {
+  // Five map tasks at b; 0 and 1 read partitions at a, 2-4 at b. Under min_locality b's JM
+  // lists its local tasks first when it offers work ([2, 3, 0, 1]): the waiting times must
+  // still be those of the tasks, not of their neighbours in task order.
+  CoreConfig config = configAt("b");
+  auto spec = wordcountSpec();
+  spec.set_min_locality(0.5);
+  std::vector<pb::StageInputs> inputs(2);
+  const char* sites[] = {"a", "a", "b", "b", "b"};
+  for (int p = 0; p < 5; ++p) {
+    auto* ref = inputs[0].add_partitions();
+    ref->set_site(sites[p]);
+    ref->set_worker_id(std::string(sites[p]) + "-w1");
+    ref->set_dataset_file("/data/part-" + std::to_string(p));
+    ref->set_bytes(100);
+  }
+  JobCore core(config);
+  REQUIRE(core.onJobLoaded(spec, inputs));
+  core.onStatus(running(), 0);
+  core.onLiveWorkers("a", {"a-w1"});
+  core.onLiveWorkers("b", {"b-w1"});
+  core.onJms({"a", "b"});
+  listNothing(core);
+  pb::TaskMap map;
+  for (int p = 0; p < 5; ++p) map.add_owner_site(std::string("b"));
+  map.set_epoch(1);
+  core.onTaskMap(0, map, 0);
+  // Task 4 is done in 10 s: p = 10, so a task may go to the site of its input after τ·p = 5 s.
+  auto done = outputAt("b-w1", "b");
+  done.set_elapsed_s(10);
+  core.onPartRecorded(0, 4, done);
+  CHECK(core.step(100).launches.empty());  // no container: tasks 0-3 wait from 100
+  CHECK(core.offerSteal("a", 2, 104).tasks.empty());  // 4 s < τ·p
+  CHECK(core.offerSteal("a", 2, 106).tasks == std::vector<uint32_t>{0, 1});
+}
+
 TEST_CASE("steal races: an offer whose CAS failed gives its tasks back", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   releaseMaps(core, 0);
