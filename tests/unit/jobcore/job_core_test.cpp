@@ -14,19 +14,21 @@ namespace {
 // map (dataset: 4 partitions, 3 at a, 1 at b) -> reduce (2 tasks, shuffle).
 pb::JobSpec wordcountSpec() { return testing::wordcountSpec(2); }
 
-std::vector<pb::StageInputs> wordcountInputs(bool pinned = false) {
+// The word count's input: a partition at each of `sites` (on its worker w1), read by the map.
+std::vector<pb::StageInputs> wordcountInputsAt(const std::vector<std::string>& sites, bool pinned = false) {
   std::vector<pb::StageInputs> inputs(2);
-  const char* sites[] = {"a", "a", "a", "b"};
-  for (int p = 0; p < 4; ++p) {
+  for (size_t p = 0; p < sites.size(); ++p) {
     auto* ref = inputs[0].add_partitions();
     ref->set_site(sites[p]);
-    ref->set_worker_id(std::string(sites[p]) + "-w1");
+    ref->set_worker_id(sites[p] + "-w1");
     ref->set_dataset_file("/data/part-" + std::to_string(p));
     ref->set_bytes(100);
     ref->set_residency_local(pinned);
   }
   return inputs;
 }
+
+std::vector<pb::StageInputs> wordcountInputs(bool pinned = false) { return wordcountInputsAt({"a", "a", "a", "b"}, pinned); }
 
 pb::JobStatus running() {
   pb::JobStatus st;
@@ -899,17 +901,8 @@ TEST_CASE("min_locality: a thief sees how long each task waited, local ones put 
   CoreConfig config = configAt("b");
   auto spec = wordcountSpec();
   spec.set_min_locality(0.5);
-  std::vector<pb::StageInputs> inputs(2);
-  const char* sites[] = {"a", "a", "b", "b", "b"};
-  for (int p = 0; p < 5; ++p) {
-    auto* ref = inputs[0].add_partitions();
-    ref->set_site(sites[p]);
-    ref->set_worker_id(std::string(sites[p]) + "-w1");
-    ref->set_dataset_file("/data/part-" + std::to_string(p));
-    ref->set_bytes(100);
-  }
   JobCore core(config);
-  REQUIRE(core.onJobLoaded(spec, inputs));
+  REQUIRE(core.onJobLoaded(spec, wordcountInputsAt({"a", "a", "b", "b", "b"})));
   core.onStatus(running(), 0);
   core.onLiveWorkers("a", {"a-w1"});
   core.onLiveWorkers("b", {"b-w1"});
