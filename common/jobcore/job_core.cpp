@@ -817,6 +817,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     sched::sortForParades(waiting);  // once, not once per task given below
     const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
     bool tooCostly = false;  // Parades would give a task, but moving its input costs more than waiting
+    std::map<std::string, double> givenBytes;  // by source, of the tasks given so far
     for (uint32_t c = 0; c < maxTasks && !waiting.empty(); ++c) {
       const auto decision = sched::paradesOnUpdate(waiting, update, config_.parades);
       if (decision.launches.empty()) break;
@@ -827,8 +828,10 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
         // for the few Parades gives, not kept for the whole window).
         const auto queued = std::find(candidates.begin() + static_cast<std::ptrdiff_t>(shelter), candidates.end(), t);
         const auto position = static_cast<size_t>(queued - candidates.begin()) - shelter;
-        if (thiefFinishesFirst(inputBytesBySource(s, t, shuffles), s, position, thief, inboundToThief, now)) {
+        const auto inputBytes = inputBytesBySource(s, t, shuffles);
+        if (thiefFinishesFirst(inputBytes, givenBytes, s, position, thief, inboundToThief, now)) {
           offer.tasks.push_back(t);
+          for (const auto& [site, amount] : inputBytes) givenBytes[site] += amount;
         } else {
           tooCostly = true;
         }
@@ -886,7 +889,8 @@ std::map<std::string, double> JobCore::inputBytesBySource(uint32_t s, uint32_t t
   return bytes;
 }
 
-bool JobCore::thiefFinishesFirst(const std::map<std::string, double>& inputBytes, uint32_t s, size_t queuePosition,
+bool JobCore::thiefFinishesFirst(const std::map<std::string, double>& inputBytes,
+                                 const std::map<std::string, double>& givenBytes, uint32_t s, size_t queuePosition,
                                  const std::string& thief, const std::map<std::string, double>& inboundToThief,
                                  double now) const {
   if (inboundToThief.empty()) return true;  // nothing measured: Parades alone decides
@@ -895,7 +899,8 @@ bool JobCore::thiefFinishesFirst(const std::map<std::string, double>& inputBytes
     if (site == thief || amount <= 0) continue;
     auto rate = inboundToThief.find(site);
     if (rate == inboundToThief.end() || rate->second <= 0) return false;  // no path measured: keep it
-    transferS += amount / rate->second;
+    const auto ahead = givenBytes.find(site);
+    transferS += (amount + (ahead == givenBytes.end() ? 0.0 : ahead->second)) / rate->second;
   }
   if (transferS == 0) return true;
   // Here it starts when a container frees up for it: each container frees when its running

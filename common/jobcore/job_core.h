@@ -458,8 +458,11 @@ class JobCore {
   // Input bytes task t of stage s reads, by the site holding them; `shuffles` caches a shuffle
   // stage's sources (the same for all its tasks).
   std::map<std::string, double> inputBytesBySource(uint32_t s, uint32_t t, ShuffleCache& shuffles) const;
-  // The thief would finish the task before we would (see offerSteal).
-  bool thiefFinishesFirst(const std::map<std::string, double>& inputBytes, uint32_t s, size_t queuePosition,
+  // The thief would finish the task before we would (see offerSteal). `givenBytes`: the input
+  // bytes of the tasks this offer already gives, by source; they cross the same links to the
+  // thief at the same time, so this task's input arrives after theirs.
+  bool thiefFinishesFirst(const std::map<std::string, double>& inputBytes,
+                          const std::map<std::string, double>& givenBytes, uint32_t s, size_t queuePosition,
                           const std::string& thief, const std::map<std::string, double>& inboundToThief,
                           double now) const;
   // Mean elapsed time of the stage's finished tasks (Parades' p), 0 before the first.

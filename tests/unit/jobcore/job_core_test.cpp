@@ -743,6 +743,25 @@ TEST_CASE("steal as victim: a task goes only when the thief would finish it firs
   CHECK(idle.offerSteal("b", 3, 111, {{"a", 1.0}}).tasks == std::vector<uint32_t>{3, 1, 2});
 }
 
+TEST_CASE("steal as victim: the tasks of one offer share the link to the thief", "[unit][jobcore]") {
+  // Seven map tasks at a, 100 bytes each; task 0 is done in 10 s (p = 10), task 1 runs on the
+  // only container until 110, tasks 2-6 wait: here they would finish at 120, 130, ..., 160.
+  JobCore core = unlistedWith(configAt("a"), wordcountInputsAt({"a", "a", "a", "a", "a", "a", "a"}));
+  listNothing(core);
+  pb::TaskMap map;
+  for (int t = 0; t < 7; ++t) map.add_owner_site(std::string("a"));
+  core.onTaskMap(0, map, 0);
+  pb::PartitionLocation done = outputAt("a-w1");
+  done.set_elapsed_s(10);
+  listParts(core, 0, {{0, done}});
+  core.onGrants({container("a-w1", 0)});
+  REQUIRE(core.step(100).launches.size() == 1);
+  // At 111 over 5 bytes/s a task alone reaches b in 20 s and is done at 141: only tasks 5 and
+  // 6 would be later here. Task 6's input follows task 5's over the same link (161 > 160).
+  const auto offer = core.offerSteal("b", 5, 111, {{"a", 5.0}});
+  CHECK(offer.tasks == std::vector<uint32_t>{5});
+}
+
 TEST_CASE("steal as victim: a local container whose lease ends soon beats moving the input", "[unit][jobcore]") {
   pb::TaskMap map;
   for (const char* s : {"a", "a", "a", "a"}) map.add_owner_site(s);
