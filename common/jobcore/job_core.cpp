@@ -136,7 +136,7 @@ void JobCore::onTaskMapUnreadable(uint32_t stage, const std::string& reason) {
   failJob("stage " + std::to_string(stage) + ": " + reason);
 }
 
-void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version) {
+void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version, const std::vector<uint32_t>* moved) {
   if (stage >= view_.stages.size()) return;
   // A map that does not match its stage is not applied: tasks without an owner (or with one
   // that is not a site of the job) would never run, and the job would hang.
@@ -148,7 +148,7 @@ void JobCore::onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version)
     problem = "has " + std::to_string(map.owner_site_size()) + " tasks, the stage " + std::to_string(tasks);
   } else {
     // The owners we hold were checked when they came: only the changed ones are looked at.
-    changed = changedOwners(stage, map);
+    changed = changedOwners(stage, map, moved);
     auto check = [&](uint32_t t) {
       const auto& owner = map.owner_site(static_cast<int>(t));
       if (std::find(status_.sites().begin(), status_.sites().end(), owner) == status_.sites().end()) {
@@ -983,12 +983,23 @@ bool JobCore::markerContentsNeeded(const TaskId& id) const {
   return id.first >= view_.stages.size() || !view_.stages[id.first].parts.count(id.second);
 }
 
-std::optional<std::vector<uint32_t>> JobCore::changedOwners(uint32_t s, const pb::TaskMap& map) const {
+std::optional<std::vector<uint32_t>> JobCore::changedOwners(uint32_t s, const pb::TaskMap& map,
+                                                            const std::vector<uint32_t>* candidates) const {
   const auto& held = view_.stages[s].taskmap;
   if (!held || held->owner_site_size() != map.owner_site_size()) return std::nullopt;
   std::vector<uint32_t> changed;
-  for (int t = 0; t < map.owner_site_size(); ++t) {
-    if (held->owner_site(t) != map.owner_site(t)) changed.push_back(static_cast<uint32_t>(t));
+  auto compare = [&](uint32_t t) {
+    if (held->owner_site(static_cast<int>(t)) != map.owner_site(static_cast<int>(t))) changed.push_back(t);
+  };
+  if (candidates) {
+    std::vector<uint32_t> sorted = *candidates;  // applied in task order, as a full comparison would
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    for (uint32_t t : sorted) {
+      if (t < static_cast<uint32_t>(map.owner_site_size())) compare(t);
+    }
+  } else {
+    for (uint32_t t = 0; t < static_cast<uint32_t>(map.owner_site_size()); ++t) compare(t);
   }
   return changed;
 }

@@ -221,8 +221,11 @@ class JobCore {
   // The job's status node is gone (/jobs/<id> deleted): nothing left to manage; step() exits.
   void onJobDeleted();
   // A taskMap that does not match its stage (task count, owners that are not sites of the
-  // job) is not applied: the job fails with the reason rather than hang on it.
-  void onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version);
+  // job) is not applied: the job fails with the reason rather than hang on it. `moved`: the
+  // tasks whose owner the change since the last map this core saw may have changed, when the
+  // caller knows them (tellus-sim, which made the change); without it every owner is compared,
+  // O(tasks) per steal for each JM of the job.
+  void onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version, const std::vector<uint32_t>* moved = nullptr);
   // The taskMap node does not decode: the job fails with the reason.
   void onTaskMapUnreadable(uint32_t stage, const std::string& reason);
   // The stage's outputs as its record nodes are listed, told as they change (PartListing
@@ -430,9 +433,10 @@ class JobCore {
   // is first known or replaced (applyTaskMap moves only the tasks whose owner changed), kept
   // up to date as outputs are recorded or removed (so a step does not scan every task).
   void indexOwners(uint32_t s);
-  // The tasks whose owner in `map` is not the one we hold for stage s; nullopt when we hold no
-  // map of its size (every task is new then).
-  std::optional<std::vector<uint32_t>> changedOwners(uint32_t s, const pb::TaskMap& map) const;
+  // The tasks whose owner in `map` is not the one we hold for stage s, among `candidates` when
+  // given (else among all); nullopt when we hold no map of its size (every task is new then).
+  std::optional<std::vector<uint32_t>> changedOwners(uint32_t s, const pb::TaskMap& map,
+                                                     const std::vector<uint32_t>* candidates = nullptr) const;
   // Stage s's task map becomes `map` (of a version not older than ours); `changed` is
   // changedOwners(s, map), which a caller validating the changes has at hand.
   void applyTaskMap(uint32_t s, const pb::TaskMap& map, int32_t version,

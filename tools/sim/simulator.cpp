@@ -1514,7 +1514,9 @@ void Engine::applySteal(JobRt& job, int thief, const jobcore::StealWork& work) {
     const int32_t version = ++job.taskmapVersions[offer.stage];
     jm.core.settleSteal(offer, moved, &map, version);
     for (int32_t other : job.jmSites) {
-      if (other != victim) job.jm[static_cast<size_t>(other)]->core.onTaskMap(offer.stage, map, version);
+      // The watch of a real JM brings the whole map; the moved tasks spare each core comparing
+      // every owner (tens of thousands per steal in a large stage).
+      if (other != victim) job.jm[static_cast<size_t>(other)]->core.onTaskMap(offer.stage, map, version, &moved);
     }
     for (uint32_t t : moved) {
       TaskRt& task = job.stages[offer.stage].tasks[t];

@@ -2287,6 +2287,28 @@ TEST_CASE("corrupt taskMap: a later map that gives one task to a site not of the
   CHECK_THAT(*step.fail, Catch::Contains("gives task 1 to 'mars', not a site of the job"));
 }
 
+TEST_CASE("a taskMap told with the tasks it moved: only those are checked and applied, as a full comparison would",
+          "[unit][jobcore]") {
+  JobCore told = loadedAt("a");
+  releaseMaps(told, 0);  // tasks 0..2 at a, 3 at b
+  // Tasks 1 and 3 change owner (a duplicate and a task out of range are ignored).
+  const std::vector<uint32_t> moved = {3, 1, 1, 9};
+  told.onTaskMap(0, ownedBy({"a", "b", "a", "a"}), 1, &moved);
+  CHECK(told.view().stages[0].taskmap->owner_site(1) == "b");
+  CHECK(told.view().stages[0].taskmap->owner_site(3) == "a");
+  told.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w1", 2)});
+  std::set<TaskId> launched;
+  for (const auto& launch : told.step(1).launches) launched.insert(launch.task);
+  CHECK(launched == std::set<TaskId>{{0, 0}, {0, 2}, {0, 3}});
+  // A moved owner that is not a site of the job still fails it.
+  const std::vector<uint32_t> toMars = {2};
+  told.onTaskMap(0, ownedBy({"a", "b", "mars", "a"}), 2, &toMars);
+  CHECK(told.view().stages[0].taskmap->owner_site(2) == "a");
+  auto failed = told.step(2);
+  REQUIRE(failed.fail);
+  CHECK_THAT(*failed.fail, Catch::Contains("gives task 2 to 'mars', not a site of the job"));
+}
+
 TEST_CASE("a task that starts waiting while every container is full waits from then: Parades' levels and its wait "
           "count from that step",
           "[unit][jobcore]") {
