@@ -221,10 +221,10 @@ class JobCore {
   // The job's status node is gone (/jobs/<id> deleted): nothing left to manage; step() exits.
   void onJobDeleted();
   // A taskMap that does not match its stage (task count, owners that are not sites of the
-  // job) is not applied: the job fails with the reason rather than hang on it. `moved`: the
-  // tasks whose owner the change since the last map this core saw may have changed, when the
-  // caller knows them (tellus-sim, which made the change); without it every owner is compared,
-  // O(tasks) per steal for each JM of the job.
+  // job) is not applied: the job fails with the reason rather than hang on it. `moved`: when
+  // the caller knows which tasks changed owner since the last map this core saw (tellus-sim,
+  // which made the change), only those are compared; without it every owner is, O(tasks) per
+  // steal for each JM of the job.
   void onTaskMap(uint32_t stage, const pb::TaskMap& map, int32_t version, const std::vector<uint32_t>* moved = nullptr);
   // The taskMap node does not decode: the job fails with the reason.
   void onTaskMapUnreadable(uint32_t stage, const std::string& reason);
