@@ -633,16 +633,33 @@ void JobCore::onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost
   for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
     if (!in.has_stage() || job::stageIndex(view_.spec, in.stage()) != static_cast<int>(lost.stage())) continue;
     if (in.edge() == pb::EDGE_FORWARD && lost.task() != launch.task.second) continue;
-    // Taken only while the output's own worker is dead: its worker, alive, serves it (and a
-    // claim made then must not linger until it dies).
-    const auto& parts = view_.stages[lost.stage()].parts;
-    const auto part = parts.find(lost.task());
-    const auto& live = allLiveWorkers();
-    if (part != parts.end() && live && !live->count(part->second.worker_id())) {
-      claimedLost_.insert({lost.stage(), lost.task()});
-    }
+    claimLost({lost.stage(), lost.task()});
     return;
   }
+}
+
+void JobCore::claimLost(TaskId output) {
+  if (output.first >= view_.stages.size()) return;
+  // Taken only while the output's own worker is dead: its worker, alive, serves it (and a
+  // claim made then must not linger until it dies).
+  const auto& parts = view_.stages[output.first].parts;
+  const auto part = parts.find(output.second);
+  const auto& live = allLiveWorkers();
+  if (part != parts.end() && live && !live->count(part->second.worker_id())) claimedLost_.insert(output);
+}
+
+std::vector<TaskId> JobCore::lostInputClaims() const {
+  std::vector<TaskId> claims;
+  for (const auto& claim : claimedLost_) {
+    if (claims.size() == kMaxReportedLostInputs) break;
+    claims.push_back(claim);
+  }
+  return claims;
+}
+
+void JobCore::onLostInputsReported(const std::vector<TaskId>& claims) {
+  if (!primary()) return;
+  for (size_t i = 0; i < claims.size() && i < kMaxReportedLostInputs; ++i) claimLost(claims[i]);
 }
 
 void JobCore::failJob(std::string reason) {

@@ -314,6 +314,13 @@ class JobCore {
   // too: a claim about a partition this launch does not read, or whose worker lives, changes
   // nothing (a worker's word alone never removes an output).
   void onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost, const std::string& message, double now);
+  // A secondary's claims reach the primary, which alone re-runs outputs: the secondary answers
+  // each primary heartbeat with lostInputClaims() (JmHeartbeatResponse.lost_inputs), and the
+  // primary takes each claim as onInputLost would — only for an output whose own worker it
+  // finds dead. At most kMaxReportedLostInputs are sent or read.
+  static constexpr size_t kMaxReportedLostInputs = 256;
+  std::vector<TaskId> lostInputClaims() const;
+  void onLostInputsReported(const std::vector<TaskId>& claims);
 
   // -- primary writes, as they ended --
   // ok: written (or already there); false: not written (fenced or unavailable).
@@ -448,6 +455,8 @@ class JobCore {
   std::map<uint32_t, pb::PartitionLocation>::iterator erasePart(uint32_t s,
                                                                 std::map<uint32_t, pb::PartitionLocation>::iterator it);
   void erasePart(uint32_t s, uint32_t t);
+  // A reader found output `output` on none of its copies: claimed lost while its own worker is dead.
+  void claimLost(TaskId output);
   // Whether every part of stage s is on a worker in `live`: the common case, answered without
   // walking the parts (a step would otherwise cost O(finished tasks) per stage).
   bool partsAllOn(uint32_t s, const std::set<std::string>& live) const;
@@ -581,7 +590,8 @@ class JobCore {
   bool deleted_ = false;
   bool outsider_ = false;  // this JM's site is not among the job's
   std::map<std::string, double> vanishedAt_;  // worker holding a needed output -> first seen not live
-  // Outputs a reader found on no copy (onInputLost), until their part changes.
+  // Outputs a reader found on no copy (onInputLost; a secondary's, onLostInputsReported), until
+  // their part changes.
   std::set<TaskId> claimedLost_;
   // A secondary's own outputs known only from their task's end whose worker was seen missing
   // since -> when first seen so: forgotten (and re-run) after lossSettleS unless listed first.

@@ -701,6 +701,15 @@ awaitable<void> JobManager::sendHeartbeat(std::string site, net::Endpoint to, ui
     co_return;
   }
   if (r->epoch() > core_.epoch() && core_.primary() && !checkingEpoch_) server_.spawn(checkEpoch(), "epoch check");
+  if (r->lost_inputs_size() > 0 && r->epoch() == core_.epoch()) {
+    // The secondary's tasks found these outputs on no copy: ours to re-run (if we find their
+    // workers dead too).
+    std::vector<jobcore::TaskId> claims;
+    const int n = std::min<int>(r->lost_inputs_size(), jobcore::JobCore::kMaxReportedLostInputs);
+    for (int i = 0; i < n; ++i) claims.emplace_back(r->lost_inputs(i).stage(), r->lost_inputs(i).task());
+    core_.onLostInputsReported(claims);
+    wake();
+  }
 }
 
 awaitable<void> JobManager::checkEpoch() {
@@ -721,6 +730,13 @@ Result<pb::JmHeartbeatResponse> JobManager::onHeartbeat(const pb::JmHeartbeat& b
   if (std::find(sites.begin(), sites.end(), beat.site()) == sites.end() || beat.site() == config_.site) return resp;
   // No wake-up: a heartbeat changes no decision now; the tick looks at the window.
   core_.onPrimaryHeartbeat(beat.site(), beat.epoch(), nowS());
+  // A probe (epoch 0) asks only whether the primary lives.
+  if (beat.epoch() == 0) return resp;
+  for (const auto& [stage, task] : core_.lostInputClaims()) {
+    auto* claim = resp.add_lost_inputs();
+    claim->set_stage(stage);
+    claim->set_task(task);
+  }
   return resp;
 }
 

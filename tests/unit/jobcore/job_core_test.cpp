@@ -2239,12 +2239,51 @@ TEST_CASE("output copies: an input a reader found on no copy is re-run once its 
   CHECK(core.step(5).lostOutputs.empty());
 }
 
-TEST_CASE("output copies: a secondary acts on no reader's claim", "[unit][jobcore][replication]") {
-  JobCore core = loadedAt("b");
-  core.onLiveWorkers("a", {"a-w1", "a-w3"});
-  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
-  core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
-  CHECK(core.step(2).lostOutputs.empty());
+TEST_CASE("output copies: a secondary's reader's claim is re-run by the primary, once it finds the worker dead too",
+          "[unit][jobcore][replication]") {
+  JobCore secondary = loadedAt("b");
+  secondary.onLiveWorkers("a", {"a-w1", "a-w3"});
+  listParts(secondary, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  CHECK(secondary.lostInputClaims().empty());
+  secondary.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
+  CHECK(secondary.step(2).lostOutputs.empty());  // a secondary re-runs nothing itself
+  const std::vector<TaskId> claims = secondary.lostInputClaims();
+  REQUIRE(claims == std::vector<TaskId>{{0, 0}});
+  secondary.onLostInputsReported(claims);  // a secondary hears no claims either
+  CHECK(secondary.step(3).lostOutputs.empty());
+
+  JobCore primary = loadedAt("a");
+  primary.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  releaseMaps(primary, 0);
+  listParts(primary, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  // Claims the primary does not take: the output's worker lives here; outputs and stages the
+  // job does not have.
+  primary.onLostInputsReported({{0, 0}, {0, 3}, {7, 0}, {UINT32_MAX, UINT32_MAX}});
+  CHECK(primary.step(1).lostOutputs.empty());
+  primary.onLiveWorkers("a", {"a-w1", "a-w3"});
+  CHECK(primary.step(2).lostOutputs.empty());  // the earlier claim was not kept; a copy lives
+  primary.onLostInputsReported(claims);
+  auto actions = primary.step(3);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
+  CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("found no other copy"));
+  // Re-run: the claim goes with the output, at both.
+  primary.onLostOutputRemoved(actions.lostOutputs[0], true);
+  CHECK(primary.lostInputClaims().empty());
+  listParts(secondary, 0, {});
+  CHECK(secondary.lostInputClaims().empty());
+}
+
+TEST_CASE("output copies: a secondary reports at most kMaxReportedLostInputs claims", "[unit][jobcore][replication]") {
+  constexpr uint32_t kOutputs = JobCore::kMaxReportedLostInputs + 10;
+  JobCore secondary = unlistedWith(configAt("b"), wordcountInputsAt(std::vector<std::string>(kOutputs, "a")));
+  listNothing(secondary);
+  secondary.onLiveWorkers("a", {"a-w1"});
+  std::map<uint32_t, pb::PartitionLocation> parts;
+  for (uint32_t t = 0; t < kOutputs; ++t) parts[t] = outputWithCopy("a-w2", "a-w3");
+  listParts(secondary, 0, parts);
+  for (uint32_t t = 0; t < kOutputs; ++t) secondary.onInputLost(reduceLaunch(0), keyOf(0, t), "no copy", 1);
+  CHECK(secondary.lostInputClaims().size() == JobCore::kMaxReportedLostInputs);
 }
 
 TEST_CASE("a taskMap that moves tasks here and away: only the unfinished tasks owned here launch", "[unit][jobcore]") {
