@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -812,7 +813,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     // after 2τ·p, longest-waiting first.
     const double meanS = stageMeanS(s);
     ShuffleCache shuffles;
-    std::vector<sched::WaitingTask> waiting;
+    size_t viewed = 0;
     candidates.resize(std::min(candidates.size(), shelter + config_.launchWindow));
     // A cursor through the waiting times: candidates are in task order (but for min_locality's
     // partition above, where it seeks again).
@@ -820,16 +821,20 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
     for (size_t i = shelter; i < candidates.size(); ++i) {
       const uint32_t t = candidates[i];
       const TaskId id{s, t};
-      sched::WaitingTask w;
+      sched::WaitingTask& w = nextParadesEntry(viewed);
       w.key = t;
-      for (const auto& [site, amount] : inputBytesBySource(s, t, shuffles)) w.preferredRacks.push_back(site);
+      // (Viewing the job's own names of the sites: only those can be the thief.)
+      for (const auto& [site, amount] : inputBytesBySource(s, t, shuffles)) {
+        const auto& sites = status_.sites();
+        if (const auto it = std::find(sites.begin(), sites.end(), site); it != sites.end()) w.preferredRacks.push_back(*it);
+      }
       if (i > shelter && t < candidates[i - 1]) since = waitingSince_.lower_bound(id);
       while (since != waitingSince_.end() && since->first < id) ++since;
       w.waitS = since == waitingSince_.end() || since->first != id ? 0.0 : now - since->second;
       w.processingS = meanS;
       w.resource = taskShare(s);
-      waiting.push_back(std::move(w));
     }
+    std::span<sched::WaitingTask> waiting(paradesView_.data(), viewed);
     freeHere -= shelter;
     sched::sortForParades(waiting);  // once, not once per task given below
     const sched::ContainerUpdate update{"steal:" + thief, "", thief, 1.0};
@@ -840,7 +845,7 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       if (decision.launches.empty()) break;
       for (const auto& launch : decision.launches) {
         const auto t = static_cast<uint32_t>(launch.key);
-        std::erase_if(waiting, [&](const auto& w) { return w.key == launch.key; });
+        sched::dropLaunched(waiting, launch.key);
         // Where it stands in our queue, and its input, for the finish-time comparison (looked up
         // for the few Parades gives, not kept for the whole window).
         const auto queued = std::find(candidates.begin() + static_cast<std::ptrdiff_t>(shelter), candidates.end(), t);
@@ -1546,7 +1551,7 @@ bool JobCore::inputsReady(uint32_t s, uint32_t t) const {
 }
 
 void JobCore::addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std::vector<std::string>>& shuffleWorkers,
-                                  std::vector<std::string>& out) const {
+                                  std::vector<std::string_view>& out) const {
   const auto& here = config_.site;
   if (isDatasetStage(view_.spec, s)) {
     const auto& part = view_.stages[s].inputs.partitions(static_cast<int>(t));
@@ -1574,6 +1579,14 @@ void JobCore::addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std
     }
     out.insert(out.end(), cached->second.begin(), cached->second.end());
   }
+}
+
+sched::WaitingTask& JobCore::nextParadesEntry(size_t& used) {
+  if (used == paradesView_.size()) paradesView_.emplace_back();
+  sched::WaitingTask& entry = paradesView_[used++];
+  entry.preferredNodes.clear();  // (keeping their capacity)
+  entry.preferredRacks.clear();
+  return entry;
 }
 
 void JobCore::decideLaunches(double now, Actions& out) {
@@ -1632,19 +1645,19 @@ void JobCore::decideLaunches(double now, Actions& out) {
   const bool anyRoom = std::any_of(slots_.begin(), slots_.end(), [&](const auto& entry) {
     return !busyElsewhere.count(entry.first) && sched::hasRoom(1.0 - entry.second.used());
   });
-  std::vector<sched::WaitingTask> waiting;
-  std::map<uint32_t, std::vector<std::string>> shuffleWorkers;
+  size_t viewed = 0;
+  std::map<uint32_t, std::vector<std::string>> shuffleWorkers;  // viewed by paradesView_
   for (size_t i = 0; anyRoom && i < candidates.size(); ++i) {
     const auto [s, t] = candidates[i].id;
-    sched::WaitingTask w;
+    sched::WaitingTask& w = nextParadesEntry(viewed);
     w.key = i;  // its candidate
     addPreferredWorkers(s, t, shuffleWorkers, w.preferredNodes);
     w.preferredRacks.push_back(config_.site);
     w.waitS = now - candidates[i].since;
     w.processingS = candidates[i].meanS;
     w.resource = taskShare(s);
-    waiting.push_back(std::move(w));
   }
+  std::span<sched::WaitingTask> waiting(paradesView_.data(), viewed);
   sched::sortForParades(waiting);  // once, not once per container below
   ShuffleCache shuffles;  // the lease estimates' input sources, per shuffle stage once
   size_t idle = 0;
@@ -1680,7 +1693,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       const double waitedS = since == waitingSince_.end() ? 0.0 : now - since->second;
       waitingSince_.erase(id);
       notBefore_.erase(id);
-      std::erase_if(waiting, [&](const auto& w) { return w.key == launch.key; });
+      sched::dropLaunched(waiting, launch.key);
 
       LaunchTask task;
       task.slotKey = key;

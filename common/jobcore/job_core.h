@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -481,9 +482,12 @@ class JobCore {
   // Mean elapsed time of the stage's finished tasks (Parades' p), 0 before the first.
   double stageMeanS(uint32_t s) const;
   // Workers at this site holding input of task t (Parades' node-local level); shuffle
-  // stages' workers are computed once per step in `shuffleWorkers`.
+  // stages' workers are computed once per step in `shuffleWorkers`. The names are views of
+  // the job view's and of `shuffleWorkers`' strings.
   void addPreferredWorkers(uint32_t s, uint32_t t, std::map<uint32_t, std::vector<std::string>>& shuffleWorkers,
-                           std::vector<std::string>& out) const;
+                           std::vector<std::string_view>& out) const;
+  // The next entry of paradesView_ (`used` of them taken), its lists emptied.
+  sched::WaitingTask& nextParadesEntry(size_t& used);
   // Stage u's outputs are still needed: the job's result, or read by a stage not done yet.
   // nullopt while a released stage reading them is not listed (whether it is done is unknown).
   std::optional<bool> outputsNeeded(uint32_t u) const;
@@ -590,6 +594,9 @@ class JobCore {
   bool deleted_ = false;
   bool outsider_ = false;  // this JM's site is not among the job's
   std::map<std::string, double> vanishedAt_;  // worker holding a needed output -> first seen not live
+  // Parades' view of the waiting tasks, rebuilt by each step and steal offer in place: a step
+  // of a large stage views hundreds of tasks, and fresh entries cost allocations each.
+  std::vector<sched::WaitingTask> paradesView_;
   // Outputs a reader found on no copy (onInputLost; a secondary's, onLostInputsReported), until
   // their part changes.
   std::set<TaskId> claimedLost_;

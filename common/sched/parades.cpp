@@ -7,7 +7,7 @@
 namespace tellus::sched {
 namespace {
 
-bool contains(const std::vector<std::string>& values, const std::string& value) {
+bool contains(const std::vector<std::string_view>& values, const std::string& value) {
   return !value.empty() && std::find(values.begin(), values.end(), value) != values.end();
 }
 
@@ -18,14 +18,21 @@ constexpr double kSlack = 1e-9;
 
 bool hasRoom(double free) { return free > kSlack; }
 
-void sortForParades(std::vector<WaitingTask>& waiting) {
+void sortForParades(std::span<WaitingTask> waiting) {
   const auto longerWait = [](const WaitingTask& a, const WaitingTask& b) { return a.waitS > b.waitS; };
   if (!std::is_sorted(waiting.begin(), waiting.end(), longerWait)) {
     std::stable_sort(waiting.begin(), waiting.end(), longerWait);
   }
 }
 
-ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const ContainerUpdate& update,
+void dropLaunched(std::span<WaitingTask>& waiting, uint64_t key) {
+  const auto launched = std::find_if(waiting.begin(), waiting.end(), [&](const WaitingTask& w) { return w.key == key; });
+  if (launched == waiting.end()) return;
+  std::rotate(launched, launched + 1, waiting.end());
+  waiting = waiting.first(waiting.size() - 1);
+}
+
+ParadesDecision paradesOnUpdate(std::span<const WaitingTask> waiting, const ContainerUpdate& update,
                                 const ParadesParams& params) {
   ParadesDecision decision;
   decision.freeAfter = update.free;

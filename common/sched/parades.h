@@ -5,7 +5,9 @@
 // (wait = now - enqueue time) and passed in.
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tellus::sched {
@@ -19,10 +21,12 @@ struct WaitingTask {
   // The caller's name for it, handed back in TaskLaunch (a number: a step builds this view of
   // hundreds of tasks, and labels cost an allocation and a parse each).
   uint64_t key = 0;
-  std::vector<std::string> preferredNodes;  // hosts holding its input (node-local)
+  // Views of names the caller keeps alive while it asks: a step views hundreds of tasks, and a
+  // copy of each name cost an allocation.
+  std::vector<std::string_view> preferredNodes;  // hosts holding its input (node-local)
   // Next locality level. Tellus has no rack information: the JM passes its site's name, so
   // "rack-local" means site-local (the input is at this site, on another host).
-  std::vector<std::string> preferredRacks;
+  std::vector<std::string_view> preferredRacks;
   double waitS = 0;        // how long it has been waiting (t.wait)
   double processingS = 0;  // estimated processing time (t.p), e.g. stage mean of finished tasks
   double resource = 0;     // fraction of one container it needs (t.r), in (0,1]
@@ -54,7 +58,7 @@ struct ParadesDecision {
 // rack-local tasks that waited >= τ·p, then any task that waited >= 2τ·p if the container is
 // at least (1-δ) free. Every launched task fits (resource <= free). Among tasks of one level
 // the longest-waiting goes first (ties: input order). Deterministic.
-ParadesDecision paradesOnUpdate(const std::vector<WaitingTask>& waiting, const ContainerUpdate& update,
+ParadesDecision paradesOnUpdate(std::span<const WaitingTask> waiting, const ContainerUpdate& update,
                                 const ParadesParams& params);
 
 // Whether a container with `free` capacity (a fraction) can take anything: more than float
@@ -63,6 +67,10 @@ bool hasRoom(double free);
 
 // Puts `waiting` in the order paradesOnUpdate considers it (longest waiting first, ties in
 // input order), so that calls for many containers in a row do not each sort it.
-void sortForParades(std::vector<WaitingTask>& waiting);
+void sortForParades(std::span<WaitingTask> waiting);
+
+// Takes the task `key` (launched) out of `waiting`, the others keeping their order: the span
+// shrinks by one and the entry moves just past its end, for the caller to reuse.
+void dropLaunched(std::span<WaitingTask>& waiting, uint64_t key);
 
 }  // namespace tellus::sched

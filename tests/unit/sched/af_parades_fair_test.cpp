@@ -46,7 +46,8 @@ namespace {
 // Tasks by name in the cases below (WaitingTask::key).
 enum : uint64_t { kRack = 1, kFar, kLocal, kBig, kSmall, kX, kY, kZ };
 
-WaitingTask task(uint64_t key, std::vector<std::string> nodes, std::vector<std::string> racks, double wait,
+// (Names are literals: WaitingTask views them.)
+WaitingTask task(uint64_t key, std::vector<std::string_view> nodes, std::vector<std::string_view> racks, double wait,
                  double p = 10, double r = 0.2) {
   return WaitingTask{key, std::move(nodes), std::move(racks), wait, p, r};
 }
@@ -124,9 +125,22 @@ TEST_CASE("Parades: longest waiting first whatever the input order, ties in inpu
   for (const auto& w : unsorted) sorted.push_back(w.key);
   CHECK(sorted == std::vector<uint64_t>{kX, kZ, kY});
   CHECK(order(unsorted) == sorted);
+  // A launched task leaves the view, the others keep their order; its entry goes past the end.
+  std::span<WaitingTask> view(unsorted);
+  dropLaunched(view, kZ);
+  REQUIRE(view.size() == 2);
+  CHECK(view[0].key == kX);
+  CHECK(view[1].key == kY);
+  CHECK(unsorted[2].key == kZ);
+  dropLaunched(view, kZ);  // not in it: nothing
+  CHECK(view.size() == 2);
+  dropLaunched(view, kX);
+  REQUIRE(view.size() == 1);
+  CHECK(view[0].key == kY);
   // No room: nothing, and no steal (work waits).
   for (double free : {0.0, 1e-12}) {
-    auto d = paradesOnUpdate({task(kX, {"n1"}, {}, 9)}, ContainerUpdate{"c", "n1", "r1", free}, params);
+    const std::vector<WaitingTask> one = {task(kX, {"n1"}, {}, 9)};
+    auto d = paradesOnUpdate(one, ContainerUpdate{"c", "n1", "r1", free}, params);
     CHECK(d.launches.empty());
     CHECK_FALSE(d.steal);
     CHECK_FALSE(hasRoom(free));
