@@ -1482,9 +1482,7 @@ void JobCore::decideContainers(double now, Actions& out) {
     busyArea_ = heldTime_ = 0;
     hadWaiting_ = false;
   }
-  // One container more to steal with, not one per task owned: held idle between steals, the
-  // extra containers are what the site's other jobs wait for (docs/sim.md, "stealing").
-  size_t useful = unfinished + std::min<size_t>(stealable, 1);
+  size_t useful = unfinished + std::min<size_t>(stealable, 1 + unfinished);
   auto desire = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(sched::afContainerRequest(af_)), useful));
   // Static allocation (the baseline HOUTU compares Af against): hold N for the whole job.
   if (view_.spec.static_containers() > 0) desire = view_.spec.static_containers();

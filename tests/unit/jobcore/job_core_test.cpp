@@ -1003,52 +1003,6 @@ TEST_CASE("container requests are sent when the desire changes, not on every ste
   CHECK(next.request->desire == 2);
 }
 
-TEST_CASE("Af: past its own tasks a JM asks for one container to steal with, however large its desire grew",
-          "[unit][jobcore]") {
-  // Six map tasks here, five at b (stealable while they wait there).
-  std::vector<std::string> owners(6, "a");
-  owners.insert(owners.end(), 5, "b");
-  JobCore core = unlistedWith(configAt("a"), wordcountInputsAt(owners));
-  listNothing(core);
-  pb::TaskMap map;
-  for (const auto& owner : owners) map.add_owner_site(owner);
-  core.onTaskMap(0, map, 0);
-  // Every container busy and tasks waiting: Af doubles the desire each period; the master
-  // grants what is asked.
-  std::vector<LaunchTask> running;
-  uint32_t desire = 0;
-  double now = 1;
-  for (; now < 30 && desire < 6; now += 0.5) {
-    auto actions = core.step(now);
-    for (auto& l : actions.launches) running.push_back(std::move(l));
-    if (!actions.request) continue;
-    core.onContainerRequestSent(*actions.request);
-    desire = actions.request->desire;
-    std::vector<pb::Container> granted;
-    for (uint32_t slot = 0; slot < desire; ++slot) granted.push_back(container("a-w1", slot));
-    core.onGrants(granted);
-  }
-  REQUIRE(desire >= 6);
-  for (auto& l : core.step(now).launches) running.push_back(std::move(l));
-  REQUIRE(running.size() == 6);
-  // Five of ours finish; b's five still wait there. One task of ours left: two containers,
-  // not 1 + min(5, 1 + 1) = 3.
-  std::map<uint32_t, pb::PartitionLocation> done;
-  for (size_t i = 0; i < 5; ++i) {
-    auto loc = outputAt("a-w1");
-    core.onTaskEnded(running[i], AttemptEnd::kSucceeded, &loc, "", now);
-    done[running[i].task.second] = loc;
-  }
-  listParts(core, 0, done);
-  std::optional<uint32_t> last;
-  for (double later = now + 0.1; later < now + 3; later += 0.5) {
-    auto actions = core.step(later);
-    if (actions.request) last = actions.request->desire;
-  }
-  REQUIRE(last);
-  CHECK(*last == 2);
-}
-
 TEST_CASE("container requests carry the tasks left here, repeated when they change, once per refresh", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   const pb::TaskMap map = releaseMaps(core, 0);
