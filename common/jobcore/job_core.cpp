@@ -823,11 +823,8 @@ StealOffer JobCore::offerSteal(const std::string& thief, uint32_t maxTasks, doub
       const TaskId id{s, t};
       sched::WaitingTask& w = nextParadesEntry(viewed);
       w.key = t;
-      // (Viewing the job's own names of the sites: only those can be the thief.)
-      for (const auto& [site, amount] : inputBytesBySource(s, t, shuffles)) {
-        const auto& sites = status_.sites();
-        if (const auto it = std::find(sites.begin(), sites.end(), site); it != sites.end()) w.preferredRacks.push_back(*it);
-      }
+      // The only "rack" asked about is the thief's site: whether it holds the task's input.
+      if (inputBytesBySource(s, t, shuffles).count(thief) > 0) w.preferredRacks.push_back(thief);
       if (i > shelter && t < candidates[i - 1]) since = waitingSince_.lower_bound(id);
       while (since != waitingSince_.end() && since->first < id) ++since;
       w.waitS = since == waitingSince_.end() || since->first != id ? 0.0 : now - since->second;
