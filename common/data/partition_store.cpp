@@ -370,14 +370,18 @@ Result<PartitionInfo> PartitionStore::stat(const PartitionKey& key) const {
   }
   PartitionInfo info{key, 0, 0};
   if (!parseMeta(*meta, info.sizeBytes, info.crc32)) {
-    return makeError(ErrorCode::kInternal, "partition " + key.toString() + ": malformed meta file '" +
+    return makeError(ErrorCode::kNotFound, "partition " + key.toString() + ": malformed meta file '" +
                                                (dir / kMetaFile).string() + "'");
   }
   std::error_code ec;
   const std::uint64_t actualSize = fs::file_size(dir / kDataFile, ec);
+  if (ec == std::errc::no_such_file_or_directory) {
+    return makeError(ErrorCode::kNotFound, "partition " + key.toString() + " is damaged: its data file '" +
+                                               (dir / kDataFile).string() + "' is gone");
+  }
   if (ec) return ioError("partition " + key.toString() + ": data file", dir / kDataFile, ec);
   if (actualSize != info.sizeBytes) {
-    return makeError(ErrorCode::kInternal, "partition " + key.toString() + " is corrupted: data file has " +
+    return makeError(ErrorCode::kNotFound, "partition " + key.toString() + " is corrupted: data file has " +
                                                std::to_string(actualSize) + " bytes, meta records " +
                                                std::to_string(info.sizeBytes));
   }

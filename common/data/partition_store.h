@@ -110,8 +110,9 @@ class PartitionStore {
   Result<PartitionInfo> write(const PartitionKey& key, std::string_view bytes) const;
 
   bool exists(const PartitionKey& key) const;
-  // Size and checksum from the meta file (kNotFound if absent, kInternal if the meta file is
-  // malformed or disagrees with the data file's size).
+  // Size and checksum from the meta file. kNotFound if absent, and also if damaged (the meta
+  // file malformed, the data file gone or of another size): such a partition is not held, and
+  // its readers go to another copy, or tell their JM it is lost, rather than fail for good.
   Result<PartitionInfo> stat(const PartitionKey& key) const;
   // Path of a committed partition's data file, for a task on this worker to read directly.
   Result<std::filesystem::path> dataPath(const PartitionKey& key) const;

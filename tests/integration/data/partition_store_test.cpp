@@ -184,13 +184,25 @@ TEST_CASE("corruption on disk is detected by verify, readAll and stat", "[integr
     auto info = store.stat(key);
     REQUIRE_FALSE(info.isOk());
     CHECK(info.message() == "partition job-4/s0-t0-b1 is corrupted: data file has 1000 bytes, meta records 50000");
-    CHECK_FALSE(store.read(key, 0, 10).isOk());
+    // Not held: a reader goes to another copy, or tells its JM the input is lost.
+    CHECK(info.error().code == ErrorCode::kNotFound);
+    auto read = store.read(key, 0, 10);
+    REQUIRE_FALSE(read.isOk());
+    CHECK(read.error().code == ErrorCode::kNotFound);
   }
   SECTION("a damaged meta file") {
     testing::writeFile(dataFile.parent_path() / "meta", "garbage");
     auto info = store.stat(key);
     REQUIRE_FALSE(info.isOk());
     CHECK_THAT(info.message(), Catch::StartsWith("partition job-4/s0-t0-b1: malformed meta file"));
+    CHECK(info.error().code == ErrorCode::kNotFound);
+  }
+  SECTION("a data file gone") {
+    fs::remove(dataFile);
+    auto read = store.read(key, 0, 10);
+    REQUIRE_FALSE(read.isOk());
+    CHECK(read.error().code == ErrorCode::kNotFound);
+    CHECK_THAT(read.message(), Catch::Contains("is damaged: its data file"));
   }
   // A corrupted partition can be dropped and rewritten.
   REQUIRE(store.remove(key).isOk());
