@@ -33,7 +33,8 @@ AttemptEnd classifyRunTaskError(ErrorCode code) {
 }
 
 bool Actions::empty() const {
-  return launches.empty() && lostOutputs.empty() && reassignments.empty() && !needSiteRecords && releases.empty() &&
+  return launches.empty() && lostOutputs.empty() && probes.empty() && probeWorkers.empty() && clearMarkers.empty() &&
+         reassignments.empty() && !needSiteRecords && releases.empty() &&
          !succeed && !fail && startJms.empty() && !request && !steal && !publish && readFinishRecords.empty() && !exit && !takeOver;
 }
 
@@ -228,17 +229,37 @@ void JobCore::refreshRunningElsewhere() {
   // A marker that outlives its task's recorded output (its worker lost the connection while
   // removing it) no longer means the task or its container is busy.
   runningElsewhere_.clear();
+  std::erase_if(clearedMarkers_, [&](const TaskId& id) { return !markers_.count(id); });
   for (const auto& [id, marker] : markers_) {
     if (running_.count(id)) continue;
+    // A gone worker's executions are over (onWorkerGone), its session's markers notwithstanding.
+    const auto& on = marker.container().worker_id();
+    const std::string* goneOn = nullptr;
+    if (!on.empty()) {
+      if (gone_.count(on)) goneOn = &on;
+    } else if (auto ended = endedUnreachableOn_.find(id); ended != endedUnreachableOn_.end() && gone_.count(ended->second)) {
+      goneOn = &ended->second;
+    }
+    if (goneOn) {
+      if (!clearedMarkers_.count(id)) staleMarkers_.emplace(id, *goneOn);
+      continue;
+    }
     // A marker of a stage the job does not have is garbage (a forged RunTask made a worker
     // write it; indexing per-stage state with it crashed the JM: found by fuzzing).
     if (id.first >= view_.stages.size()) continue;
     if (view_.stages[id.first].parts.count(id.second)) continue;
     runningElsewhere_[id] = marker;
   }
+  markersChanged_ = true;
 }
 
-void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>& workers) {
+void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>& listed) {
+  // A gone worker stays dead while its session lists it; a listing without it ends that.
+  std::set<std::string> workers = listed;
+  std::erase_if(gone_, [&](const auto& kv) { return kv.second == site && !workers.count(kv.first); });
+  for (const auto& [worker, goneSite] : gone_) {
+    if (goneSite == site) workers.erase(worker);
+  }
   liveWorkers_[site] = workers;
   refreshAllLive();
   if (workers.empty()) {
@@ -254,6 +275,56 @@ void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>
       returning_.erase(it);
       returnedAt_.erase(site);
     }
+  }
+}
+
+void JobCore::onWorkerGone(const std::string& worker, double now) {
+  for (const auto& [site, workers] : liveWorkers_) {
+    if (!workers.count(worker)) continue;
+    gone_[worker] = site;
+    // Its losses are decided at once: lossSettleS waits for workers that may come back.
+    vanishedAt_[worker] = now - config_.timings.lossSettleS;
+    for (auto& [id, since] : unconfirmedSince_) {
+      const auto& parts = view_.stages[id.first].parts;
+      const auto part = parts.find(id.second);
+      if (part != parts.end() && part->second.worker_id() == worker) since = now - config_.timings.lossSettleS;
+    }
+    std::erase_if(slots_, [&](const auto& kv) {
+      return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
+    });
+    const std::set<std::string> listed = workers;  // the listing as it was: it leaves the gone worker out
+    onLiveWorkers(site, listed);
+    refreshRunningElsewhere();
+    return;
+  }
+}
+
+void JobCore::decideWorkerProbes(double now, Actions& out) {
+  auto ask = [&](const std::string& worker) {
+    if (worker.empty() || gone_.count(worker)) return;
+    if (auto at = probedWorkerAt_.find(worker); at != probedWorkerAt_.end() && now < at->second + config_.timings.probeRetryS) {
+      return;
+    }
+    for (const auto& [site, workers] : liveWorkers_) {
+      if (!workers.count(worker)) continue;
+      out.probeWorkers.push_back({site, worker});
+      probedWorkerAt_[worker] = now;
+      return;
+    }
+  };
+  for (const auto& worker : toProbe_) ask(worker);
+  toProbe_.clear();
+  for (auto& [id, worker] : staleMarkers_) {
+    clearedMarkers_.insert(id);
+    out.clearMarkers.emplace_back(id, std::move(worker));
+  }
+  staleMarkers_.clear();
+  if (!markersChanged_) return;
+  markersChanged_ = false;
+  // A predecessor's executions of our tasks: each worker holding one is asked once.
+  for (const auto& [id, marker] : runningElsewhere_) {
+    const auto& worker = marker.container().worker_id();
+    if (!worker.empty() && !probedWorkerAt_.count(worker) && ownedHereOrUnknown(id)) ask(worker);
   }
 }
 
@@ -291,6 +362,8 @@ void JobCore::setPart(uint32_t s, uint32_t t, const pb::PartitionLocation& locat
 std::map<uint32_t, pb::PartitionLocation>::iterator JobCore::erasePart(
     uint32_t s, std::map<uint32_t, pb::PartitionLocation>::iterator it) {
   claimedLost_.erase({s, it->first});
+  suspects_.erase({s, it->first});
+  notHeld_.erase({s, it->first});
   auto& counts = partWorkers_[s];
   auto count = counts.find(it->second.worker_id());
   if (count != counts.end() && --count->second == 0) counts.erase(count);
@@ -404,6 +477,11 @@ void JobCore::onElectionPosition(std::optional<size_t> position) { electionPosit
 void JobCore::onTakeOverEnded(bool won, double now) {
   takingOver_ = false;
   if (!won) takeOverNotBefore_ = now + config_.timings.takeOverRetryS;
+  // The primary we took over from missed its heartbeats and did not answer one more: its site
+  // needs a JM now, not once its node has expired and jmGraceS passed (a JM paused, not dead,
+  // finds itself replaced and exits).
+  if (won && primary_ && !takingOverFrom_.empty() && takingOverFrom_ != config_.site) replaceAtOnce_.insert(takingOverFrom_);
+  takingOverFrom_.clear();
 }
 
 void JobCore::decideTakeOver(double now, Actions& out) {
@@ -443,7 +521,8 @@ void JobCore::decideTakeOver(double now, Actions& out) {
     return;
   }
   takingOver_ = true;
-  out.takeOver = TakeOver{knownEpoch_, byHeartbeats, byHeartbeats ? heardFrom_ : std::string(), std::move(why)};
+  takingOverFrom_ = byHeartbeats ? heardFrom_ : std::string();
+  out.takeOver = TakeOver{knownEpoch_, byHeartbeats, takingOverFrom_, std::move(why)};
 }
 
 // ---- resources ---------------------------------------------------------------------------
@@ -451,6 +530,7 @@ void JobCore::decideTakeOver(double now, Actions& out) {
 void JobCore::onGrants(const std::vector<pb::Container>& granted) {
   std::set<std::string> keys;
   for (const auto& c : granted) {
+    if (gone_.count(c.id().worker_id())) continue;  // the master has not seen it go yet
     auto key = slotKeyOf(c.id());
     keys.insert(key);
     slots_.try_emplace(key, Slot{c, {}, -1});
@@ -526,6 +606,8 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
       // stop using the worker's idle containers until the master grants them again.
       if (!takenBack) {
         const auto& worker = launch.container.id().worker_id();
+        endedUnreachableOn_[id] = worker;
+        toProbe_.insert(worker);
         std::erase_if(slots_, [&](const auto& kv) {
           return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
         });
@@ -634,33 +716,125 @@ void JobCore::onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost
   for (const auto& in : view_.spec.stages(static_cast<int>(s)).inputs()) {
     if (!in.has_stage() || job::stageIndex(view_.spec, in.stage()) != static_cast<int>(lost.stage())) continue;
     if (in.edge() == pb::EDGE_FORWARD && lost.task() != launch.task.second) continue;
-    claimLost({lost.stage(), lost.task()});
+    claimLost({lost.stage(), lost.task()}, lost.bucket(), now);
     return;
   }
 }
 
-void JobCore::claimLost(TaskId output) {
+void JobCore::claimLost(TaskId output, std::optional<uint32_t> bucket, double now) {
   if (output.first >= view_.stages.size()) return;
-  // Taken only while the output's own worker is dead: its worker, alive, serves it (and a
-  // claim made then must not linger until it dies).
   const auto& parts = view_.stages[output.first].parts;
   const auto part = parts.find(output.second);
   const auto& live = allLiveWorkers();
-  if (part != parts.end() && live && !live->count(part->second.worker_id())) claimedLost_.insert(output);
+  if (part == parts.end() || !live) return;
+  // Its worker dead: taken (lineage drops it unless a copy serves it, which this says none does).
+  if (!live->count(part->second.worker_id())) {
+    claimedLost_.insert(output);
+    return;
+  }
+  // Its worker lives and should serve it: only its holders' own answer drops it (a claim kept
+  // as a loss would linger until the worker dies, and then outvote a live copy).
+  auto suspect = suspects_.find(output);
+  if (suspect == suspects_.end()) {
+    if (suspects_.size() >= kMaxReportedLostInputs) return;
+    suspect = suspects_.emplace(output, Suspect{}).first;
+  }
+  suspect->second.claimedAt = now;
+  if (bucket) suspect->second.bucket = bucket;
 }
 
 std::vector<TaskId> JobCore::lostInputClaims() const {
   std::vector<TaskId> claims;
   for (const auto& claim : claimedLost_) {
+    if (claims.size() == kMaxReportedLostInputs) return claims;
+    claims.push_back(claim);
+  }
+  for (const auto& [claim, suspect] : suspects_) {
     if (claims.size() == kMaxReportedLostInputs) break;
     claims.push_back(claim);
   }
   return claims;
 }
 
-void JobCore::onLostInputsReported(const std::vector<TaskId>& claims) {
+void JobCore::onLostInputsReported(const std::vector<TaskId>& claims, double now) {
   if (!primary()) return;
-  for (size_t i = 0; i < claims.size() && i < kMaxReportedLostInputs; ++i) claimLost(claims[i]);
+  for (size_t i = 0; i < claims.size() && i < kMaxReportedLostInputs; ++i) claimLost(claims[i], std::nullopt, now);
+}
+
+void JobCore::decideProbes(double now, Actions& out) {
+  for (auto it = suspects_.begin(); it != suspects_.end();) {
+    auto& [id, suspect] = *it;
+    if (suspect.probing) {  // its answer settles it (onOutputProbed)
+      ++it;
+      continue;
+    }
+    if (now - suspect.claimedAt > kClaimLifeS) {
+      it = suspects_.erase(it);
+      continue;
+    }
+    if (!primary_) {
+      ++it;
+      continue;
+    }
+    if (suspect.probedAt && now < *suspect.probedAt + config_.timings.probeRetryS) {
+      wakeAt(*suspect.probedAt + config_.timings.probeRetryS, now, out);
+      ++it;
+      continue;
+    }
+    const auto part = view_.stages[id.first].parts.find(id.second);  // erasePart drops its suspect
+    if (part == view_.stages[id.first].parts.end()) {
+      it = suspects_.erase(it);
+      continue;
+    }
+    const auto& loc = part->second;
+    // The bucket the reader missed, else the first with data (an empty one is read by no one).
+    std::optional<uint32_t> bucket;
+    if (suspect.bucket && *suspect.bucket < static_cast<uint32_t>(loc.bucket_bytes_size()) &&
+        loc.bucket_bytes(static_cast<int>(*suspect.bucket)) > 0) {
+      bucket = suspect.bucket;
+    }
+    for (int b = 0; !bucket && b < loc.bucket_bytes_size(); ++b) {
+      if (loc.bucket_bytes(b) > 0) bucket = static_cast<uint32_t>(b);
+    }
+    if (!bucket) {  // every bucket empty: never fetched, never lost
+      it = suspects_.erase(it);
+      continue;
+    }
+    suspect.probing = true;
+    out.probes.push_back({id, *bucket, loc});
+    ++it;
+  }
+}
+
+void JobCore::onOutputProbed(const ProbeOutput& probe, const std::vector<HolderAnswer>& answers, double now) {
+  auto suspect = suspects_.find(probe.task);
+  if (suspect == suspects_.end() || !suspect->second.probing) return;
+  suspect->second.probing = false;
+  suspect->second.probedAt = now;
+  const auto& parts = view_.stages[probe.task.first].parts;
+  const auto part = parts.find(probe.task.second);
+  // The record changed since (its task re-recorded elsewhere): the claim was about the old one.
+  if (part == parts.end() || part->second.worker_id() != probe.location.worker_id() ||
+      part->second.attempt_id() != probe.location.attempt_id()) {
+    suspects_.erase(suspect);
+    return;
+  }
+  auto answer = [&](size_t i) { return i < answers.size() ? answers[i] : HolderAnswer::kUnreachable; };
+  const auto& live = allLiveWorkers();
+  bool served = false, settled = answer(0) == HolderAnswer::kNotHeld;
+  for (size_t i = 0; i < 1 + static_cast<size_t>(probe.location.replicas_size()); ++i) {
+    served = served || answer(i) == HolderAnswer::kServed;
+    if (i == 0 || answer(i) == HolderAnswer::kNotHeld) continue;
+    // A copy that did not answer counts only when its worker is dead.
+    const auto& copy = probe.location.replicas(static_cast<int>(i - 1)).worker_id();
+    settled = settled && answer(i) == HolderAnswer::kUnreachable && live && !live->count(copy);
+  }
+  if (served) {
+    suspects_.erase(suspect);  // a reader that still misses it claims again
+  } else if (settled) {
+    suspects_.erase(suspect);
+    notHeld_.insert(probe.task);
+  }
 }
 
 void JobCore::failJob(std::string reason) {
@@ -1130,7 +1304,10 @@ Actions JobCore::step(double now) {
           ++it;
           continue;
         }
-        if (!watched) since = unconfirmedSince_.emplace(TaskId{u, t}, now).first;
+        if (!watched) {
+          const bool gone = gone_.count(it->second.worker_id()) > 0;  // nothing of it is still to come
+          since = unconfirmedSince_.emplace(TaskId{u, t}, gone ? now - config_.timings.lossSettleS : now).first;
+        }
         if (now - since->second < config_.timings.lossSettleS) {
           wakeAt(since->second + config_.timings.lossSettleS, now, out);
           ++it;
@@ -1142,6 +1319,8 @@ Actions JobCore::step(double now) {
       }
     }
   }
+  decideProbes(now, out);
+  decideWorkerProbes(now, out);
   // Launches first: the containers decideContainers hands back are those still idle after
   // them (a container released and filled in the same step would run a task the master has
   // given to another job), and the utilization it samples for the coming interval counts them.
@@ -1318,6 +1497,26 @@ void JobCore::decidePrimary(double now, Actions& out) {
   const std::set<std::string>& live = workersKnown ? *liveWorkers : none;
   const auto stages = static_cast<uint32_t>(view_.stages.size());
   bool unreachable = false;  // a needed output is on a dead worker and cannot be recomputed yet
+  // Outputs whose holders answered that they hold them no longer (onOutputProbed), their worker
+  // alive: no copy serves them.
+  for (auto it = notHeld_.begin(); it != notHeld_.end();) {
+    const auto [u, t] = *it;
+    const auto part = view_.stages[u].parts.find(t);  // erasePart drops the entry
+    const auto needed = listed(u) ? outputsNeeded(u) : std::nullopt;
+    if (part == view_.stages[u].parts.end() || (needed && !*needed)) {
+      it = notHeld_.erase(it);
+      continue;
+    }
+    if (!needed) {
+      unreachable = true;
+    } else {
+      out.lostOutputs.push_back({{u, t}, part->second.worker_id(),
+                                 fmt::format("its worker {} lives but holds it no longer, nor does any copy (each was "
+                                             "asked)",
+                                             part->second.worker_id())});
+    }
+    ++it;
+  }
   if (workersKnown) {
     std::erase_if(vanishedAt_, [&](const auto& kv) { return live.count(kv.first) > 0; });
     for (uint32_t u = 0; u < stages; ++u) {
@@ -1332,7 +1531,7 @@ void JobCore::decidePrimary(double now, Actions& out) {
       }
       if (!*needed) continue;
       for (const auto& [t, loc] : view_.stages[u].parts) {
-        if (live.count(loc.worker_id())) continue;
+        if (live.count(loc.worker_id()) || notHeld_.count({u, t})) continue;
         // Another copy serves it, unless a reader found none there (onInputLost).
         const bool claimed = claimedLost_.count({u, t}) > 0;
         if (!claimed && outputLive(loc, live)) continue;
@@ -1406,6 +1605,12 @@ void JobCore::decidePrimary(double now, Actions& out) {
   // Every site of the job needs a JM: ask a site's master for one when it has none.
   for (const auto& site : status_.sites()) {
     if (site == config_.site) continue;
+    if (replaceAtOnce_.erase(site) > 0) {
+      jmMissingSince_.erase(site);
+      jmRequestedAt_[site] = now;
+      out.startJms.push_back(site);
+      continue;
+    }
     if (jms_.count(site)) {
       jmMissingSince_.erase(site);
       continue;
@@ -1677,6 +1882,7 @@ void JobCore::decideLaunches(double now, Actions& out) {
       if (!inputs) continue;  // cannot happen after inputsReady, but never launch without inputs
       slot.tasks[id] = taskShare(id.first);
       running_.insert(id);
+      endedUnreachableOn_.erase(id);
       launchedAt_[id] = now;
       bool fromHistory = false;
       leaseS_[id] = leaseEstimateS(id, slot.container.id().worker_id(), shuffles, &fromHistory);

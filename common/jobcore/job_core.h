@@ -72,6 +72,9 @@ struct CoreTimings {
   // workers vanish only when their sessions expire, so the site was silent for a session
   // timeout before this window starts. The daemon sets it from site_lost_after_ms.
   double siteLostS = 6.0;
+  // Between two probes of the same output's holders (ProbeOutput) while a reader's claim stands
+  // and no holder gave a clear answer.
+  double probeRetryS = 1.0;
 };
 
 struct CoreConfig {
@@ -155,6 +158,31 @@ struct ReassignTasks {
   std::map<std::string, std::vector<uint32_t>> to; // receiving site -> its tasks
 };
 
+// A reader found an output on none of its copies while the output's own worker lives (its data
+// directory wiped, or the worker back on a fresh VM under the same id): the reader's word alone
+// removes nothing, so the primary asks the holders themselves. The driver reads one byte of
+// `bucket` from each holder of `location` — its own worker, then its copies, in that order — and
+// reports each answer with onOutputProbed. Reads only: not fenced, in any order.
+struct ProbeOutput {
+  TaskId task;
+  uint32_t bucket = 0;
+  pb::PartitionLocation location;  // the record as it was when the probe was decided
+};
+// Ask whether a worker's process lives (a connection refused says it is gone: onWorkerGone).
+// Asked of the worker of a launch that ended kWorkerUnreachable, and of a worker holding the
+// running marker of a task owned here that this JM did not launch (a predecessor's, whose VM
+// may be what the JM replaces), so that their tasks need not wait for its session to expire.
+struct ProbeWorker {
+  std::string site;
+  std::string worker;
+};
+
+enum class HolderAnswer {
+  kServed,       // it read the byte: the holder has the output
+  kNotHeld,      // the holder answered that it holds no such partition (kNotFound)
+  kUnreachable,  // no answer, or another error: says nothing
+};
+
 // Become primary: bump the epoch from `expectedEpoch` (a conditional write: of JMs taking over
 // from the same epoch exactly one wins), then onBecamePrimary; either way onTakeOverEnded.
 struct TakeOver {
@@ -170,6 +198,12 @@ struct TakeOver {
 struct Actions {
   std::vector<LaunchTask> launches;
   std::vector<RemoveLostOutput> lostOutputs;
+  std::vector<ProbeOutput> probes;  // primary: ask these outputs' holders (any time, unfenced)
+  std::vector<ProbeWorker> probeWorkers;  // ask whether these workers live (any time)
+  // Running markers of executions on gone workers (onWorkerGone), still in their session:
+  // remove each if it still names that worker, so that a worker may start the task again (it
+  // refuses a start while the task's marker exists).
+  std::vector<std::pair<TaskId, std::string>> clearMarkers;
   std::vector<ReassignTasks> reassignments;
   // The primary has stages to release: read every site's record and call onSiteRecords().
   bool needSiteRecords = false;
@@ -252,8 +286,21 @@ class JobCore {
   // Every running marker of the job. The first call opens every listed stage to launches
   // (see listed()).
   void onRunningMarkers(const std::map<TaskId, pb::RunningTask>& markers);
-  // The live workers of one of the job's sites.
+  // The live workers of one of the job's sites (their liveness nodes), less those found gone
+  // (onWorkerGone) that are still listed.
   void onLiveWorkers(const std::string& site, const std::set<std::string>& workers);
+  // A worker's process is gone: a call to it broke and a new connection is refused (the driver
+  // asks after a RunTask ends kWorkerUnreachable). A process that died neither records its
+  // outputs nor resumes (a paused one keeps its connections), so it is dead from now on, not
+  // when its ZooKeeper session expires: its running markers stop holding their tasks, the
+  // outputs it had not recorded are run again, its recorded ones are lost unless a copy serves
+  // them, all without waiting lossSettleS, and none of its containers is used. Until its
+  // liveness node is gone; after that a worker of that id is a new process.
+  void onWorkerGone(const std::string& worker, double now);
+  bool workerGone(const std::string& worker) const { return gone_.count(worker) > 0; }
+  // A clearMarkers entry could not be removed for now (ZooKeeper away): asked again once the
+  // marker is listed again.
+  void onMarkerClearFailed(const TaskId& id) { clearedMarkers_.erase(id); }
   // Sites with a registered JM (their JmInfo nodes).
   void onJms(const std::set<std::string>& sites);
   // The sites' published records, after step() asked for them (needSiteRecords).
@@ -310,18 +357,25 @@ class JobCore {
   void onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::PartitionLocation* location,
                    const std::string& message, double now);
   // The worker found input `lost` on none of its copies (RunTaskResponse.lost_input: its own
-  // worker unreachable, the last copy without it). The attempt ends as kInputNotReady; the
-  // primary drops the output (its task runs again) once it finds the output's own worker dead
-  // too: a claim about a partition this launch does not read, or whose worker lives, changes
-  // nothing (a worker's word alone never removes an output).
+  // worker unreachable, the last copy without it). The attempt ends as kInputNotReady. A claim
+  // about a partition this launch does not read changes nothing, and a reader's word alone never
+  // removes an output: the primary drops it (its task runs again) once it finds the output's own
+  // worker dead too, or, while that worker lives, once the holders themselves answer that they
+  // hold it no longer (ProbeOutput). A claim not repeated within kClaimLifeS is forgotten.
   void onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost, const std::string& message, double now);
   // A secondary's claims reach the primary, which alone re-runs outputs: the secondary answers
   // each primary heartbeat with lostInputClaims() (JmHeartbeatResponse.lost_inputs), and the
-  // primary takes each claim as onInputLost would — only for an output whose own worker it
-  // finds dead. At most kMaxReportedLostInputs are sent or read.
+  // primary takes each claim as onInputLost would. At most kMaxReportedLostInputs are sent or
+  // read, and at most that many outputs whose worker lives are held as claimed at once.
   static constexpr size_t kMaxReportedLostInputs = 256;
+  static constexpr double kClaimLifeS = 30.0;
   std::vector<TaskId> lostInputClaims() const;
-  void onLostInputsReported(const std::vector<TaskId>& claims);
+  void onLostInputsReported(const std::vector<TaskId>& claims, double now);
+  // The ProbeOutput action ended: `answers` by holder, in its order (missing ones count as
+  // unreachable). The output is dropped when no holder served it, its own worker answered
+  // kNotHeld, and every copy's did too or is dead; a record changed since the probe was decided
+  // is left alone; with no clear answer the holders are asked again after probeRetryS.
+  void onOutputProbed(const ProbeOutput& probe, const std::vector<HolderAnswer>& answers, double now);
 
   // -- primary writes, as they ended --
   // ok: written (or already there); false: not written (fenced or unavailable).
@@ -456,8 +510,11 @@ class JobCore {
   std::map<uint32_t, pb::PartitionLocation>::iterator erasePart(uint32_t s,
                                                                 std::map<uint32_t, pb::PartitionLocation>::iterator it);
   void erasePart(uint32_t s, uint32_t t);
-  // A reader found output `output` on none of its copies: claimed lost while its own worker is dead.
-  void claimLost(TaskId output);
+  // A reader found output `output` (`bucket` of it, when known) on none of its copies: claimed
+  // lost while its own worker is dead, else held for its holders to be asked (suspects_).
+  void claimLost(TaskId output, std::optional<uint32_t> bucket, double now);
+  // Primary: the probes of claimed outputs whose worker lives, and the suspects' expiry.
+  void decideProbes(double now, Actions& out);
   // Whether every part of stage s is on a worker in `live`: the common case, answered without
   // walking the parts (a step would otherwise cost O(finished tasks) per stage).
   bool partsAllOn(uint32_t s, const std::set<std::string>& live) const;
@@ -557,7 +614,22 @@ class JobCore {
   // tasks on a step before them), so the core waits for them rather than the driver's ordering.
   std::vector<bool> partsListed_;
   bool markersListed_ = false;
-  std::map<std::string, std::set<std::string>> liveWorkers_;  // by site
+  std::map<std::string, std::set<std::string>> liveWorkers_;  // by site, less gone_
+  std::map<std::string, std::string> gone_;                    // onWorkerGone: worker -> its site
+  // Tasks whose last launch here ended with its worker unreachable -> that worker: a marker of
+  // theirs whose contents were not read is the launch's if the worker is gone.
+  std::map<TaskId, std::string> endedUnreachableOn_;
+  // ProbeWorker: workers to ask on the next step (a launch there ended unreachable), and when
+  // each was last asked (a marker's worker is asked once; an unreachable one again after
+  // probeRetryS).
+  std::set<std::string> toProbe_;
+  std::map<std::string, double> probedWorkerAt_;
+  void decideWorkerProbes(double now, Actions& out);
+  // Markers of gone workers' executions seen by refreshRunningElsewhere: to clear (next step)
+  // and cleared (not asked again while the listing still shows them).
+  std::map<TaskId, std::string> staleMarkers_;
+  std::set<TaskId> clearedMarkers_;
+  bool markersChanged_ = false;  // runningElsewhere_ was rebuilt since decideWorkerProbes looked
   std::optional<std::set<std::string>> allLive_;               // see allLiveWorkers()
   std::map<std::string, std::set<std::string>> everLive_;     // by site: every worker seen live
   // By site: workers missing since the site had no live worker at all, not back yet.
@@ -600,6 +672,17 @@ class JobCore {
   // Outputs a reader found on no copy (onInputLost; a secondary's, onLostInputsReported), until
   // their part changes.
   std::set<TaskId> claimedLost_;
+  // Outputs a reader found on no copy while their own worker lives, until their part changes or
+  // the claim is kClaimLifeS old: the bucket it read, when known, the last claim, and the probe.
+  struct Suspect {
+    std::optional<uint32_t> bucket;
+    double claimedAt = 0;
+    std::optional<double> probedAt;  // the last probe's answer, when it settled nothing
+    bool probing = false;
+  };
+  std::map<TaskId, Suspect> suspects_;
+  // Outputs whose holders answered that they hold them no longer: the primary drops them.
+  std::set<TaskId> notHeld_;
   // A secondary's own outputs known only from their task's end whose worker was seen missing
   // since -> when first seen so: forgotten (and re-run) after lossSettleS unless listed first.
   std::map<TaskId, double> unconfirmedSince_;
@@ -634,6 +717,10 @@ class JobCore {
   // JM replacement (primary)
   std::map<std::string, double> jmMissingSince_;
   std::map<std::string, double> jmRequestedAt_;
+  // A takeover by heartbeats: the silent primary's site while it is being taken over, then
+  // (won) the site to ask for a JM at once, before its predecessor's node expires.
+  std::string takingOverFrom_;
+  std::set<std::string> replaceAtOnce_;
 
   // stealing as thief
   std::vector<Decision> decisions_;  // recordDecisions: not yet taken

@@ -372,6 +372,13 @@ awaitable<Result<StageOutputs>> JobStore::outputs(std::string jobId, uint32_t st
   co_return out;
 }
 
+awaitable<Result<std::set<std::string>>> JobStore::outputNodeNames(std::string jobId, uint32_t stage) {
+  if (auto st = checkJobId(jobId); !st) co_return st.error();
+  auto names = co_await zk_.children(partsPath(jobId, stage));
+  if (!names) co_return names.error();
+  co_return std::set<std::string>(names->begin(), names->end());
+}
+
 awaitable<Result<std::set<uint32_t>>> JobStore::outputTasks(std::string jobId, uint32_t stage) {
   auto all = co_await outputs(std::move(jobId), stage);
   if (!all) co_return all.error();
@@ -1123,6 +1130,17 @@ awaitable<Status> JobStore::removeRunningMarker(std::string jobId, TaskId task, 
     }
     co_await awaitReconnect();
   }
+}
+
+awaitable<Status> JobStore::removeMarkerOf(std::string jobId, TaskId task, std::string worker) {
+  if (auto st = checkJobId(jobId); !st) co_return st;
+  const std::string path = runningTaskPath(jobId, task.first, task.second);
+  auto marker = co_await read<pb::RunningTask>(path);
+  if (!marker) co_return marker.status();
+  if (marker->stat.ephemeralOwner == 0 || marker->value.container().worker_id() != worker) {
+    co_return makeError(ErrorCode::kConflict, path + " is not an execution on " + worker);
+  }
+  co_return co_await zk_.remove(path, marker->stat.version);
 }
 
 // ---- a JM's registration ------------------------------------------------------------------------

@@ -149,6 +149,8 @@ class JobStore {
   // batchKey(name) as their finish key; a node under a per-task name ("<t>": nothing writes
   // those any more; forged) decodes as one PartitionLocation that no confirmation names.
   Awaitable<Result<StageOutputs>> outputNode(std::string jobId, uint32_t stage, std::string name);
+  // The names of the stage's record nodes now (what watchOutputNodes reports on a change).
+  Awaitable<Result<std::set<std::string>>> outputNodeNames(std::string jobId, uint32_t stage);
   // Tasks of the stage with a recorded output (outputs()).
   Awaitable<Result<std::set<uint32_t>>> outputTasks(std::string jobId, uint32_t stage);
   // kNotFound when the task has no recorded output (outputs()).
@@ -270,6 +272,10 @@ class JobStore {
   // startAttempt returned). A missing marker is fine; once that session has expired nothing is
   // removed (the marker went with it; one there now is another execution's).
   Awaitable<Status> removeRunningMarker(std::string jobId, TaskId task, int64_t markerSession);
+  // A JM's: removes the task's marker if it is still an execution on `worker` (as read: a
+  // conditional delete of that version), whose process its JM found gone while its session
+  // lingers; a marker of another execution, or none, is left (kConflict / kNotFound).
+  Awaitable<Status> removeMarkerOf(std::string jobId, TaskId task, std::string worker);
 
   // ---- a JM's registration (ephemeral JmInfo per site) ----
   // The registration's stat, nullopt when the site has none.

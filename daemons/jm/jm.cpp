@@ -28,8 +28,10 @@ constexpr milliseconds kStealCallTimeout{2000};
 // A victim's retry hint is capped: the work may change before then anyway.
 constexpr uint32_t kMaxRetryAfterMs = 60'000;
 // How much longer than outputs_coalesce_ms a vanished marker of an unrecorded task is held
-// (markersHeld_): the record's listing and its reads.
+// (markersHeld_) when its stage's records could not be listed again at once.
 constexpr milliseconds kMarkerHold{1000};
+// A worker whose RunTask connection broke is asked again within this (workerProcessGone).
+constexpr milliseconds kGoneProbeTimeout{500};
 // Link rates beyond this (1 Tbit/s) are not measurements.
 constexpr double kMaxLinkMbps = 1e6;
 // Our site's measured inbound rates (its record: lease estimates, steal requests) are re-read
@@ -42,6 +44,8 @@ constexpr int64_t kSiteLeasesMaxAgeMs = 10'000;
 constexpr int kMaxLeasesTakenBack = 65536;
 constexpr milliseconds kTaskTimeout{std::chrono::hours(6)};
 constexpr milliseconds kTakeOverRetry{200};
+// A holder asked whether it still has an output (ProbeOutput) answers within this, or says nothing.
+constexpr milliseconds kProbeTimeout{2000};
 
 // A measured link rate as bytes/s, or nullopt when it is no measurement (not finite, not
 // positive, or beyond kMaxLinkMbps): a thief's claim and our own site's record alike.
@@ -451,11 +455,30 @@ awaitable<void> JobManager::readMarkers() {
   // The hold lasts past the outputs' listing delay (outputs_coalesce_ms) with room for the
   // listing itself.
   const auto holdUntil = Clock::now() + milliseconds(config_.outputs_coalesce_ms) + kMarkerHold;
+  std::set<uint32_t> heldStages;
   for (const auto& [id, marker] : markers_) {
-    if (!markers.count(id) && !recorded(id)) markersHeld_.try_emplace(id, marker, holdUntil);
+    if (!markers.count(id) && !recorded(id) && markersHeld_.try_emplace(id, marker, holdUntil).second) {
+      heldStages.insert(id.first);
+    }
   }
   markers_ = std::move(markers);
+  // The listing that ends the holds: begun after the markers' (see markersHeld_).
+  for (uint32_t s : heldStages) {
+    if (s >= core_.view().stages.size() || !(co_await relistParts(s))) continue;
+    std::erase_if(markersHeld_, [s](const auto& held) { return held.first.first == s; });
+  }
   applyMarkers();
+}
+
+awaitable<bool> JobManager::relistParts(uint32_t s) {
+  auto names = co_await store_->outputNodeNames(config_.job_id, s);
+  if (!names) {
+    spdlog::warn("listing the outputs of stage {}: {}", s, names.message());
+    co_return false;
+  }
+  partNames_[s] = std::move(names).value();
+  co_await readParts(s);
+  co_return true;
 }
 
 bool JobManager::recorded(const TaskId& id) const {
@@ -707,7 +730,7 @@ awaitable<void> JobManager::sendHeartbeat(std::string site, net::Endpoint to, ui
     std::vector<jobcore::TaskId> claims;
     const int n = std::min<int>(r->lost_inputs_size(), jobcore::JobCore::kMaxReportedLostInputs);
     for (int i = 0; i < n; ++i) claims.emplace_back(r->lost_inputs(i).stage(), r->lost_inputs(i).task());
-    core_.onLostInputsReported(claims);
+    core_.onLostInputsReported(claims, nowS());
     wake();
   }
 }
@@ -924,9 +947,22 @@ awaitable<void> JobManager::execute(jobcore::Actions actions) {
     }
     core_.onSucceedWritten(written.isOk());
   }
+  // Before the launches: a worker refuses to start a task whose marker is still there.
+  for (auto& [task, worker] : actions.clearMarkers) {
+    Status removed = co_await store_->removeMarkerOf(config_.job_id, task, worker);
+    if (removed) {
+      spdlog::info("removed the running marker of task {} on gone worker {}", taskLabel(task), worker);
+    } else if (removed.code() != ErrorCode::kNotFound && removed.code() != ErrorCode::kConflict) {
+      spdlog::warn("removing the running marker of task {} on gone worker {}: {}", taskLabel(task), worker,
+                   removed.message());
+      core_.onMarkerClearFailed(task);
+    }
+  }
   for (const auto& site : actions.startJms) server_.spawn(requestJm(site), "asking for a JM at " + site);
   if (actions.request && !requestInFlight_) server_.spawn(sendContainerRequest(*actions.request), "container request");
   for (auto& launch : actions.launches) server_.spawn(runTask(std::move(launch)), "task");
+  for (auto& probe : actions.probes) server_.spawn(probeOutput(std::move(probe)), "asking an output's holders");
+  for (auto& probe : actions.probeWorkers) server_.spawn(probeWorker(std::move(probe)), "asking whether a worker lives");
   if (actions.steal) server_.spawn(stealWork(*actions.steal), "steal");
   if (actions.takeOver) server_.spawn(takeOver(std::move(*actions.takeOver)), "taking over as primary");
   if (actions.publish && registered_) (void)co_await registerSelf();
@@ -1151,6 +1187,61 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
     core_.onTaskEnded(launch, jobcore::classifyRunTaskError(r.error().code), nullptr, r.message(), nowS());
   }
   writeDecisions();
+  wake();
+}
+
+awaitable<void> JobManager::probeWorker(jobcore::ProbeWorker probe) {
+  // Its address from its liveness node; without one it is not live, and nothing is to say.
+  auto node = co_await server_.coordinator().get(siteWorkerPath(probe.site, probe.worker));
+  if (server_.stopping() || !node) co_return;
+  auto info = daemon::parseProto<pb::WorkerInfo>(node->data, siteWorkerPath(probe.site, probe.worker));
+  if (!info || info->worker_id() != probe.worker) co_return;
+  auto ep = net::Endpoint::parse(info->address());
+  if (!ep) co_return;
+  pb::FetchRequest nothing;  // names no file: a live worker answers kNotFound at once
+  nothing.set_dataset_file("");
+  auto client = server_.client(*ep);
+  auto r = co_await client->call<rpc::Worker::Fetch>(nothing, kGoneProbeTimeout);
+  if (server_.stopping()) co_return;
+  // Any answer, even an error, means its process lives; a timeout says nothing.
+  if (r || r.error().code != ErrorCode::kUnavailable || core_.workerGone(probe.worker)) co_return;
+  spdlog::warn("worker {} is gone ({}): its tasks run again now, its unrecorded outputs are lost", probe.worker,
+               r.message());
+  core_.onWorkerGone(probe.worker, nowS());
+  wake();
+}
+
+awaitable<void> JobManager::probeOutput(jobcore::ProbeOutput probe) {
+  pb::FetchRequest req;
+  auto* key = req.mutable_partition();
+  key->set_job_id(config_.job_id);
+  key->set_stage(probe.task.first);
+  key->set_task(probe.task.second);
+  key->set_bucket(probe.bucket);
+  req.set_max_bytes(1);
+  req.set_from_site(config_.site);
+  std::vector<std::string> holders{probe.location.worker_address()};
+  for (const auto& copy : probe.location.replicas()) holders.push_back(copy.worker_address());
+  std::vector<jobcore::HolderAnswer> answers;
+  std::string said;
+  for (const auto& address : holders) {
+    auto answer = jobcore::HolderAnswer::kUnreachable;
+    if (auto ep = net::Endpoint::parse(address)) {
+      auto client = server_.client(*ep);
+      auto r = co_await client->call<rpc::Worker::Fetch>(req, kProbeTimeout);
+      if (server_.stopping()) co_return;
+      if (r) {
+        answer = jobcore::HolderAnswer::kServed;
+      } else if (r.error().code == ErrorCode::kNotFound) {
+        answer = jobcore::HolderAnswer::kNotHeld;
+      }
+      said += fmt::format(" {}: {};", address.substr(0, 64), r ? "has it" : r.message().substr(0, 200));
+    }
+    answers.push_back(answer);
+  }
+  spdlog::info("output of task {} (bucket {}), claimed lost by a reader, asked of its holders:{}", taskLabel(probe.task),
+               probe.bucket, said);
+  core_.onOutputProbed(probe, answers, nowS());
   wake();
 }
 

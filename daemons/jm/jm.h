@@ -95,6 +95,11 @@ class JobManager {
   // Marks the job failed (unless it already ended); false when the write did not land.
   boost::asio::awaitable<bool> failJob(std::string reason);
   boost::asio::awaitable<void> runTask(jobcore::LaunchTask launch);
+  // The core's ProbeWorker: the worker's process is gone when a connection to it is refused
+  // (any answer, even an error, means it lives; a timeout says nothing): onWorkerGone.
+  boost::asio::awaitable<void> probeWorker(jobcore::ProbeWorker probe);
+  // The core's ProbeOutput: one byte of the output from each of its holders, one after another.
+  boost::asio::awaitable<void> probeOutput(jobcore::ProbeOutput probe);
   boost::asio::awaitable<void> stealWork(jobcore::StealWork steal);
   // Our site's record (its measured inbound rates: the main loop, every kInboundMaxAge) and
   // published queue (other jobs' leases here: a steal answer, at most every kSiteLeasesMaxAge)
@@ -124,11 +129,16 @@ class JobManager {
   std::set<jobcore::TaskId> markerListing_;
   std::set<jobcore::TaskId> markersUnread_;  // listed, contents not read: tasks we ran then
   // Markers that went while their task was not recorded in our view, held (shown to the core
-  // as still running) until the task's record is listed or the hold ends: a batch removes its
-  // tasks' markers and records them in one transaction, but markers and records are listed
-  // apart, and a task seen neither running nor recorded was launched a second time
-  // (bench-chaos worker-stop). A task that failed (no record) waits out the hold.
+  // as still running) until a listing of their stage's records begun after the markers' has
+  // been read: a batch removes its tasks' markers and records them in one transaction, but
+  // markers and records are listed apart, and a task seen neither running nor recorded was
+  // launched a second time (bench-chaos worker-stop). ZooKeeper's reads of one session are in
+  // order, so that listing shows the record if one landed; without it (ZooKeeper away) the
+  // hold ends at the time kept here.
   std::map<jobcore::TaskId, std::pair<pb::RunningTask, Clock::time_point>> markersHeld_;
+  // Lists stage s's record nodes now and reads the new ones into the core; false when the
+  // listing could not be read.
+  boost::asio::awaitable<bool> relistParts(uint32_t s);
   // Hands the core the listed markers plus the held ones, dropping holds that are over.
   void applyMarkers();
   // The task's output is recorded in the core's view.

@@ -1227,9 +1227,14 @@ bool Engine::stepJm(JobRt& job, int site) {
     fail(makeError(ErrorCode::kInternal, where() + " failed: " + *actions.fail));
     return false;
   }
-  // Job managers never die in the simulation and a site never loses every worker.
+  // Job managers never die in the simulation and a site never loses every worker; no reader
+  // misses an output, and a worker lost is no longer live when its job managers next step.
   if (!actions.startJms.empty() || !actions.reassignments.empty()) {
     fail(makeError(ErrorCode::kInternal, where() + ": a job manager asked for a new job manager or a lost site's tasks moved"));
+    return false;
+  }
+  if (!actions.probes.empty() || !actions.probeWorkers.empty() || !actions.clearMarkers.empty()) {
+    fail(makeError(ErrorCode::kInternal, where() + ": a job manager asked whether an output's holders or a worker live"));
     return false;
   }
   for (const auto& lost : actions.lostOutputs) applyLostOutput(job, site, lost);

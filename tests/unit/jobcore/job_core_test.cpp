@@ -529,6 +529,66 @@ TEST_CASE("our own task's output whose worker went missing is kept while a listi
   }
 }
 
+TEST_CASE("a gone worker (onWorkerGone): its unrecorded output and its session's markers hold nothing, at once",
+          "[unit][jobcore][gone]") {
+  enum class Case { kUnrecordedOutput, kMarker, kUnreadMarker };
+  for (Case c : {Case::kUnrecordedOutput, Case::kMarker, Case::kUnreadMarker}) {
+    INFO("case " << static_cast<int>(c));
+    CoreConfig config = configAt("b");
+    config.timings.lossSettleS = 2.0;
+    JobCore core = loadedWithReplica(config);
+    pb::TaskMap map;
+    for (const char* site : {"a", "a", "a", "b"}) map.add_owner_site(site);
+    map.set_epoch(1);
+    core.onTaskMap(0, map, 0);
+    core.onGrants({container("b-w1", 0, "b")});
+    auto launched = core.step(1);
+    REQUIRE(launched.launches.size() == 1);
+    REQUIRE(launched.launches[0].task == TaskId{0, 3});
+    pb::RunningTask marker;  // its execution's, in b-w1's ZooKeeper session
+    marker.mutable_container()->set_worker_id("b-w1");
+    marker.set_site("b");
+    if (c == Case::kUnrecordedOutput) {
+      const auto output = outputAt("b-w1", "b");
+      core.onTaskEnded(launched.launches[0], AttemptEnd::kSucceeded, &output, "", 2);
+      core.onRunningMarkers({});
+    } else {
+      // Its RunTask's connection broke; the marker outlives the worker by a session timeout.
+      core.onRunningMarkers({{{0, 3}, c == Case::kMarker ? marker : pb::RunningTask()}});
+      core.onTaskEnded(launched.launches[0], AttemptEnd::kWorkerUnreachable, nullptr, "connection lost", 2);
+    }
+    core.onGrants({container("b-w1", 1, "b"), container("b-w2", 0, "b")});
+    CHECK(core.step(2.1).launches.empty());  // done, or running as far as its marker says
+    core.onWorkerGone("b-w1", 2.2);
+    CHECK(core.workerGone("b-w1"));
+    // Its session still lists it, and the master still grants its container: dead all the same.
+    core.onLiveWorkers("b", {"b-w1", "b-w2"});
+    core.onGrants({container("b-w1", 1, "b"), container("b-w2", 0, "b")});
+    auto again = core.step(2.3);  // not lossSettleS later
+    if (c == Case::kUnrecordedOutput) {
+      CHECK(again.clearMarkers.empty());
+    } else {
+      // Its marker goes first (the worker refuses a start while it is there), once.
+      REQUIRE(again.clearMarkers.size() == 1);
+      CHECK(again.clearMarkers[0] == std::pair<TaskId, std::string>{{0, 3}, "b-w1"});
+    }
+    CHECK_FALSE(core.view().stages[0].parts.count(3));
+    REQUIRE(again.launches.size() == 1);
+    CHECK(again.launches[0].task == TaskId{0, 3});
+    CHECK(again.launches[0].container.id().worker_id() == "b-w2");
+    CHECK(core.step(2.4).clearMarkers.empty());
+    // Once its liveness node is gone, a worker of that id is a new process.
+    core.onLiveWorkers("b", {"b-w2"});
+    CHECK_FALSE(core.workerGone("b-w1"));
+    core.onLiveWorkers("b", {"b-w1", "b-w2"});
+    CHECK_FALSE(core.workerGone("b-w1"));
+  }
+  // A worker the core does not know as live is not made gone.
+  JobCore core = loadedWithReplicaAt("b");
+  core.onWorkerGone("b-w9", 1);
+  CHECK_FALSE(core.workerGone("b-w9"));
+}
+
 TEST_CASE("a secondary decides no lineage, releases or JM replacements", "[unit][jobcore]") {
   JobCore core = loadedAt("a");
   core.onTaskMap(0, [] {
@@ -1529,6 +1589,70 @@ TEST_CASE("takeover: a secondary that heard the primary and then misses it for t
   CHECK(core.step(1.2).needSiteRecords);  // and it acts as primary
 }
 
+TEST_CASE("takeover by heartbeats: the new primary asks for a JM at the silent primary's site at once, once",
+          "[unit][jobcore][takeover]") {
+  JobCore core = heartbeatCoreAt("b");
+  CHECK_FALSE(core.onEpoch(1, 0));
+  core.onPrimaryHeartbeat("a", 1, 0.2);
+  auto missed = core.step(0.2 + kMissS + 0.01);
+  REQUIRE(missed.takeOver);
+  core.onBecamePrimary(2);
+  core.onTakeOverEnded(true, 1.0);
+  // a's JM is still registered (its node expires with its session), yet a JM is asked for now.
+  std::vector<std::string> asked;
+  for (double now : {1.0, 1.1, 1.2, 1.3}) {
+    auto actions = core.step(now);
+    asked.insert(asked.end(), actions.startJms.begin(), actions.startJms.end());
+    if (actions.needSiteRecords) core.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
+  }
+  CHECK(asked == std::vector<std::string>{"a"});
+  // A takeover by the election (the primary's session expired) asks as before: not at once.
+  JobCore elected = heartbeatCoreAt("b");
+  CHECK_FALSE(elected.onEpoch(1, 0));
+  elected.onElectionPosition(0);
+  auto leader = elected.step(0.2 + kMissS + 0.01);
+  REQUIRE(leader.takeOver);
+  CHECK_FALSE(leader.takeOver->byHeartbeats);
+  elected.onBecamePrimary(2);
+  elected.onTakeOverEnded(true, 1.0);
+  for (double now : {1.0, 1.1}) {
+    auto actions = elected.step(now);
+    CHECK(actions.startJms.empty());
+    if (actions.needSiteRecords) elected.onSiteRecords({siteRecord("a", 4), siteRecord("b", 4)});
+  }
+}
+
+TEST_CASE("worker probes: a worker a launch could not reach is asked once per probeRetryS, as is one holding a "
+          "predecessor's execution of our task; a gone or dead one is not",
+          "[unit][jobcore][gone]") {
+  JobCore core = loadedAt("a");
+  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  auto actions = launchOnTwoContainers(core, 1);
+  core.onTaskEnded(actions.launches[0], AttemptEnd::kWorkerUnreachable, nullptr, "connection lost", 2);
+  auto asked = core.step(2);
+  REQUIRE(asked.probeWorkers.size() == 1);
+  CHECK(asked.probeWorkers[0].site == "a");
+  CHECK(asked.probeWorkers[0].worker == "a-w1");
+  core.onTaskEnded(actions.launches[1], AttemptEnd::kWorkerUnreachable, nullptr, "connection lost", 2.1);
+  CHECK(core.step(2.1).probeWorkers.empty());  // asked 0.1 s ago
+  // A predecessor's execution of a task of ours, on a-w2: its worker is asked once.
+  pb::RunningTask marker;
+  marker.mutable_container()->set_worker_id("a-w2");
+  marker.set_site("a");
+  core.onRunningMarkers({{{0, 2}, marker}});
+  asked = core.step(2.2);
+  REQUIRE(asked.probeWorkers.size() == 1);
+  CHECK(asked.probeWorkers[0].worker == "a-w2");
+  core.onRunningMarkers({{{0, 2}, marker}});
+  CHECK(core.step(10).probeWorkers.empty());
+  // A worker that is not live, or found gone, is not asked.
+  core.onWorkerGone("a-w2", 11);
+  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  marker.mutable_container()->set_worker_id("a-w4");
+  core.onRunningMarkers({{{0, 2}, marker}});
+  CHECK(core.step(12).probeWorkers.empty());
+}
+
 TEST_CASE("takeover: only the next in line takes over by heartbeats; one further back waits for its turn",
           "[unit][jobcore][takeover]") {
   JobCore core = heartbeatCoreAt("b");
@@ -2213,7 +2337,7 @@ TEST_CASE("output copies: an input a reader found on no copy is re-run once its 
   core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
   releaseMaps(core, 0);
   listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
-  // A claim while the output's own worker lives changes nothing: its worker serves it.
+  // A claim while the output's own worker lives removes nothing: its holders are asked (below).
   core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
   CHECK(core.attempts({1, 0}) == 0);  // not counted, as any missing input
   CHECK(core.step(1).lostOutputs.empty());
@@ -2239,6 +2363,106 @@ TEST_CASE("output copies: an input a reader found on no copy is re-run once its 
   CHECK(core.step(5).lostOutputs.empty());
 }
 
+TEST_CASE("output copies: a claim about an output whose worker lives asks its holders; dropped only when they say "
+          "they hold it no longer",
+          "[unit][jobcore][replication]") {
+  JobCore core = loadedAt("a");
+  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  releaseMaps(core, 0);
+  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}, {1, outputAt("a-w2", "a", 2, 0)}});
+  auto missed = keyOf(0, 0);
+  missed.set_bucket(1);
+  core.onInputLost(reduceLaunch(1), missed, "no copy", 1);
+  auto actions = core.step(1);
+  CHECK(actions.lostOutputs.empty());
+  REQUIRE(actions.probes.size() == 1);
+  const ProbeOutput probe = actions.probes[0];
+  CHECK(probe.task == TaskId{0, 0});
+  CHECK(probe.bucket == 1);  // the bucket the reader missed
+  CHECK(probe.location.worker_id() == "a-w2");
+  CHECK(core.step(1.5).probes.empty());  // one probe at a time
+  // A holder has it: nothing is dropped, and nothing more is asked until a reader claims again.
+  core.onOutputProbed(probe, {HolderAnswer::kNotHeld, HolderAnswer::kServed}, 2);
+  actions = core.step(2);
+  CHECK(actions.lostOutputs.empty());
+  CHECK(actions.probes.empty());
+  CHECK(core.step(10).probes.empty());
+
+  // No clear answer (the copy's worker lives but did not answer): asked again after probeRetryS.
+  core.onInputLost(reduceLaunch(1), missed, "no copy", 11);
+  REQUIRE(core.step(11).probes.size() == 1);
+  core.onOutputProbed(probe, {HolderAnswer::kNotHeld, HolderAnswer::kUnreachable}, 11.1);
+  actions = core.step(11.2);
+  CHECK(actions.probes.empty());
+  CHECK(actions.lostOutputs.empty());
+  REQUIRE(actions.wakeAt);
+  CHECK(*actions.wakeAt <= 11.1 + configAt("a").timings.probeRetryS + 1e-9);
+  REQUIRE(core.step(12.2).probes.size() == 1);
+  // Every holder says it holds it no longer: dropped, and its task runs again.
+  core.onOutputProbed(probe, {HolderAnswer::kNotHeld, HolderAnswer::kNotHeld}, 12.3);
+  actions = core.step(12.4);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
+  CHECK_THAT(actions.lostOutputs[0].why, Catch::Contains("lives but holds it no longer"));
+  core.onLostOutputRemoved(actions.lostOutputs[0], true);
+  CHECK(core.view().stages[0].parts.count(0) == 0);
+  actions = core.step(13);
+  CHECK(actions.lostOutputs.empty());
+  CHECK(actions.probes.empty());
+
+  // An output whose every bucket is empty is read by no one: a claim about it asks nothing.
+  core.onInputLost(reduceLaunch(1), keyOf(0, 1), "no copy", 14);
+  CHECK(core.step(14).probes.empty());
+}
+
+TEST_CASE("output copies: a probe's answer about a record that changed since, or a dead copy's silence",
+          "[unit][jobcore][replication]") {
+  JobCore core = loadedAt("a");
+  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  releaseMaps(core, 0);
+  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
+  auto actions = core.step(1);
+  REQUIRE(actions.probes.size() == 1);
+  const ProbeOutput stale = actions.probes[0];
+  // Re-recorded on another worker meanwhile: the answer about the old record drops nothing.
+  listParts(core, 0, {{0, outputWithCopy("a-w3", "a-w2")}});
+  core.onOutputProbed(stale, {HolderAnswer::kNotHeld, HolderAnswer::kNotHeld}, 2);
+  actions = core.step(2);
+  CHECK(actions.lostOutputs.empty());
+  CHECK(actions.probes.empty());
+  CHECK(core.view().stages[0].parts.count(0) == 1);
+
+  // Its own worker says it is gone and the copy's worker is dead: no copy serves it.
+  core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 3);
+  actions = core.step(3);
+  REQUIRE(actions.probes.size() == 1);
+  core.onLiveWorkers("a", {"a-w1", "a-w3"});
+  core.onOutputProbed(actions.probes[0], {HolderAnswer::kNotHeld, HolderAnswer::kUnreachable}, 3.5);
+  actions = core.step(4);
+  REQUIRE(actions.lostOutputs.size() == 1);
+  CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
+  // An answer that came without being asked is ignored.
+  core.onOutputProbed(stale, {HolderAnswer::kNotHeld}, 5);
+}
+
+TEST_CASE("output copies: a secondary reports claims about live workers' outputs for the primary to ask, and "
+          "forgets them after kClaimLifeS",
+          "[unit][jobcore][replication]") {
+  JobCore secondary = loadedAt("b");
+  secondary.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  listParts(secondary, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  secondary.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
+  auto actions = secondary.step(1);
+  CHECK(actions.probes.empty());  // only the primary asks
+  CHECK(actions.lostOutputs.empty());
+  CHECK(secondary.lostInputClaims() == std::vector<TaskId>{{0, 0}});
+  CHECK(secondary.step(1 + JobCore::kClaimLifeS / 2).probes.empty());
+  CHECK(secondary.lostInputClaims() == std::vector<TaskId>{{0, 0}});
+  secondary.step(2 + JobCore::kClaimLifeS);
+  CHECK(secondary.lostInputClaims().empty());
+}
+
 TEST_CASE("output copies: a secondary's reader's claim is re-run by the primary, once it finds the worker dead too",
           "[unit][jobcore][replication]") {
   JobCore secondary = loadedAt("b");
@@ -2249,20 +2473,23 @@ TEST_CASE("output copies: a secondary's reader's claim is re-run by the primary,
   CHECK(secondary.step(2).lostOutputs.empty());  // a secondary re-runs nothing itself
   const std::vector<TaskId> claims = secondary.lostInputClaims();
   REQUIRE(claims == std::vector<TaskId>{{0, 0}});
-  secondary.onLostInputsReported(claims);  // a secondary hears no claims either
+  secondary.onLostInputsReported(claims, 2);  // a secondary hears no claims either
   CHECK(secondary.step(3).lostOutputs.empty());
 
   JobCore primary = loadedAt("a");
   primary.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
   releaseMaps(primary, 0);
   listParts(primary, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
-  // Claims the primary does not take: the output's worker lives here; outputs and stages the
-  // job does not have.
-  primary.onLostInputsReported({{0, 0}, {0, 3}, {7, 0}, {UINT32_MAX, UINT32_MAX}});
-  CHECK(primary.step(1).lostOutputs.empty());
+  // Claims the primary does not take as losses: the output's worker lives here (its holders are
+  // asked); outputs and stages the job does not have.
+  primary.onLostInputsReported({{0, 0}, {0, 3}, {7, 0}, {UINT32_MAX, UINT32_MAX}}, 1);
+  auto asked = primary.step(1);
+  CHECK(asked.lostOutputs.empty());
+  REQUIRE(asked.probes.size() == 1);
+  CHECK(asked.probes[0].task == TaskId{0, 0});
   primary.onLiveWorkers("a", {"a-w1", "a-w3"});
   CHECK(primary.step(2).lostOutputs.empty());  // the earlier claim was not kept; a copy lives
-  primary.onLostInputsReported(claims);
+  primary.onLostInputsReported(claims, 3);
   auto actions = primary.step(3);
   REQUIRE(actions.lostOutputs.size() == 1);
   CHECK(actions.lostOutputs[0].task == TaskId{0, 0});
