@@ -1,6 +1,6 @@
 #pragma once
 // The worker's per-container resource monitor (HOUTU §4.2): it tracks each container's
-// executor process tree and, called once a second from the worker's event loop, reports the
+// executor process tree and, called four times a second from the worker's event loop, reports the
 // CPU cores and resident memory each container uses (Af sizes requests from this
 // utilization). One round scans /proc once for all containers; it reads small in-memory
 // files only and never waits on a process, so it is safe on an event loop. Measured by

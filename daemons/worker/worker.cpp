@@ -268,22 +268,27 @@ pb::RegisterWorkerRequest Worker::registration() const {
 }
 
 awaitable<void> Worker::usageLoop() {
-  while (!server_.stopping()) {
-    co_await server_.sleepFor(milliseconds(1000));
+  // Sampled four times a second, reported once a second: a task's CPU is known from its second
+  // sample on, so with one sample a second a 1 s task was measured only when its start fell
+  // just after a sample — and whether its JM packed tasks (Af, Parades) came down to that.
+  constexpr milliseconds kSampleEvery{250};
+  constexpr int kSamplesPerReport = 4;
+  // Per (job, container): the sum over the task trees running in it, as last measured.
+  std::map<std::pair<std::string, uint32_t>, pb::ContainerUsage> perContainer;
+  std::map<std::string, std::string> jmOf;
+  for (int round = 1; !server_.stopping(); ++round) {
+    co_await server_.sleepFor(kSampleEvery);
     if (server_.stopping()) break;
     auto samples = monitor_->sampleAll(std::chrono::steady_clock::now());
     if (!samples) {
       spdlog::warn("resource monitor: {}", samples.message());
       continue;
     }
-    // Per (job, container): the sum over the task trees running in it.
-    std::map<std::string, pb::ContainerUsageReport> reports;  // by JM address
-    std::map<std::pair<std::string, uint32_t>, pb::ContainerUsage> perContainer;
-    std::map<std::string, std::string> jmOf;
+    std::map<std::pair<std::string, uint32_t>, pb::ContainerUsage> thisRound;
     for (const auto& u : *samples) {
       auto it = tracked_.find(u.containerId);
       if (it == tracked_.end() || !u.cpuMeasured) continue;
-      auto& c = perContainer[{it->second.jobId, it->second.slot}];
+      auto& c = thisRound[{it->second.jobId, it->second.slot}];
       c.mutable_id()->set_worker_id(config_.id);
       c.mutable_id()->set_slot(it->second.slot);
       c.set_job_id(it->second.jobId);
@@ -292,6 +297,9 @@ awaitable<void> Worker::usageLoop() {
       c.set_running_tasks(c.running_tasks() + 1);
       jmOf[it->second.jobId] = it->second.jmAddress;
     }
+    for (auto& [key, usage] : thisRound) perContainer[key] = std::move(usage);
+    if (round % kSamplesPerReport != 0) continue;
+    std::map<std::string, pb::ContainerUsageReport> reports;  // by JM address
     lastUsage_.clear();
     for (auto& [key, usage] : perContainer) {
       lastUsage_.push_back(usage);
@@ -302,6 +310,8 @@ awaitable<void> Worker::usageLoop() {
       report.set_worker_id(config_.id);
       *report.add_usage() = usage;
     }
+    perContainer.clear();
+    jmOf.clear();
     for (auto& [jm, report] : reports) server_.spawn(sendUsage(jm, std::move(report)), "usage report");
   }
 }
