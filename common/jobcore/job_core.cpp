@@ -241,7 +241,7 @@ void JobCore::refreshRunningElsewhere() {
       goneOn = &ended->second;
     }
     if (goneOn) {
-      if (!clearedMarkers_.count(id)) staleMarkers_.emplace(id, *goneOn);
+      clearMarkerOf(id, *goneOn);
       continue;
     }
     // A marker of a stage the job does not have is garbage (a forged RunTask made a worker
@@ -260,6 +260,7 @@ void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>
   for (const auto& [worker, goneSite] : gone_) {
     if (goneSite == site) workers.erase(worker);
   }
+  for (const auto& worker : workers) deadProcess_.erase(worker);  // listed live, not gone: a new process
   liveWorkers_[site] = workers;
   refreshAllLive();
   if (workers.empty()) {
@@ -279,16 +280,17 @@ void JobCore::onLiveWorkers(const std::string& site, const std::set<std::string>
 }
 
 void JobCore::onWorkerGone(const std::string& worker, double now) {
+  // Its losses are decided at once: lossSettleS waits for workers that may come back.
+  deadProcess_.insert(worker);
+  vanishedAt_[worker] = now - config_.timings.lossSettleS;
+  for (auto& [id, since] : unconfirmedSince_) {
+    const auto& parts = view_.stages[id.first].parts;
+    const auto part = parts.find(id.second);
+    if (part != parts.end() && part->second.worker_id() == worker) since = now - config_.timings.lossSettleS;
+  }
   for (const auto& [site, workers] : liveWorkers_) {
-    if (!workers.count(worker)) continue;
+    if (!workers.count(worker)) continue;  // its session is over already
     gone_[worker] = site;
-    // Its losses are decided at once: lossSettleS waits for workers that may come back.
-    vanishedAt_[worker] = now - config_.timings.lossSettleS;
-    for (auto& [id, since] : unconfirmedSince_) {
-      const auto& parts = view_.stages[id.first].parts;
-      const auto part = parts.find(id.second);
-      if (part != parts.end() && part->second.worker_id() == worker) since = now - config_.timings.lossSettleS;
-    }
     std::erase_if(slots_, [&](const auto& kv) {
       return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
     });
@@ -300,19 +302,35 @@ void JobCore::onWorkerGone(const std::string& worker, double now) {
 }
 
 void JobCore::decideWorkerProbes(double now, Actions& out) {
-  auto ask = [&](const std::string& worker) {
-    if (worker.empty() || gone_.count(worker)) return;
-    if (auto at = probedWorkerAt_.find(worker); at != probedWorkerAt_.end() && now < at->second + config_.timings.probeRetryS) {
+  // `since`: a probe after it is what it needs (an unreachable launch's end); else it waits
+  // probeRetryS after the last one.
+  auto ask = [&](const std::string& worker, const std::string& address, std::optional<double> since = std::nullopt) {
+    if (worker.empty() || deadProcess_.count(worker)) return;
+    if (auto at = probedWorkerAt_.find(worker);
+        at != probedWorkerAt_.end() && (since ? at->second >= *since : now < at->second + config_.timings.probeRetryS)) {
       return;
     }
-    for (const auto& [site, workers] : liveWorkers_) {
-      if (!workers.count(worker)) continue;
-      out.probeWorkers.push_back({site, worker});
-      probedWorkerAt_[worker] = now;
-      return;
+    std::string site;
+    for (const auto& [name, workers] : liveWorkers_) {
+      if (workers.count(worker)) site = name;
     }
+    if (site.empty() && address.empty()) return;  // neither live nor to be found
+    out.probeWorkers.push_back({site, worker, address});
+    probedWorkerAt_[worker] = now;
   };
-  for (const auto& worker : toProbe_) ask(worker);
+  // Our outputs whose batch has not shown up: their worker may have died holding it.
+  for (auto it = unlistedSince_.begin(); it != unlistedSince_.end();) {
+    const auto& [u, t] = it->first;
+    const auto& parts = view_.stages[u].parts;
+    const auto part = parts.find(t);
+    if (part == parts.end() || listedParts_[u].count(t)) {
+      it = unlistedSince_.erase(it);
+      continue;
+    }
+    if (now - it->second >= config_.timings.probeRetryS) ask(part->second.worker_id(), part->second.worker_address());
+    ++it;
+  }
+  for (const auto& [worker, reason] : toProbe_) ask(worker, reason.address, reason.at);
   toProbe_.clear();
   for (auto& [id, worker] : staleMarkers_) {
     clearedMarkers_.insert(id);
@@ -324,7 +342,7 @@ void JobCore::decideWorkerProbes(double now, Actions& out) {
   // A predecessor's executions of our tasks: each worker holding one is asked once.
   for (const auto& [id, marker] : runningElsewhere_) {
     const auto& worker = marker.container().worker_id();
-    if (!worker.empty() && !probedWorkerAt_.count(worker) && ownedHereOrUnknown(id)) ask(worker);
+    if (!worker.empty() && !probedWorkerAt_.count(worker) && ownedHereOrUnknown(id)) ask(worker, "");
   }
 }
 
@@ -598,6 +616,7 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
       if (location != nullptr && id.first < view_.stages.size() && !listedParts_[id.first].count(id.second)) {
         setPart(id.first, id.second, *location);
         unconfirmedSince_.erase(id);  // a new output: its worker was not seen missing since
+        unlistedSince_[id] = now;
         notePart(id.first, id.second, true);
       }
       break;
@@ -607,7 +626,7 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
       if (!takenBack) {
         const auto& worker = launch.container.id().worker_id();
         endedUnreachableOn_[id] = worker;
-        toProbe_.insert(worker);
+        toProbe_[worker] = ProbeReason{launch.container.worker_address(), now};
         std::erase_if(slots_, [&](const auto& kv) {
           return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
         });
@@ -870,6 +889,8 @@ void JobCore::onLostOutputRemoved(const RemoveLostOutput& removal, bool ok) {
   untrusted_[removal.task.first].erase(removal.task.second);
   // Its record is gone: an output our task records afresh is ours until a listing shows it.
   listedParts_[removal.task.first].erase(removal.task.second);
+  // Its task runs again; the execution's marker, if its worker is gone, must go first.
+  if (deadProcess_.count(removal.deadWorker)) clearMarkerOf(removal.task, removal.deadWorker);
   erasePart(removal.task.first, removal.task.second);
   notePart(removal.task.first, removal.task.second, false);
   refreshRunningElsewhere();
@@ -1305,7 +1326,7 @@ Actions JobCore::step(double now) {
           continue;
         }
         if (!watched) {
-          const bool gone = gone_.count(it->second.worker_id()) > 0;  // nothing of it is still to come
+          const bool gone = deadProcess_.count(it->second.worker_id()) > 0;  // nothing of it is still to come
           since = unconfirmedSince_.emplace(TaskId{u, t}, gone ? now - config_.timings.lossSettleS : now).first;
         }
         if (now - since->second < config_.timings.lossSettleS) {
@@ -1314,6 +1335,8 @@ Actions JobCore::step(double now) {
           continue;
         }
         unconfirmedSince_.erase(since);
+        // Its task runs again; the execution's marker, if its worker is gone, must go first.
+        if (deadProcess_.count(it->second.worker_id())) clearMarkerOf({u, t}, it->second.worker_id());
         it = erasePart(u, it);
         notePart(u, t, false);
       }
@@ -1535,7 +1558,10 @@ void JobCore::decidePrimary(double now, Actions& out) {
         // Another copy serves it, unless a reader found none there (onInputLost).
         const bool claimed = claimedLost_.count({u, t}) > 0;
         if (!claimed && outputLive(loc, live)) continue;
-        const double vanished = vanishedAt_.try_emplace(loc.worker_id(), now).first->second;
+        const double vanished =
+            vanishedAt_
+                .try_emplace(loc.worker_id(), deadProcess_.count(loc.worker_id()) ? now - config_.timings.lossSettleS : now)
+                .first->second;
         if (now - vanished < config_.timings.lossSettleS) {
           unreachable = true;
           wakeAt(vanished + config_.timings.lossSettleS, now, out);

@@ -169,12 +169,15 @@ struct ProbeOutput {
   pb::PartitionLocation location;  // the record as it was when the probe was decided
 };
 // Ask whether a worker's process lives (a connection refused says it is gone: onWorkerGone).
-// Asked of the worker of a launch that ended kWorkerUnreachable, and of a worker holding the
+// Asked of the worker of a launch that ended kWorkerUnreachable; of a worker holding the
 // running marker of a task owned here that this JM did not launch (a predecessor's, whose VM
-// may be what the JM replaces), so that their tasks need not wait for its session to expire.
+// may be what the JM replaces); and of one holding an output of our task that no listing has
+// shown probeRetryS after the task's end (its batch should have landed), so that their tasks
+// need not wait for its session to expire and lossSettleS.
 struct ProbeWorker {
-  std::string site;
+  std::string site;     // its site while it is live (its liveness node names its address)
   std::string worker;
+  std::string address;  // where to ask when known (an output's record); else its liveness node's
 };
 
 enum class HolderAnswer {
@@ -616,19 +619,31 @@ class JobCore {
   bool markersListed_ = false;
   std::map<std::string, std::set<std::string>> liveWorkers_;  // by site, less gone_
   std::map<std::string, std::string> gone_;                    // onWorkerGone: worker -> its site
+  // Workers whose process onWorkerGone found gone, live-listed or not, until one of that id is
+  // listed live again (a new process): their losses need no lossSettleS.
+  std::set<std::string> deadProcess_;
+  // Our tasks' outputs known from their end and not listed yet -> when they ended.
+  std::map<TaskId, double> unlistedSince_;
   // Tasks whose last launch here ended with its worker unreachable -> that worker: a marker of
   // theirs whose contents were not read is the launch's if the worker is gone.
   std::map<TaskId, std::string> endedUnreachableOn_;
   // ProbeWorker: workers to ask on the next step (a launch there ended unreachable), and when
   // each was last asked (a marker's worker is asked once; an unreachable one again after
   // probeRetryS).
-  std::set<std::string> toProbe_;
+  struct ProbeReason {
+    std::string address;
+    double at = 0;  // when the launch there ended: a probe from before says nothing about it
+  };
+  std::map<std::string, ProbeReason> toProbe_;  // by worker
   std::map<std::string, double> probedWorkerAt_;
   void decideWorkerProbes(double now, Actions& out);
   // Markers of gone workers' executions seen by refreshRunningElsewhere: to clear (next step)
   // and cleared (not asked again while the listing still shows them).
   std::map<TaskId, std::string> staleMarkers_;
   std::set<TaskId> clearedMarkers_;
+  void clearMarkerOf(const TaskId& id, const std::string& worker) {
+    if (!clearedMarkers_.count(id)) staleMarkers_.emplace(id, worker);
+  }
   bool markersChanged_ = false;  // runningElsewhere_ was rebuilt since decideWorkerProbes looked
   std::optional<std::set<std::string>> allLive_;               // see allLiveWorkers()
   std::map<std::string, std::set<std::string>> everLive_;     // by site: every worker seen live

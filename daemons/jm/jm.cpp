@@ -1191,12 +1191,18 @@ awaitable<void> JobManager::runTask(jobcore::LaunchTask launch) {
 }
 
 awaitable<void> JobManager::probeWorker(jobcore::ProbeWorker probe) {
-  // Its address from its liveness node; without one it is not live, and nothing is to say.
-  auto node = co_await server_.coordinator().get(siteWorkerPath(probe.site, probe.worker));
-  if (server_.stopping() || !node) co_return;
-  auto info = daemon::parseProto<pb::WorkerInfo>(node->data, siteWorkerPath(probe.site, probe.worker));
-  if (!info || info->worker_id() != probe.worker) co_return;
-  auto ep = net::Endpoint::parse(info->address());
+  // Where to ask: the address the core has (an output's record, a container's), else the
+  // worker's liveness node (without one it is not live, and nothing is to say).
+  std::string address = probe.address;
+  if (address.empty()) {
+    if (probe.site.empty()) co_return;
+    auto node = co_await server_.coordinator().get(siteWorkerPath(probe.site, probe.worker));
+    if (server_.stopping() || !node) co_return;
+    auto info = daemon::parseProto<pb::WorkerInfo>(node->data, siteWorkerPath(probe.site, probe.worker));
+    if (!info || info->worker_id() != probe.worker) co_return;
+    address = info->address();
+  }
+  auto ep = net::Endpoint::parse(address);
   if (!ep) co_return;
   pb::FetchRequest nothing;  // names no file: a live worker answers kNotFound at once
   nothing.set_dataset_file("");

@@ -565,13 +565,10 @@ TEST_CASE("a gone worker (onWorkerGone): its unrecorded output and its session's
     core.onLiveWorkers("b", {"b-w1", "b-w2"});
     core.onGrants({container("b-w1", 1, "b"), container("b-w2", 0, "b")});
     auto again = core.step(2.3);  // not lossSettleS later
-    if (c == Case::kUnrecordedOutput) {
-      CHECK(again.clearMarkers.empty());
-    } else {
-      // Its marker goes first (the worker refuses a start while it is there), once.
-      REQUIRE(again.clearMarkers.size() == 1);
-      CHECK(again.clearMarkers[0] == std::pair<TaskId, std::string>{{0, 3}, "b-w1"});
-    }
+    // Its execution's marker goes first (a worker refuses a start while it is there; an
+    // unrecorded output's is there until its batch lands), once.
+    REQUIRE(again.clearMarkers.size() == 1);
+    CHECK(again.clearMarkers[0] == std::pair<TaskId, std::string>{{0, 3}, "b-w1"});
     CHECK_FALSE(core.view().stages[0].parts.count(3));
     REQUIRE(again.launches.size() == 1);
     CHECK(again.launches[0].task == TaskId{0, 3});
@@ -1622,8 +1619,8 @@ TEST_CASE("takeover by heartbeats: the new primary asks for a JM at the silent p
   }
 }
 
-TEST_CASE("worker probes: a worker a launch could not reach is asked once per probeRetryS, as is one holding a "
-          "predecessor's execution of our task; a gone or dead one is not",
+TEST_CASE("worker probes: a worker a launch could not reach is asked after that launch's end, one holding a "
+          "predecessor's execution of our task once; a gone or dead one is not",
           "[unit][jobcore][gone]") {
   JobCore core = loadedAt("a");
   core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
@@ -1633,8 +1630,11 @@ TEST_CASE("worker probes: a worker a launch could not reach is asked once per pr
   REQUIRE(asked.probeWorkers.size() == 1);
   CHECK(asked.probeWorkers[0].site == "a");
   CHECK(asked.probeWorkers[0].worker == "a-w1");
+  CHECK(core.step(2.05).probeWorkers.empty());  // asked 0.05 s ago, for nothing new
+  // Another launch there ends unreachable after that probe: asked again at once.
   core.onTaskEnded(actions.launches[1], AttemptEnd::kWorkerUnreachable, nullptr, "connection lost", 2.1);
-  CHECK(core.step(2.1).probeWorkers.empty());  // asked 0.1 s ago
+  CHECK(core.step(2.1).probeWorkers.size() == 1);
+  CHECK(core.step(2.15).probeWorkers.empty());
   // A predecessor's execution of a task of ours, on a-w2: its worker is asked once.
   pb::RunningTask marker;
   marker.mutable_container()->set_worker_id("a-w2");
@@ -1645,6 +1645,19 @@ TEST_CASE("worker probes: a worker a launch could not reach is asked once per pr
   CHECK(asked.probeWorkers[0].worker == "a-w2");
   core.onRunningMarkers({{{0, 2}, marker}});
   CHECK(core.step(10).probeWorkers.empty());
+  // An output of ours no listing shows probeRetryS after its task's end: its worker is asked,
+  // at the address its record names.
+  pb::PartitionLocation output = outputAt("a-w3");
+  output.set_worker_address("127.0.0.1:7");
+  LaunchTask launch = actions.launches[0];
+  core.onTaskEnded(launch, AttemptEnd::kSucceeded, &output, "", 20);
+  CHECK(core.step(20.5).probeWorkers.empty());
+  asked = core.step(21.1);
+  REQUIRE(asked.probeWorkers.size() == 1);
+  CHECK(asked.probeWorkers[0].worker == "a-w3");
+  CHECK(asked.probeWorkers[0].address == "127.0.0.1:7");
+  listParts(core, 0, {{launch.task.second, output}});  // listed: nothing more to ask
+  CHECK(core.step(30).probeWorkers.empty());
   // A worker that is not live, or found gone, is not asked.
   core.onWorkerGone("a-w2", 11);
   core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
