@@ -33,7 +33,9 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -103,16 +105,18 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
   uint64_t epochBefore = 0;
   std::optional<Clock::time_point> killedAt;
   int64_t killedUnixMs = 0;
+  std::string victimWorker;
 
+  // Halfway through the first stage, with every JM registered and one primary. The
+  // failure-free run waits the same way: the polling loads this 2-core machine (each snapshot
+  // reads every running marker), and the baseline must carry that load too.
+  auto half = (*sc)->waitFor(*jobId, [](const JobSnapshot& s) {
+    auto tasks = s.stageTasks.find(0);
+    return tasks != s.stageTasks.end() && s.settled() && s.done(0) * 2 >= tasks->second;
+  }, kJobDeadline, milliseconds(10));
+  if (!half) return half.error().prepend("waiting for half of the first stage");
   if (scenario != "none") {
-    // Halfway through the first stage, with every JM registered and one primary.
-    auto half = (*sc)->waitFor(*jobId, [](const JobSnapshot& s) {
-      auto tasks = s.stageTasks.find(0);
-      return tasks != s.stageTasks.end() && s.settled() && s.done(0) * 2 >= tasks->second;
-    }, kJobDeadline, milliseconds(10));
-    if (!half) return half.error().prepend("waiting for half of the first stage");
     epochBefore = half->epoch;
-    std::string victimWorker;
     if (scenario == "pjm-vm" || scenario == "pjm-process") {
       failedJm = *half->currentPrimary();
       failedSite = failedJm.site();
@@ -175,15 +179,43 @@ Result<Json> runOnce(const BenchOptions& bench, const std::string& scenario) {
   Status exact = (*sc)->checkResult(*jobId, end->status.state() == pb::JOB_SUCCEEDED ? cluster.sites()[2] : submitSite);
   run["output_exact"] = exact.isOk();
   if (!exact) run["output_error"] = exact.message();
-  uint32_t extraRuns = 0;
+  // Executions on the killed VM (the audit names each one's worker): running there, or
+  // finished there and not recorded yet. Each may cost one more execution; any other re-run is
+  // one the issue's goal does not allow.
+  std::map<TaskId, uint32_t> onVictim;
+  std::map<TaskId, std::string> ranOn;  // each task's executions' workers, for the unexplained
+  if (!victimWorker.empty() && scenario != "pjm-process") {
+    auto attempts = zk.run(zk.jobs().attempts(*jobId));
+    if (!attempts) return attempts.error().prepend("reading the execution audit");
+    for (const auto& a : *attempts) {
+      if (a.workerId == victimWorker) ++onVictim[a.task];
+      ranOn[a.task] += (ranOn[a.task].empty() ? "" : ",") + a.workerId;
+    }
+  }
+  Json unexplainedRuns = Json::array();
+  uint32_t extraRuns = 0, unexplained = 0, victimRuns = 0;
+  for (const auto& [id, n] : onVictim) victimRuns += n;
   Json rerun = Json::array();
   for (const auto& [id, n] : end->executions) {
     if (n <= 1) continue;
     extraRuns += n - 1;
+    // The victim's executions but the one whose output is the record (read from its copy).
+    auto v = onVictim.find(id);
+    uint32_t lost = v == onVictim.end() ? 0u : v->second;
+    if (auto part = end->parts.find(id); lost > 0 && part != end->parts.end() && part->second.worker_id() == victimWorker) {
+      --lost;
+    }
+    unexplained += n - 1 - std::min(n - 1, lost);
+    if (n - 1 > lost) unexplainedRuns.push_back(taskName(id) + " on " + ranOn[id]);
     rerun.push_back(taskName(id) + " x" + std::to_string(n));
   }
   run["extra_executions"] = extraRuns;
   run["tasks_run_more_than_once"] = rerun;
+  if (scenario != "none" && scenario != "pjm-process") {
+    run["executions_on_killed_vm"] = victimRuns;
+    run["extra_executions_not_on_killed_vm"] = unexplained;
+    run["reruns_not_on_killed_vm"] = unexplainedRuns;
+  }
   if (extraRuns > 0 && std::getenv("BENCH_FAILOVER_DUMP_LOGS")) {
     // For investigating why: every JM's log of the job.
     std::cerr << cluster.jmLogs(*jobId, 1 << 22) << "\n";
@@ -323,17 +355,19 @@ int main(int argc, char** argv) {
                 {"task_sleep_s", bench.taskSleepS},
                 {"output_replicas", bench.outputReplicas >= 0 ? Json(bench.outputReplicas) : Json("default")},
                 {"failure_injected_when", "half of the first stage is done"}};
-  for (const auto& scenario : bench.scenarios) {
-    Json runs = Json::array();
-    for (int r = 0; r < bench.repeats; ++r) {
+  // Round by round, every scenario once per round: the job's time drifts with the machine's
+  // load by more than the recovery costs (±20% between identical runs), and a drift then
+  // weighs on the failure-free runs as on the others.
+  std::map<std::string, Json> runsOf;
+  for (int r = 0; r < bench.repeats; ++r) {
+    for (const auto& scenario : bench.scenarios) {
       std::cerr << "bench-failover: " << scenario << " run " << (r + 1) << "/" << bench.repeats << "\n";
       auto run = runOnce(bench, scenario);
-      if (!run) {
-        runs.push_back({{"scenario", scenario}, {"error", run.message()}});
-        continue;
-      }
-      runs.push_back(*run);
+      runsOf[scenario].push_back(run ? *run : Json{{"scenario", scenario}, {"error", run.message()}});
     }
+  }
+  for (const auto& scenario : bench.scenarios) {
+    const Json& runs = runsOf[scenario];
     Json summary{{"runs", runs}, {"job_s_mean", meanOf(runs, "job_s")}};
     for (const char* field : {"new_jm_registered_s", "new_primary_s", "replacement_jm_s", "first_task_done_after_kill_s",
                               "first_task_launched_after_kill_done_at_failed_site_s"}) {
@@ -342,6 +376,9 @@ int main(int argc, char** argv) {
     if (scenario != "none") {
       summary["new_jm_registered_s_max"] = maxOf(runs, "new_jm_registered_s");
       summary["new_primary_s_p95"] = percentileOf(runs, "new_primary_s", 0.95);
+    }
+    if (scenario != "none" && scenario != "pjm-process") {
+      summary["extra_executions_not_on_killed_vm_max"] = maxOf(runs, "extra_executions_not_on_killed_vm");
     }
     out["scenarios"][scenario] = summary;
   }
@@ -378,6 +415,17 @@ int main(int argc, char** argv) {
   if (scen.contains("pjm-process") && scen["pjm-process"].contains("job_time_ratio")) {
     double ratio = scen["pjm-process"]["job_time_ratio"].get<double>();
     goals["pjm_process_loss_halfway_under_1.1x"] = {{"measured_ratio", ratio}, {"met", ratio < 1.1}};
+  }
+  if (scen.contains("worker") && scen["worker"].contains("job_time_ratio")) {
+    double ratio = scen["worker"]["job_time_ratio"].get<double>();
+    goals["worker_vm_loss_halfway_under_1.1x"] = {{"measured_ratio", ratio}, {"met", ratio < 1.1}};
+  }
+  // Issue 12: extra executions only for tasks that were on the lost VM.
+  for (const char* name : {"pjm-vm", "sjm-vm", "worker"}) {
+    if (!scen.contains(name)) continue;
+    const Json most = scen[name]["extra_executions_not_on_killed_vm_max"];
+    goals[std::string("no_rerun_but_of_the_killed_vm_") + name] = {
+        {"measured_max", most}, {"met", most.is_number() && most.get<double>() == 0}};
   }
   out["goals"] = goals;
   std::cout << out.dump(2) << "\n";
