@@ -32,11 +32,11 @@ double normalized(const OrderingInput& input, std::size_t d, double tasks) {
   return tasks > 0 ? std::numeric_limits<double>::infinity() : 0.0;
 }
 
-double totalSize(const OrderingInput& input, const QueuedJob& job) {
+// A job's total remaining size in tasks, sum_d v_jd: Global-SRPT's rank. Never normalized:
+// paper 001 §5 divides queue lengths by capacity for Reordering and SWAG only.
+double totalSize(const QueuedJob& job) {
   double total = 0;
-  for (std::size_t d = 0; d < job.remainingTasks.size(); ++d) {
-    total += input.slots.empty() ? job.remainingTasks[d] : normalized(input, d, job.remainingTasks[d]);
-  }
+  for (double tasks : job.remainingTasks) total += tasks;
   return total;
 }
 
@@ -63,7 +63,7 @@ std::vector<std::size_t> fcfsOrder(const OrderingInput& input) {
 std::vector<std::size_t> globalSrptOrder(const OrderingInput& input) {
   auto order = indices(input.jobs.size());
   std::vector<double> size(input.jobs.size());
-  for (std::size_t j = 0; j < size.size(); ++j) size[j] = totalSize(input, input.jobs[j]);
+  for (std::size_t j = 0; j < size.size(); ++j) size[j] = totalSize(input.jobs[j]);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (size[a] != size[b]) return size[a] < size[b];
     return earlier(input, a, b);

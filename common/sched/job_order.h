@@ -40,7 +40,8 @@ struct SiteOrders {
 };
 
 std::vector<std::size_t> fcfsOrder(const OrderingInput& input);
-// Smallest total remaining size first (normalized: sum_d v_jd / c_d).
+// Smallest total remaining size first, in tasks (sum_d v_jd; paper 001 normalizes only
+// Reordering's and SWAG's queue lengths).
 std::vector<std::size_t> globalSrptOrder(const OrderingInput& input);
 // Each site orders its own sub-jobs by size (normalization does not change a site's order).
 SiteOrders independentSrptOrders(const OrderingInput& input);

@@ -74,7 +74,7 @@ TEST_CASE("capacity-normalized forms divide queue lengths by slots", "[unit][sch
   input.slots = {1, 4};
   CHECK(swagOrder(input) == ids({0, 1}));
   CHECK(finishInstants(input, sameOrderEverywhere({0, 1}, 2)) == std::vector<double>{2, 3});
-  CHECK(globalSrptOrder(input) == ids({0, 1}));  // normalized sizes 2 < 3
+  CHECK(globalSrptOrder(input) == ids({1, 0}));  // sizes in tasks, never normalized: 3 < 8
   // Reordering targets the longest normalized queue: datacenter 1 (3) over 2 (2).
   CHECK(reorder(input, sameOrderEverywhere({1, 0}, 2)) == ids({0, 1}));
 }
@@ -309,14 +309,16 @@ TEST_CASE("federation order: ties, duplicates, capped queues and odd values", "[
     queues[1].otherTasks = 10;
     CHECK(federationOrder("a", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"y", "x"}));
   }
-  SECTION("slots normalize the queues; none or NaN counts as one") {
+  SECTION("slots normalize SWAG's queues (not Global-SRPT's sizes); none or NaN counts as one") {
     std::vector<PublishedQueue> queues = {queue("a", {{"x", 3, 0}, {"y", 1, 1}}), queue("b", {{"y", 4, 1}}, 4)};
-    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"y", "x"}));  // 1 + 4/4 < 3
-    queues[1].slots = 0;
+    CHECK(federationOrder("a", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"y", "x"}));  // max(1, 4/4) < 3
     CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"x", "y"}));  // 3 < 1 + 4
+    queues[1].slots = 0;
+    CHECK(federationOrder("a", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"x", "y"}));  // 3 < max(1, 4)
     queues[1].slots = std::numeric_limits<double>::quiet_NaN();
     queues[1].jobs[0].remainingTasks = std::numeric_limits<double>::quiet_NaN();  // counts as 0
-    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"y", "x"}));
+    CHECK(federationOrder("a", queues, JobOrder::kSwag, kNow, kMaxAge).jobs == names({"y", "x"}));
+    CHECK(federationOrder("a", queues, JobOrder::kGlobalSrpt, kNow, kMaxAge).jobs == names({"y", "x"}));  // 1 < 3
   }
   SECTION("no local queue, or a policy that does not rank from queues") {
     const std::vector<PublishedQueue> queues = {queue("a", {{"y", 1, 5}, {"x", 9, 1}})};
