@@ -65,7 +65,8 @@ struct MapPlacement {
   // mapTasksPerSource), all
   // cells sum to n exactly, column sums are within 1 of n·sum_x fraction[x][y] — except for
   // tetriumMap, which keeps the in-place placement instead when that is faster with whole
-  // waves (the LP's fractional waves undercount stages with fewer tasks than slots).
+  // waves, or as fast moving less data (the LP's fractional waves undercount stages with fewer
+  // tasks than slots, and its max objective is blind to traffic off the bottleneck).
   std::vector<std::vector<int>> tasks;
   std::vector<int> tasksAtSite;  // column sums M_y
   StageTimes lpTimes;            // the fractional model (LP objective for Tetrium)
@@ -77,7 +78,8 @@ struct MapPlacement {
 struct ReducePlacement {
   std::vector<double> fraction;  // r_x, sums to 1
   // R_x, sums to n exactly; rounded from `fraction`, except that tetriumReduce keeps the
-  // proportional-to-data placement when that is faster with whole waves (and within budget).
+  // proportional-to-data placement when that is faster with whole waves, or as fast moving
+  // less data (and within budget).
   std::vector<int> tasks;
   StageTimes lpTimes;
   StageTimes times;  // evaluation of `tasks` with ceil waves
