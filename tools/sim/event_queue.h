@@ -16,6 +16,7 @@ enum class EventKind : uint8_t {
   kJmWake,          // a job manager's core asked to step again (stage = its site index)
   kClusterChange,   // a resource drop / restore or a spot-VM loss at a site
   kSchedulingRound, // a Tetrium scheduling instance over the free slots
+  kOrderRefresh,    // the job order may be recomputed again (PolicyConfig::orderRefreshSeconds)
 };
 
 struct Event {

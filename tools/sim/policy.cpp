@@ -25,7 +25,7 @@ std::string known() {
   return "placement " + sched::joinNames(sched::placementNames()) + " (place=NAME); order " +
          sched::joinNames(sched::jobOrderNames()) + " (order=NAME); resources " + sched::joinNames(sched::resourcesNames()) +
          "|nosteal|steal|unmeasured|noleases|rounds; presets tetrium|houtu|decent-stat; knobs rho= cost= eps= k= period= steal= delta= afrho= tau= "
-         "static= normalize= round=";
+         "static= normalize= round= refresh=";
 }
 
 }  // namespace
@@ -110,6 +110,9 @@ Result<PolicyConfig> parsePolicy(const std::string& text) {
       } else if (key == "round") {
         TELLUS_RETURN_IF_ERROR(inRange(1e-3, 1e6));
         config.roundIntervalSeconds = *value;
+      } else if (key == "refresh") {
+        TELLUS_RETURN_IF_ERROR(inRange(0, 1e6));
+        config.orderRefreshSeconds = *value;
       } else if (key == "normalize") {
         TELLUS_RETURN_IF_ERROR(inRange(0, 1));
         config.normalizeBySlots = *value != 0;

@@ -271,6 +271,8 @@ class Engine {
   bool orderDirty_ = false;
   bool roundWanted_ = false;     // Tetrium rounds: slots were freed or work was queued
   bool roundScheduled_ = false;
+  bool refreshScheduled_ = false;
+  double lastOrderAt_ = -kInfinity;
   double lastRound_ = -kInfinity;  // job managers are created after a stage's placement is complete
   double now_ = 0;
   bool sawArrival_ = false;
@@ -350,6 +352,7 @@ Result<RunSummary> Engine::run() {
         case EventKind::kTaskComputeDone: onComputeDone(event); break;
         case EventKind::kJmWake: onJmWake(event); break;
         case EventKind::kClusterChange: onClusterChange(event); break;
+        case EventKind::kOrderRefresh: refreshScheduled_ = false; break;
         case EventKind::kSchedulingRound:
           roundScheduled_ = false;
           lastRound_ = now_;
@@ -406,6 +409,7 @@ Status Engine::pullNextArrival() {
 void Engine::onArrival() {
   auto job = std::make_unique<JobRt>();
   job->spec = std::move(*pendingArrival_);
+  job->rank = (int64_t{1} << 40) + job->spec.id;  // until an order ranks it (recomputeOrder)
   pendingArrival_.reset();
   if (!sawArrival_) {
     summary_.firstArrivalSeconds = now_;
@@ -448,14 +452,16 @@ std::vector<sched::SiteResources> Engine::siteResources() const {
   for (const auto& site : sites_) total += site.capacity;
   for (size_t x = 0; x < sites_.size(); ++x) {
     const SiteRt& site = sites_[x];
-    // Bandwidth as the LPs should see it: what one more flow would get next to the flows
-    // already running there (Tetrium §5 measures available bandwidth; flows share fairly).
+    // Bandwidth as the LPs see it: the links' capacity. The LPs take it as the rate a whole
+    // stage's transfers get (Tetrium constraints 2-3, 7-8), and under per-flow fair sharing a
+    // stage opening m flows next to k others gets m/(m+k) of a link; what one more flow would
+    // get, 1/(1+k), made a busy link look hundreds of times slower than the stage would find
+    // it, and idle slow links attractive (docs/sim.md: Tetrium lost 15-30% to the proportional
+    // baseline over a slow WAN at light load). The daemons feed summed measured rates.
     // With every slot gone (all sites dropped to 0) place as if at full strength: the tasks
     // will wait for the slots to come back rather than fail.
-    const int x32 = static_cast<int>(x);
     resources.push_back(sched::SiteResources{site.name, total > 0 ? site.capacity : site.baseSlots,
-                                             site.up / (1 + network_.flowsOut(x32)) / kGB,
-                                             site.down / (1 + network_.flowsIn(x32)) / kGB});
+                                             site.up / kGB, site.down / kGB});
   }
   return resources;
 }
@@ -918,9 +924,16 @@ void Engine::flushScheduling() {
     runJobManagers();
     return;
   }
-  if (orderDirty_) {
+  if (orderDirty_ && now_ >= lastOrderAt_ + policy_.orderRefreshSeconds) {
     recomputeOrder();
     orderDirty_ = false;
+    lastOrderAt_ = now_;
+  } else if (orderDirty_ && !refreshScheduled_) {
+    Event refresh;
+    refresh.time = lastOrderAt_ + policy_.orderRefreshSeconds;
+    refresh.kind = EventKind::kOrderRefresh;
+    events_.push(refresh);
+    refreshScheduled_ = true;
   }
   for (int site : takeDirtySites()) dispatchSlots(site);
   // Launching does not dirty sites again.

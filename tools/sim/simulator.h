@@ -58,7 +58,11 @@ struct PolicyConfig {
   // placed once when they become ready and sites serve the job order.
   bool tetriumRounds = false;
   double roundIntervalSeconds = 2.0;  // slot batching interval between rounds
-  bool normalizeBySlots = true;  // capacity-normalized SWAG/Reordering/SRPT (paper 001 §5)
+  bool normalizeBySlots = true;  // capacity-normalized SWAG/Reordering (paper 001 §5)
+  // Job orders are recomputed at most this often (0: at every arrival and departure, as paper
+  // 001 does). The masters order from queues their peers published a while ago; this is how
+  // stale those orders are. A job that arrived since the last one ranks after every ranked job.
+  double orderRefreshSeconds = 0;
   // HOUTU (static / af): each job has a job manager per site it touches, running
   // jobcore::JobCore — the daemon's decision logic — with these knobs.
   double periodSeconds = 5.0;       // L: Af period
@@ -87,6 +91,7 @@ struct PolicyConfig {
 //  presets:   tetrium (= place=tetrium + order=tetrium), houtu (= proportional + fair + af),
 //             decent-stat (= proportional + fair + static)
 //  knobs:     rho=R cost=W eps=E k=K period=S steal=S delta=D afrho=R tau=T static=N normalize=0|1 round=S
+//             refresh=S
 // The placement and order names are the registry's, the same as a job spec's `placement:` and
 // `tellus plan --policy`; "tetrium" names both a placement and an order, hence the preset.
 Result<PolicyConfig> parsePolicy(const std::string& text);

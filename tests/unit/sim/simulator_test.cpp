@@ -394,6 +394,22 @@ TEST_CASE("a DAG workload under Tetrium's rounds is deterministic too", "[unit][
   CHECK(runOnce(3) == runOnce(3));
 }
 
+TEST_CASE("refresh=S: a job order is recomputed at most every S seconds; a job that came since ranks last",
+          "[unit][sim][order]") {
+  // One slot. Job 1 (t=0): three 1 s tasks. Job 2 (t=0.5): one 1 s task. Global-SRPT ranks job
+  // 2 first as it arrives, so it runs 1-2; with the order 10 s stale it waits for job 1: 3-4.
+  const auto jobs = [] { return std::vector<JobSpec>{job(1, 0, {root({0, 0, 0}, {1, 1, 1}, 0, 0)}), job(2, 0.5, {root({0}, {1}, 0, 0)})}; };
+  Collect fresh, stale;
+  const RunSummary now = run({site(1, 100)}, "in-place+global-srpt", jobs(), fresh);
+  const RunSummary late = run({site(1, 100)}, "in-place+global-srpt+refresh=10", jobs(), stale);
+  CHECK(fresh.records[2].responseSeconds == Approx(1.5));
+  CHECK(stale.records[2].responseSeconds == Approx(3.5));
+  CHECK(stale.records[1].responseSeconds == Approx(3.0));
+  CHECK(late.ordersComputed < now.ordersComputed);
+  CHECK(parsePolicy("swag+refresh=2.5")->orderRefreshSeconds == 2.5);
+  CHECK_FALSE(parsePolicy("swag+refresh=-1").isOk());
+}
+
 TEST_CASE("policy names: presets, overrides, knobs and clear errors", "[unit][sim]") {
   auto tetrium = parsePolicy("tetrium+swag+af");
   REQUIRE(tetrium.isOk());
