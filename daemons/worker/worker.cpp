@@ -270,12 +270,16 @@ pb::RegisterWorkerRequest Worker::registration() const {
 awaitable<void> Worker::usageLoop() {
   // Sampled four times a second, reported once a second: a task's CPU is known from its second
   // sample on, so with one sample a second a 1 s task was measured only when its start fell
-  // just after a sample — and whether its JM packed tasks (Af, Parades) came down to that.
+  // just after a sample — and whether its JM packed tasks (Af, Parades) came down to that. A
+  // task measured for the first time is reported at once: its JM packs the next ones by it
+  // (a replacement JM, which knows nothing of the stage's tasks yet, ran a wave one per
+  // container waiting for the once-a-second report).
   constexpr milliseconds kSampleEvery{250};
   constexpr int kSamplesPerReport = 4;
   // Per (job, container): the sum over the task trees running in it, as last measured.
   std::map<std::pair<std::string, uint32_t>, pb::ContainerUsage> perContainer;
   std::map<std::string, std::string> jmOf;
+  std::set<std::string> reported;  // task trees whose measurement went out at least once
   for (int round = 1; !server_.stopping(); ++round) {
     co_await server_.sleepFor(kSampleEvery);
     if (server_.stopping()) break;
@@ -284,10 +288,13 @@ awaitable<void> Worker::usageLoop() {
       spdlog::warn("resource monitor: {}", samples.message());
       continue;
     }
+    std::erase_if(reported, [&](const std::string& id) { return !tracked_.count(id); });
+    bool firstMeasurement = false;
     std::map<std::pair<std::string, uint32_t>, pb::ContainerUsage> thisRound;
     for (const auto& u : *samples) {
       auto it = tracked_.find(u.containerId);
       if (it == tracked_.end() || !u.cpuMeasured) continue;
+      firstMeasurement = firstMeasurement || reported.insert(u.containerId).second;
       auto& c = thisRound[{it->second.jobId, it->second.slot}];
       c.mutable_id()->set_worker_id(config_.id);
       c.mutable_id()->set_slot(it->second.slot);
@@ -298,7 +305,7 @@ awaitable<void> Worker::usageLoop() {
       jmOf[it->second.jobId] = it->second.jmAddress;
     }
     for (auto& [key, usage] : thisRound) perContainer[key] = std::move(usage);
-    if (round % kSamplesPerReport != 0) continue;
+    if (round % kSamplesPerReport != 0 && !firstMeasurement) continue;
     std::map<std::string, pb::ContainerUsageReport> reports;  // by JM address
     lastUsage_.clear();
     for (auto& [key, usage] : perContainer) {

@@ -416,6 +416,23 @@ JobCore loadedWithReplica(const CoreConfig& config) {
   return core;
 }
 JobCore loadedWithReplicaAt(const std::string& site) { return loadedWithReplica(configAt(site)); }
+CoreConfig settlingAt(const std::string& site) {
+  CoreConfig config = configAt(site);
+  config.timings.lossSettleS = 2.0;
+  return config;
+}
+// Stage 0 released (tasks 0-2 at a, 3 at b) and, at b, task 3 launched on b-w1/0 at t = 1.
+Actions launchOwnTask(JobCore& core) {
+  pb::TaskMap map;
+  for (const char* site : {"a", "a", "a", "b"}) map.add_owner_site(site);
+  map.set_epoch(1);
+  core.onTaskMap(0, map, 0);
+  core.onGrants({container("b-w1", 0, "b")});
+  auto launched = core.step(1);
+  REQUIRE(launched.launches.size() == 1);
+  REQUIRE(launched.launches[0].task == TaskId{0, 3});
+  return launched;
+}
 }  // namespace
 
 TEST_CASE("a cut-off site coming back worker by worker: a worker still missing keeps its outputs for the grace",
@@ -494,17 +511,9 @@ TEST_CASE("our own task's output whose worker went missing is kept while a listi
   enum class Then { kListed, kBackUnlisted, kStaysMissing };
   for (Then then : {Then::kListed, Then::kBackUnlisted, Then::kStaysMissing}) {
     INFO("case " << static_cast<int>(then));
-    CoreConfig config = configAt("b");
-    config.timings.lossSettleS = 2.0;
+    const CoreConfig config = settlingAt("b");
     JobCore core = loadedWithReplica(config);
-    pb::TaskMap map;
-    for (const char* site : {"a", "a", "a", "b"}) map.add_owner_site(site);
-    map.set_epoch(1);
-    core.onTaskMap(0, map, 0);
-    core.onGrants({container("b-w1", 0, "b")});
-    auto launched = core.step(1);
-    REQUIRE(launched.launches.size() == 1);
-    REQUIRE(launched.launches[0].task == TaskId{0, 3});
+    auto launched = launchOwnTask(core);
     core.onLiveWorkers("b", {"b-w2"});  // b-w1's session expired while it was stopped
     const auto output = outputAt("b-w1", "b");
     core.onTaskEnded(launched.launches[0], AttemptEnd::kSucceeded, &output, "", 5);
@@ -534,17 +543,8 @@ TEST_CASE("a gone worker (onWorkerGone): its unrecorded output and its session's
   enum class Case { kUnrecordedOutput, kMarker, kUnreadMarker };
   for (Case c : {Case::kUnrecordedOutput, Case::kMarker, Case::kUnreadMarker}) {
     INFO("case " << static_cast<int>(c));
-    CoreConfig config = configAt("b");
-    config.timings.lossSettleS = 2.0;
-    JobCore core = loadedWithReplica(config);
-    pb::TaskMap map;
-    for (const char* site : {"a", "a", "a", "b"}) map.add_owner_site(site);
-    map.set_epoch(1);
-    core.onTaskMap(0, map, 0);
-    core.onGrants({container("b-w1", 0, "b")});
-    auto launched = core.step(1);
-    REQUIRE(launched.launches.size() == 1);
-    REQUIRE(launched.launches[0].task == TaskId{0, 3});
+    JobCore core = loadedWithReplica(settlingAt("b"));
+    auto launched = launchOwnTask(core);
     pb::RunningTask marker;  // its execution's, in b-w1's ZooKeeper session
     marker.mutable_container()->set_worker_id("b-w1");
     marker.set_site("b");
@@ -2246,6 +2246,15 @@ pb::PartitionKey keyOf(uint32_t stage, uint32_t task, const std::string& job = "
   return key;
 }
 
+// The primary at a, a-w1..3 live, stage 0 released, task 0's output on a-w2 with a copy on a-w3.
+JobCore primaryWithCopiedOutput() {
+  JobCore core = loadedAt("a");
+  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
+  releaseMaps(core, 0);
+  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  return core;
+}
+
 }  // namespace
 
 TEST_CASE("output copies: an output is kept while a copy's worker lives, removed once every copy's is dead",
@@ -2346,10 +2355,7 @@ TEST_CASE("output copies: tasks ask for the spec's copies and read every copy of
 
 TEST_CASE("output copies: an input a reader found on no copy is re-run once its own worker is dead, not before",
           "[unit][jobcore][replication]") {
-  JobCore core = loadedAt("a");
-  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
-  releaseMaps(core, 0);
-  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  JobCore core = primaryWithCopiedOutput();
   // A claim while the output's own worker lives removes nothing: its holders are asked (below).
   core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
   CHECK(core.attempts({1, 0}) == 0);  // not counted, as any missing input
@@ -2430,10 +2436,7 @@ TEST_CASE("output copies: a claim about an output whose worker lives asks its ho
 
 TEST_CASE("output copies: a probe's answer about a record that changed since, or a dead copy's silence",
           "[unit][jobcore][replication]") {
-  JobCore core = loadedAt("a");
-  core.onLiveWorkers("a", {"a-w1", "a-w2", "a-w3"});
-  releaseMaps(core, 0);
-  listParts(core, 0, {{0, outputWithCopy("a-w2", "a-w3")}});
+  JobCore core = primaryWithCopiedOutput();
   core.onInputLost(reduceLaunch(0), keyOf(0, 0), "no copy", 1);
   auto actions = core.step(1);
   REQUIRE(actions.probes.size() == 1);
