@@ -30,7 +30,7 @@ constexpr uint32_t kMaxRetryAfterMs = 60'000;
 // How much longer than outputs_coalesce_ms a vanished marker of an unrecorded task is held
 // (markersHeld_) when its stage's records could not be listed again at once.
 constexpr milliseconds kMarkerHold{1000};
-// A worker whose RunTask connection broke is asked again within this (workerProcessGone).
+// A worker asked whether its process lives (probeWorker) answers within this, or says nothing.
 constexpr milliseconds kGoneProbeTimeout{500};
 // Link rates beyond this (1 Tbit/s) are not measurements.
 constexpr double kMaxLinkMbps = 1e6;

@@ -146,9 +146,19 @@ Result<JobSnapshot> snapshotNow(Scenario& sc, const std::string& jobId) {
   return s;
 }
 
-// A scenario over a 3-node ZooKeeper ensemble.
-std::unique_ptr<Scenario> startEnsembleScenario() {
+// A first stage of more tasks than the job's containers hold packed (12 containers, at most
+// four sleeping tasks in each once they are measured): it runs in overlapping waves whatever
+// the packing, so a worker is seen holding a finished output while it runs another task. With
+// the default 24 tasks the whole stage fits in one packed wave and that moment may never come.
+ScenarioOptions inWaves() {
   ScenarioOptions options;
+  options.partitionsPerSite = 24;
+  options.linesPerPartition = 20;
+  return options;
+}
+
+// A scenario over a 3-node ZooKeeper ensemble.
+std::unique_ptr<Scenario> startEnsembleScenario(ScenarioOptions options = {}) {
   options.cluster.zkServers = 3;
   auto sc = startScenario(options);
   REQUIRE(sc->cluster().zkEnsemble() != nullptr);
@@ -400,7 +410,7 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
 TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re-run elsewhere, its lost outputs are "
           "recomputed, its containers are withdrawn",
           "[integration][failover][worker]") {
-  ScenarioOptions options;
+  ScenarioOptions options = inWaves();
   options.outputReplicas = 0;  // today's behaviour without copies: lineage recomputes
   auto sc = startScenario(options);
   auto& cluster = sc->cluster();
@@ -484,7 +494,7 @@ std::pair<JobSnapshot, JobSnapshot> killWorkerToEnd(Scenario& sc, const JobMidFi
 TEST_CASE("with output copies (the default) a killed worker's finished outputs are read from their copies: only the "
           "tasks it was running run again",
           "[integration][failover][worker][replication]") {
-  auto sc = startScenario();
+  auto sc = startScenario(inWaves());
   auto& cluster = sc->cluster();
   const std::string site = cluster.sites()[1];
 
@@ -843,7 +853,12 @@ TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary;
   // to its first create was lost, then waited behind its own orphan and no one became
   // primary. Here the pJM's VM dies, and the moment its session expires (the others start to
   // campaign) the ensemble loses its leader, so every JM's connection drops mid-election.
-  auto sc = startEnsembleScenario();
+  // Slow side tasks keep the job from ending before the election settles: its secondaries'
+  // heartbeats hand it a new primary well before the session expires.
+  ScenarioOptions options;
+  options.sideTasks = 6;
+  options.sideSleepS = 6.0;
+  auto sc = startEnsembleScenario(options);
   auto& cluster = sc->cluster();
   const std::string pjmSite = cluster.sites()[0];
   const PrimaryVmKilled kill = killPrimaryVmMidFirstStage(*sc, pjmSite);
