@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <utility>
 
@@ -840,12 +841,19 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   ++busy.tasks;
 
   // The execution's log (the operator's and an exec command's stderr) is kept by attempt id,
-  // also after the task succeeds and its container directory goes: `tellus logs` reads it.
+  // also after the task succeeds and its container directory goes: `tellus logs` reads it. It
+  // is created here, empty, so that an execution on record whose executor never started (its
+  // job was killed meanwhile) or died before writing reads as an empty log, not as a missing one.
+  const auto logFile = dataDir_ / "logs" / req.job_id() / (*attemptId + ".stderr");
+  const auto attemptKey = std::make_pair(req.job_id(), *attemptId);
+  runningAttempts_.insert(attemptKey);  // its log is incomplete from here on
   {
     std::error_code logEc;
-    std::filesystem::create_directories(dataDir_ / "logs" / req.job_id(), logEc);
+    std::filesystem::create_directories(logFile.parent_path(), logEc);
+    std::ofstream created(logFile, std::ios::out | std::ios::app);
+    if (!created) spdlog::warn("creating {}: {}", logFile.string(), std::strerror(errno));
   }
-  task.set_log_file((dataDir_ / "logs" / req.job_id() / (*attemptId + ".stderr")).string());
+  task.set_log_file(logFile.string());
   // The container's executor for this job: an idle one, or a new one (a killed job's tasks
   // must not start one).
   auto executor = killedJobs_.count(req.job_id())
@@ -853,6 +861,7 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
                             ErrorCode::kInvalidArgument, "job " + req.job_id() + " was killed on this worker"))
                       : acquireExecutor(req.job_id(), req.container().slot());
   if (!executor) {
+    runningAttempts_.erase(attemptKey);
     if (--busySlots_[req.container().slot()].tasks <= 0) busySlots_.erase(req.container().slot());
     (void)co_await jobStore_->removeRunningMarker(req.job_id(), taskId, markerSession);
     co_return executor.error().prepend("starting executor");
@@ -862,8 +871,6 @@ awaitable<Result<pb::RunTaskResponse>> Worker::runTask(pb::RunTaskRequest req, n
   if (monitor_ && monitor_->track(monitorKey, (*executor)->pid())) {
     tracked_[monitorKey] = TrackedTask{req.container().slot(), req.job_id(), req.jm_address()};
   }
-  const auto attemptKey = std::make_pair(req.job_id(), *attemptId);
-  runningAttempts_.insert(attemptKey);
   phaseStart = Clock::now();
   const auto runKey = std::make_tuple(req.job_id(), req.stage(), req.task());
   ++taskRuns_[runKey];
