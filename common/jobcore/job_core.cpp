@@ -291,9 +291,7 @@ void JobCore::onWorkerGone(const std::string& worker, double now) {
   for (const auto& [site, workers] : liveWorkers_) {
     if (!workers.count(worker)) continue;  // its session is over already
     gone_[worker] = site;
-    std::erase_if(slots_, [&](const auto& kv) {
-      return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
-    });
+    dropIdleSlotsOn(worker);
     const std::set<std::string> listed = workers;  // the listing as it was: it leaves the gone worker out
     onLiveWorkers(site, listed);
     refreshRunningElsewhere();
@@ -585,6 +583,10 @@ double JobCore::taskShare(uint32_t s) const {
 
 // ---- task outcomes -----------------------------------------------------------------------
 
+void JobCore::dropIdleSlotsOn(const std::string& worker) {
+  std::erase_if(slots_, [&](const auto& kv) { return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty(); });
+}
+
 void JobCore::finishAttempt(const LaunchTask& launch) {
   running_.erase(launch.task);
   launchedAt_.erase(launch.task);
@@ -627,9 +629,7 @@ void JobCore::onTaskEnded(const LaunchTask& launch, AttemptEnd end, const pb::Pa
         const auto& worker = launch.container.id().worker_id();
         endedUnreachableOn_[id] = worker;
         toProbe_[worker] = ProbeReason{launch.container.worker_address(), now};
-        std::erase_if(slots_, [&](const auto& kv) {
-          return kv.second.container.id().worker_id() == worker && kv.second.tasks.empty();
-        });
+        dropIdleSlotsOn(worker);
       }
       if (attempts_[id] > 0) --attempts_[id];
       record({Decision::Kind::kRerun, id.first, {id.second}, config_.site, "",

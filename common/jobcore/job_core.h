@@ -581,6 +581,8 @@ class JobCore {
   bool decideVerification(Actions& out);
   void decideContainers(double now, Actions& out);
   void finishAttempt(const LaunchTask& launch);
+  // Stops using `worker`'s idle containers (it is unreachable or gone) until granted again.
+  void dropIdleSlotsOn(const std::string& worker);
   // Callers building a decision in a loop (one per task of a release) test
   // config_.recordDecisions first: off, nothing is built.
   void record(Decision decision) {
