@@ -11,6 +11,15 @@
 
 namespace tellus::config {
 
+const char* stealInformationName(StealInformation information) {
+  switch (information) {
+    case StealInformation::kLeases: return "leases";
+    case StealInformation::kSharedState: return "shared-state";
+    case StealInformation::kOffers: return "offers";
+  }
+  return "leases";
+}
+
 namespace {
 
 constexpr Bounds<uint32_t> kPositive = atLeast<uint32_t>(1);
@@ -274,6 +283,16 @@ void readJmTuning(YamlMap& m, JmTuning& c) {
   c.lease_slack_ms = m.optional<uint32_t>("lease_slack_ms", c.lease_slack_ms, between<uint32_t>(0, 3'600'000));
   c.lease_default_ms = m.optional<uint32_t>("lease_default_ms", c.lease_default_ms, between<uint32_t>(1, 86'400'000));
   c.locality_wait_ms = m.optional<uint32_t>("locality_wait_ms", c.locality_wait_ms, between<uint32_t>(0, 3'600'000));
+  const auto information = m.optional<std::string>("steal_information", std::string(stealInformationName(c.steal_information)));
+  if (information == "leases") {
+    c.steal_information = StealInformation::kLeases;
+  } else if (information == "shared-state") {
+    c.steal_information = StealInformation::kSharedState;
+  } else if (information == "offers") {
+    c.steal_information = StealInformation::kOffers;
+  } else if (m.ok()) {
+    m.fail("steal_information", "expected one of leases, shared-state, offers, got " + quoted(information));
+  }
 }
 
 ExecConfig readExec(YamlMap& root) {
@@ -585,6 +604,7 @@ std::string toYaml(const JmConfig& c) {
   out << YAML::Key << "lease_slack_ms" << YAML::Value << c.lease_slack_ms;
   out << YAML::Key << "lease_default_ms" << YAML::Value << c.lease_default_ms;
   out << YAML::Key << "locality_wait_ms" << YAML::Value << c.locality_wait_ms;
+  out << YAML::Key << "steal_information" << YAML::Value << stealInformationName(c.steal_information);
   if (!c.exit_reason_file.empty()) {
     out << YAML::Key << "exit_reason_file" << YAML::Value << YAML::DoubleQuoted << c.exit_reason_file;
   }

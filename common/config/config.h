@@ -168,6 +168,13 @@ struct MasterConfig {
   std::string log_level = "info";
 };
 
+// What a victim of a steal weighs before it gives a task (JmTuning::steal_information): the
+// three mechanisms paper 004 §IV compares. kLeases: the thief's measured link rates and the
+// leases of other jobs' containers at its site (the design); kSharedState: the rates, no lease
+// times; kOffers: neither, Parades alone gives what waited long enough (resource offers).
+enum class StealInformation { kLeases, kSharedState, kOffers };
+const char* stealInformationName(StealInformation information);  // leases | shared-state | offers
+
 // A JM's timings: in its own config, and set for the JMs a worker starts by the worker's
 // `jm:` section (so that an operator can tune failover windows per site).
 struct JmTuning {
@@ -199,6 +206,8 @@ struct JmTuning {
   uint32_t lease_default_ms = 30000;
   // A stage below its job's min_locality is held back at most this long (paper 004 §IV).
   uint32_t locality_wait_ms = 10000;
+  // Not for tuning: the other two exist to measure what leases are worth (tools/bench/leases).
+  StealInformation steal_information = StealInformation::kLeases;
 };
 
 struct WorkerConfig {

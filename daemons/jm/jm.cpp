@@ -1305,7 +1305,10 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
   if (req.job_id() != config_.job_id || !core_.loaded()) co_return resp;
   // Other jobs' leases here: what a local container that frees up soon is worth against the
   // move. Read before the checks below, so that nothing is awaited between them and the offer.
-  if (!siteLeasesReadAt_ || Clock::now() - *siteLeasesReadAt_ > kSiteLeasesMaxAge) co_await refreshSiteLeases();
+  if (config_.steal_information == config::StealInformation::kLeases &&
+      (!siteLeasesReadAt_ || Clock::now() - *siteLeasesReadAt_ > kSiteLeasesMaxAge)) {
+    co_await refreshSiteLeases();
+  }
   if (server_.stopping()) co_return resp;
   // A JM that may have been paused (its loop has not run for the pause threshold, or it has
   // not confirmed its registration since), or has no session, gives nothing: its view of
@@ -1325,6 +1328,7 @@ awaitable<Result<pb::StealResponse>> JobManager::giveWork(pb::StealRequest req, 
                  sites.size());
     req.clear_inbound();
   }
+  if (config_.steal_information == config::StealInformation::kOffers) req.clear_inbound();  // Parades alone
   for (const auto& rate : req.inbound()) {
     if (std::find(sites.begin(), sites.end(), rate.from_site()) == sites.end()) continue;
     if (auto bytes = linkBytesPerS(rate)) inbound[rate.from_site()] = *bytes;

@@ -571,9 +571,11 @@ TEST_CASE("a worker's jm section sets the timings of the JMs it starts, checked 
 
   auto tuned = parseWorkerConfig(
       kWorker + "jm:\n  heartbeat_interval_ms: 500\n  heartbeat_misses: 4\n  site_lost_after_ms: 20000\n  tick_ms: 50\n"
-                "  decision_log_max_bytes: 100000\n",
+                "  decision_log_max_bytes: 100000\n  steal_information: offers\n",
       "worker.yaml");
   REQUIRE(tuned.isOk());
+  CHECK(plain->jm.steal_information == StealInformation::kLeases);
+  CHECK(tuned->jm.steal_information == StealInformation::kOffers);
   CHECK(tuned->jm.heartbeat_interval_ms == 500u);
   CHECK(tuned->jm.heartbeat_misses == 4u);
   CHECK(tuned->jm.site_lost_after_ms == 20000u);
@@ -590,7 +592,10 @@ TEST_CASE("a worker's jm section sets the timings of the JMs it starts, checked 
   CHECK(back->heartbeat_misses == 4u);
   CHECK(back->site_lost_after_ms == 20000u);
   CHECK(back->decision_log_max_bytes == 100000u);
+  CHECK(back->steal_information == StealInformation::kOffers);
 
+  CHECK(workerError(kWorker + "jm:\n  steal_information: gossip\n") ==
+        "worker.yaml:20: jm.steal_information: expected one of leases, shared-state, offers, got 'gossip'");
   CHECK(workerError(kWorker + "jm:\n  heartbeat_misses: 1\n") ==
         "worker.yaml:20: jm.heartbeat_misses: expected an integer in [2, 100], got '1'");
   CHECK_THAT(workerError(kWorker + "jm:\n  job_id: job-1\n"), Catch::Contains("jm.job_id: unknown field"));
