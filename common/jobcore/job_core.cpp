@@ -421,6 +421,7 @@ void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionL
   // alone, a record of "a similar task on a different node" for our lease estimates.
   if (location.site() != config_.site && location.fetched().empty() && !listedParts_[stage].count(task)) {
     computeHistory_.record(std::to_string(stage), location.worker_id(), location.elapsed_s());
+    restateDefaultLeases(stage);
   }
   setPart(stage, task, location);
   notePart(stage, task, true);
@@ -592,6 +593,7 @@ void JobCore::finishAttempt(const LaunchTask& launch) {
   launchedAt_.erase(launch.task);
   leaseS_.erase(launch.task);
   leaseFromHistory_.erase(launch.task);
+  restatedLeaseS_.erase(launch.task);
   auto it = slots_.find(launch.slotKey);
   if (it != slots_.end()) {
     it->second.tasks.erase(launch.task);
@@ -724,6 +726,21 @@ void JobCore::noteLease(const LaunchTask& launch, const pb::PartitionLocation& l
     if (rate != inbound_.end() && rate->second > 0) computeS -= static_cast<double>(fetched.bytes()) / rate->second;
   }
   computeHistory_.record(std::to_string(launch.task.first), launch.container.id().worker_id(), std::max(0.0, computeS));
+  restateDefaultLeases(launch.task.first);
+}
+
+void JobCore::restateDefaultLeases(uint32_t s) {
+  ShuffleCache shuffles;
+  for (const auto& [key, slot] : slots_) {
+    for (const auto& [id, share] : slot.tasks) {
+      if (id.first != s || leaseFromHistory_.count(id) || restatedLeaseS_.count(id) || !leaseS_.count(id)) continue;
+      bool fromHistory = false;
+      const double estimate = leaseEstimateS(id, slot.container.id().worker_id(), shuffles, &fromHistory);
+      if (!fromHistory) continue;  // an input from a site whose rate is not measured yet
+      restatedLeaseS_[id] = estimate;
+      leasesChanged_ = true;
+    }
+  }
 }
 
 void JobCore::onInputLost(const LaunchTask& launch, const pb::PartitionKey& lost, const std::string& message,
@@ -1747,8 +1764,13 @@ void JobCore::decideContainers(double now, Actions& out) {
       double endsAt = now;
       for (const auto& [id, share] : slot.tasks) {
         auto launched = launchedAt_.find(id);
-        auto lease = leaseS_.find(id);
-        if (launched != launchedAt_.end() && lease != leaseS_.end()) endsAt = std::max(endsAt, launched->second + lease->second);
+        const double* lease = nullptr;
+        if (auto restated = restatedLeaseS_.find(id); restated != restatedLeaseS_.end()) {
+          lease = &restated->second;
+        } else if (auto estimated = leaseS_.find(id); estimated != leaseS_.end()) {
+          lease = &estimated->second;
+        }
+        if (launched != launchedAt_.end() && lease) endsAt = std::max(endsAt, launched->second + *lease);
       }
       request.leases.emplace_back(slot.container.id(), endsAt - now);
     }

@@ -491,6 +491,9 @@ class JobCore {
   using ShuffleCache = std::map<uint32_t, std::map<std::string, double>>;
   // Sets *fromHistory when a compute history was used.
   double leaseEstimateS(const TaskId& id, const std::string& worker, ShuffleCache& shuffles, bool* fromHistory) const;
+  // Stage s has a compute history now: its running launches leased for the default are
+  // restated from it (sent with the next container request).
+  void restateDefaultLeases(uint32_t s);
   // A finished execution: its compute time into the history, its lease's accuracy counted.
   void noteLease(const LaunchTask& launch, const pb::PartitionLocation& location, double now);
   double taskShare(uint32_t stage) const;
@@ -658,8 +661,11 @@ class JobCore {
   std::map<std::string, Slot> slots_;  // granted containers by slot key
   std::set<TaskId> running_;           // launched by us, not ended
   std::map<TaskId, double> launchedAt_;
-  std::map<TaskId, double> leaseS_;  // each running launch's lease estimate
+  std::map<TaskId, double> leaseS_;  // each running launch's lease estimate (at launch: eq. 3 scores it)
   std::set<TaskId> leaseFromHistory_;  // those estimated from a compute history
+  // Launches leased for the default (their stage had no history) whose stage has one now: the
+  // lease restated from it, which is what the master publishes to the site's other jobs.
+  std::map<TaskId, double> restatedLeaseS_;
   sched::ComputeHistory computeHistory_;
   std::map<std::string, double> inbound_;  // bytes/s into this site, by source
   std::vector<double> siteLeaseEnds_;      // other jobs' containers here (onSiteLeases)

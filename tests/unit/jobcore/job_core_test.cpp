@@ -876,6 +876,9 @@ TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the
   std::map<std::string, double> leases;
   for (const auto& [id, endsInS] : later.request->leases) leases[slotKeyOf(id)] = endsInS;
   CHECK(leases.at(next.launches[0].slotKey) == Approx(2.0 - 0.4));
+  // Task 1, leased for the default at 0.2, is restated from that history (2 s from its
+  // launch: due by now), so that the site's other jobs see its container free up soon.
+  CHECK(leases.at(actions.launches[1].slotKey) == Approx(0.0));
   // That one ends 1.8 s after its launch against its 2 s lease: 1 - 0.2 / 1.8.
   core.onTaskEnded(next.launches[0], AttemptEnd::kSucceeded, &output, "", 4.0);
   CHECK(core.leaseAccuracy().mean == Approx((1 - 0.2 / 1.8) / 2));
