@@ -1,6 +1,6 @@
 """What the Python benchmarks under tools/bench share: a throwaway cluster from scripts/cluster,
 the CLI's environment for it, and the workers' per-task phase metrics."""
-import os, socket, subprocess, sys, tempfile, urllib.request
+import glob, os, re, socket, subprocess, sys, tempfile, urllib.request
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,6 +32,24 @@ def scrape(address):
         elif name == "tellus_worker_task_starts_total":
             starts = float(value)
     return seconds, samples, tasks, transactions, starts
+
+
+def lease_accuracy(run_dir):
+    """Paper 004 eq. 3 over every JM of a cluster's run: each logs its executions and their mean
+    accuracy when it exits ("lease estimates: N executions, mean accuracy X; M from a compute
+    history, mean accuracy Y")."""
+    pattern = re.compile(r"lease estimates: (\d+) executions, mean accuracy ([0-9.]+); "
+                         r"(\d+) from a compute history, mean accuracy ([0-9.]+)")
+    n = [0, 0]
+    weighted = [0.0, 0.0]
+    for path in glob.glob(os.path.join(run_dir, "**", "jm.log"), recursive=True):
+        with open(path, errors="replace") as f:
+            for m in pattern.finditer(f.read()):
+                for i in (0, 1):
+                    n[i] += int(m.group(1 + 2 * i))
+                    weighted[i] += int(m.group(1 + 2 * i)) * float(m.group(2 + 2 * i))
+    mean = [round(weighted[i] / n[i], 3) if n[i] else None for i in (0, 1)]
+    return {"executions": n[0], "mean": mean[0], "from_history": n[1], "from_history_mean": mean[1]}
 
 
 def srvr_received(zk):
