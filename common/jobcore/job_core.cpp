@@ -420,7 +420,7 @@ void JobCore::onPartRecorded(uint32_t stage, uint32_t task, const pb::PartitionL
   // Another site's execution, new to us, that read nothing across sites: its time is compute
   // alone, a record of "a similar task on a different node" for our lease estimates.
   if (location.site() != config_.site && location.fetched().empty() && !listedParts_[stage].count(task)) {
-    computeHistory_.record(std::to_string(stage), location.worker_id(), location.elapsed_s());
+    computeHistory_.record(std::to_string(stage), location.worker_id(), elapsedOf(location));
     restateDefaultLeases(stage);
   }
   setPart(stage, task, location);
@@ -720,7 +720,7 @@ void JobCore::noteLease(const LaunchTask& launch, const pb::PartitionLocation& l
   }
   // Compute time: the execution's time less what its fetches from other sites take at the
   // measured rates (the part eq. 1 estimates from the link, not from history).
-  double computeS = location.elapsed_s();
+  double computeS = elapsedOf(location);
   for (const auto& fetched : location.fetched()) {
     auto rate = inbound_.find(fetched.site());
     if (rate != inbound_.end() && rate->second > 0) computeS -= static_cast<double>(fetched.bytes()) / rate->second;

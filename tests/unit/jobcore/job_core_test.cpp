@@ -1,4 +1,6 @@
 // The job manager's decisions as scripted sequences of events and the actions they must cause.
+#include <limits>
+
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -885,6 +887,36 @@ TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the
   CHECK(core.leaseAccuracy().executions == 2);
   CHECK(core.leaseAccuracy().fromHistory == 1);  // the second, from the first one's compute time
   CHECK(core.leaseAccuracy().fromHistoryMean == Approx(1 - 0.2 / 1.8));
+}
+
+TEST_CASE("leases: another site's record restates default leases, and a time from the network that is not finite "
+          "counts as 0", "[unit][jobcore]") {
+  CoreConfig config = configAt("a");
+  config.lease.defaultS = 30;
+  config.lease.slackS = 0.5;
+  JobCore core = loadedWith(config);
+  auto actions = launchOnTwoContainers(core, 0.2);
+  if (actions.request) core.onContainerRequestSent(*actions.request);
+  // Task 3 finished at b, read nothing across sites, and claims a NaN time.
+  pb::PartitionLocation hostile = outputAt("b-w1", "b");
+  hostile.set_elapsed_s(std::numeric_limits<double>::quiet_NaN());
+  core.onPartRecorded(0, 3, hostile, "");
+  // A third container, on a worker with no history of its own: task 2 is leased from b's record.
+  core.onGrants({container("a-w1", 0), container("a-w1", 1), container("a-w2", 0)});
+  auto restated = core.step(1.5);
+  REQUIRE(restated.launches.size() == 1);
+  REQUIRE(restated.request);
+  REQUIRE(restated.request->leases.size() == 3);
+  // Tasks 0 and 1 restated to 0 + δ from their launch at 0.2: due by now.
+  for (const auto& [id, endsInS] : restated.request->leases) {
+    if (slotKeyOf(id) != restated.launches[0].slotKey) CHECK(endsInS == Approx(0.0));
+  }
+  // Task 2's lease was 0 + δ = 0.5 s, and it took 0.5 s: exactly right (a NaN would poison it).
+  pb::PartitionLocation output = outputAt("a-w2");
+  output.set_elapsed_s(0.5);
+  core.onTaskEnded(restated.launches[0], AttemptEnd::kSucceeded, &output, "", 2.0);
+  CHECK(core.leaseAccuracy().fromHistory == 1);
+  CHECK(core.leaseAccuracy().fromHistoryMean == Approx(1.0));
 }
 
 TEST_CASE("leases taken back: the killed task runs again uncounted, on a lease twice the one that ran out",
