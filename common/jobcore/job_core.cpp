@@ -594,6 +594,7 @@ void JobCore::finishAttempt(const LaunchTask& launch) {
   leaseS_.erase(launch.task);
   leaseFromHistory_.erase(launch.task);
   restatedLeaseS_.erase(launch.task);
+  defaultLeasedOn_.erase(launch.task);
   auto it = slots_.find(launch.slotKey);
   if (it != slots_.end()) {
     it->second.tasks.erase(launch.task);
@@ -730,16 +731,18 @@ void JobCore::noteLease(const LaunchTask& launch, const pb::PartitionLocation& l
 }
 
 void JobCore::restateDefaultLeases(uint32_t s) {
+  // Per finished execution: only the stage's launches still on the default are looked at.
   ShuffleCache shuffles;
-  for (const auto& [key, slot] : slots_) {
-    for (const auto& [id, share] : slot.tasks) {
-      if (id.first != s || leaseFromHistory_.count(id) || restatedLeaseS_.count(id) || !leaseS_.count(id)) continue;
-      bool fromHistory = false;
-      const double estimate = leaseEstimateS(id, slot.container.id().worker_id(), shuffles, &fromHistory);
-      if (!fromHistory) continue;  // an input from a site whose rate is not measured yet
-      restatedLeaseS_[id] = estimate;
-      leasesChanged_ = true;
+  for (auto it = defaultLeasedOn_.lower_bound({s, 0}); it != defaultLeasedOn_.end() && it->first.first == s;) {
+    bool fromHistory = false;
+    const double estimate = leaseEstimateS(it->first, it->second, shuffles, &fromHistory);
+    if (!fromHistory) {  // an input from a site whose rate is not measured yet
+      ++it;
+      continue;
     }
+    restatedLeaseS_[it->first] = estimate;
+    leasesChanged_ = true;
+    it = defaultLeasedOn_.erase(it);
   }
 }
 
@@ -1936,9 +1939,12 @@ void JobCore::decideLaunches(double now, Actions& out) {
       leaseS_[id] = leaseEstimateS(id, slot.container.id().worker_id(), shuffles, &fromHistory);
       if (fromHistory) {
         leaseFromHistory_.insert(id);
+        defaultLeasedOn_.erase(id);
       } else {
         leaseFromHistory_.erase(id);
+        defaultLeasedOn_[id] = slot.container.id().worker_id();
       }
+      restatedLeaseS_.erase(id);
       leasesChanged_ = true;
       const auto since = waitingSince_.find(id);
       const double waitedS = since == waitingSince_.end() ? 0.0 : now - since->second;

@@ -666,6 +666,7 @@ class JobCore {
   // Launches leased for the default (their stage had no history) whose stage has one now: the
   // lease restated from it, which is what the master publishes to the site's other jobs.
   std::map<TaskId, double> restatedLeaseS_;
+  std::map<TaskId, std::string> defaultLeasedOn_;  // running launches still on the default, by worker
   sched::ComputeHistory computeHistory_;
   std::map<std::string, double> inbound_;  // bytes/s into this site, by source
   std::vector<double> siteLeaseEnds_;      // other jobs' containers here (onSiteLeases)
