@@ -845,12 +845,17 @@ TEST_CASE("steal as victim: a local container whose lease ends soon beats moving
   CHECK(late.offerSteal("b", 3, 111, {{"a", 1.0}}).tasks == std::vector<uint32_t>{3, 1, 2});
 }
 
-TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the next request; accuracy is kept",
-          "[unit][jobcore]") {
-  CoreConfig config = configAt("a");
+// A JM at `site` with a 30 s default lease and δ = 0.5 s.
+JobCore leasedAt(const std::string& site) {
+  CoreConfig config = configAt(site);
   config.lease.defaultS = 30;
   config.lease.slackS = 0.5;
-  JobCore core = loadedWith(config);
+  return loadedWith(config);
+}
+
+TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the next request; accuracy is kept",
+          "[unit][jobcore]") {
+  JobCore core = leasedAt("a");
   auto actions = launchOnTwoContainers(core, 0.2);
   if (actions.request) core.onContainerRequestSent(*actions.request);
   // Nothing of stage 0 ever finished: the predefined lease, counted from each launch.
@@ -891,10 +896,7 @@ TEST_CASE("leases: each launch is estimated by paper 004 eq. 1 and sent with the
 
 TEST_CASE("leases: another site's record restates default leases, and a time from the network that is not finite "
           "counts as 0", "[unit][jobcore]") {
-  CoreConfig config = configAt("a");
-  config.lease.defaultS = 30;
-  config.lease.slackS = 0.5;
-  JobCore core = loadedWith(config);
+  JobCore core = leasedAt("a");
   auto actions = launchOnTwoContainers(core, 0.2);
   if (actions.request) core.onContainerRequestSent(*actions.request);
   // Task 3 finished at b, read nothing across sites, and claims a NaN time.
