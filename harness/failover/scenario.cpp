@@ -345,6 +345,24 @@ Result<std::string> Scenario::submitYaml(const std::string& site, const std::str
 
 Result<JobSnapshot> Scenario::snapshot(const std::string& jobId) { return snapshotJob(cluster_->zkReader(), jobId); }
 
+Result<std::set<TaskId>> Scenario::unfinishedOn(const std::string& jobId, const JobSnapshot& after,
+                                                const std::set<std::string>& workers) {
+  auto& zk = cluster_->zkReader();
+  auto attempts = zk.run(zk.jobs().attempts(jobId));
+  if (!attempts) return attempts.error();
+  std::map<TaskId, uint32_t> onWorkers;
+  for (const auto& a : *attempts) {
+    if (workers.count(a.workerId)) ++onWorkers[a.task];
+  }
+  std::set<TaskId> out;
+  for (const auto& [id, runs] : onWorkers) {
+    auto part = after.parts.find(id);
+    const uint32_t finished = part != after.parts.end() && workers.count(part->second.worker_id()) ? 1 : 0;
+    if (runs > finished) out.insert(id);
+  }
+  return out;
+}
+
 Result<JobSnapshot> Scenario::waitFor(const std::string& jobId, const std::function<bool(const JobSnapshot&)>& condition,
                                       milliseconds deadline, milliseconds poll) {
   std::optional<JobSnapshot> found;

@@ -148,6 +148,12 @@ class Scenario {
   // master; returns its id.
   Result<std::string> submitYaml(const std::string& site, const std::string& name, const std::string& spec);
   Result<JobSnapshot> snapshot(const std::string& jobId);
+  // The tasks the audit (read now) shows executed on one of `workers` more often than `after`
+  // records their output there: executions those workers never finished, once killed. Their
+  // markers may be gone before `after` is read (a JM clears a dead worker's markers as soon as
+  // its process is found gone); the audit keeps every execution.
+  Result<std::set<TaskId>> unfinishedOn(const std::string& jobId, const JobSnapshot& after,
+                                        const std::set<std::string>& workers);
 
   // Snapshots every `poll` until `condition` holds (-> that snapshot), the job ends without
   // it (kInvalidArgument) or `deadline` passes (kDeadlineExceeded). Every snapshot goes to the

@@ -42,11 +42,21 @@ struct EndChecks {
   bool epochUnchangedAfterEnd = true;
 };
 
+// Workers a scenario killed, and the job's snapshot read right after: besides the tasks a
+// test allows, each execution the audit shows started on them and not finished by `after` may
+// run again (Scenario::unfinishedOn).
+struct KilledWorkers {
+  std::set<std::string> workers;
+  const JobSnapshot* after = nullptr;
+};
+
 // The end of every scenario: the job succeeded with the exact word count (read through
-// `resultSite`), the execution audit allows re-runs only of `mayRunTwice`, its JMs left, and
-// no invariant was violated along the way. Returns the job's final snapshot.
-inline JobSnapshot requireCorrectEnd(Scenario& sc, const std::string& jobId, const std::set<TaskId>& mayRunTwice,
-                                     const std::string& resultSite, const EndChecks& checks) {
+// `resultSite`), the execution audit allows re-runs only of `mayRunTwice` (and of what
+// `killed` never finished), its JMs left, and no invariant was violated along the way.
+// Returns the job's final snapshot.
+inline JobSnapshot requireCorrectEnd(Scenario& sc, const std::string& jobId, std::set<TaskId> mayRunTwice,
+                                     const std::string& resultSite, const EndChecks& checks,
+                                     const KilledWorkers& killed = {}) {
   using namespace std::chrono_literals;
   auto end = sc.waitForEnd(jobId, checks.jobDeadline);
   INFO("waiting for the end: " << failureReport(end, sc, jobId));
@@ -58,6 +68,12 @@ inline JobSnapshot requireCorrectEnd(Scenario& sc, const std::string& jobId, con
   Status result = sc.checkResult(jobId, resultSite);
   INFO("result: " << whyNot(result));
   CHECK(result.isOk());
+  if (killed.after) {
+    auto unfinished = sc.unfinishedOn(jobId, *killed.after, killed.workers);
+    INFO("reading the audit: " << whyNot(unfinished));
+    REQUIRE(unfinished.isOk());
+    mayRunTwice.insert(unfinished->begin(), unfinished->end());
+  }
   auto problems = checkExecutions(*end, mayRunTwice);
   INFO("execution audit:" << joined(problems) << (problems.empty() ? std::string() : sc.diagnostics(jobId)));
   CHECK(problems.empty());

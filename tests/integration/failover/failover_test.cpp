@@ -244,7 +244,7 @@ TEST_CASE("an sJM whose VM is killed is replaced, inherits the containers, and n
   CHECK(replaced->currentPrimary()->site() == pjmSite);
   CHECK(replaced->epoch == before->epoch);
 
-  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {killed}), pjmSite, kEnd);
+  requireCorrectEnd(*sc, *jobId, mayRerun(*before, *after, {killed}), pjmSite, kEnd, {{killed}, &*after});
   // The inherited tasks were not launched again (checked by the audit: they are not allowed a
   // second run); that there were some makes this scenario the one the issue describes.
   CHECK(!inherited.empty());
@@ -392,7 +392,7 @@ TEST_CASE("when the pJM's VM is killed an sJM becomes primary, releases the next
   CHECK(settled->jms.at(pjmSite).role() == pb::JM_SECONDARY);
   CHECK(settled->currentPrimary()->pid() == primary.pid());
 
-  requireCorrectEnd(*sc, jobId, mayRerun(before, after, {killed}), cluster.sites()[1], kEnd);
+  requireCorrectEnd(*sc, jobId, mayRerun(before, after, {killed}), cluster.sites()[1], kEnd, {{killed}, &after});
   // The new primary acted: every stage released after the kill carries its epoch.
   auto end = sc->snapshot(jobId);
   REQUIRE(end.isOk());
@@ -452,7 +452,7 @@ TEST_CASE("without output copies (output_replicas: 0) a killed worker's tasks re
     }
   }
 
-  requireCorrectEnd(*sc, job.id, mayRerun(job.before, *after, {victim}), cluster.sites()[0], kEnd);
+  requireCorrectEnd(*sc, job.id, mayRerun(job.before, *after, {victim}), cluster.sites()[0], kEnd, {{victim}, &*after});
   auto end = sc->snapshot(job.id);
   REQUIRE(end.isOk());
   // Lineage: every output that was only on the victim was still needed (the first stage was
@@ -487,7 +487,8 @@ std::pair<JobSnapshot, JobSnapshot> killWorkerToEnd(Scenario& sc, const JobMidFi
   auto after = snapshotNow(sc, job.id);
   REQUIRE(after.isOk());
   JobSnapshot end =
-      requireCorrectEnd(sc, job.id, runningOn({&job.before, &*after}, {victim}), sc.cluster().sites()[0], kEnd);
+      requireCorrectEnd(sc, job.id, runningOn({&job.before, &*after}, {victim}), sc.cluster().sites()[0], kEnd,
+                        {{victim}, &*after});
   return {std::move(*after), std::move(end)};
 }
 
@@ -881,7 +882,8 @@ TEST_CASE("every JM's ZooKeeper connection drops while they elect a new primary;
   INFO("waiting for a new primary: " << failureReport(elected, *sc, jobId));
   REQUIRE(elected.isOk());
   CHECK(elected->currentPrimary()->site() != pjmSite);
-  requireCorrectEnd(*sc, jobId, mayRerun(kill.job.before, kill.after, {killed}), cluster.sites()[1], kEnd);
+  requireCorrectEnd(*sc, jobId, mayRerun(kill.job.before, kill.after, {killed}), cluster.sites()[1], kEnd,
+                    {{killed}, &kill.after});
 }
 
 }  // namespace
