@@ -50,6 +50,17 @@ struct KilledWorkers {
   const JobSnapshot* after = nullptr;
 };
 
+// Adds to `mayRunTwice` what `killed` never finished (read from the audit now; nothing when
+// no worker was killed).
+inline void allowUnfinished(Scenario& sc, const std::string& jobId, const KilledWorkers& killed,
+                            std::set<TaskId>& mayRunTwice) {
+  if (!killed.after) return;
+  auto unfinished = sc.unfinishedOn(jobId, *killed.after, killed.workers);
+  INFO("reading the audit: " << whyNot(unfinished));
+  REQUIRE(unfinished.isOk());
+  mayRunTwice.insert(unfinished->begin(), unfinished->end());
+}
+
 // The end of every scenario: the job succeeded with the exact word count (read through
 // `resultSite`), the execution audit allows re-runs only of `mayRunTwice` (and of what
 // `killed` never finished), its JMs left, and no invariant was violated along the way.
@@ -68,12 +79,7 @@ inline JobSnapshot requireCorrectEnd(Scenario& sc, const std::string& jobId, std
   Status result = sc.checkResult(jobId, resultSite);
   INFO("result: " << whyNot(result));
   CHECK(result.isOk());
-  if (killed.after) {
-    auto unfinished = sc.unfinishedOn(jobId, *killed.after, killed.workers);
-    INFO("reading the audit: " << whyNot(unfinished));
-    REQUIRE(unfinished.isOk());
-    mayRunTwice.insert(unfinished->begin(), unfinished->end());
-  }
+  allowUnfinished(sc, jobId, killed, mayRunTwice);
   auto problems = checkExecutions(*end, mayRunTwice);
   INFO("execution audit:" << joined(problems) << (problems.empty() ? std::string() : sc.diagnostics(jobId)));
   CHECK(problems.empty());
